@@ -1,0 +1,169 @@
+"""`python -m bench`: list, run, sweep, report, data, overhead."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from bench import data, devices, report, sweep
+from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
+from bench.variants import VARIANTS, get_variant
+
+log = logging.getLogger("bench")
+DEFAULT_OUT = Path("results/latest")
+
+
+def _task_from(args: argparse.Namespace) -> TaskSpec:
+    return get_task(args.task, global_batch=args.global_batch, precision=args.precision, epochs=args.epochs,
+                    windows=args.windows, data_dir=args.data_dir)
+
+
+def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
+    return machine.default_device_type if args.device_type == "auto" else args.device_type
+
+
+def _add_task_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", default="default", help=f"task preset: {', '.join(PRESETS)}")
+    p.add_argument("--precision", choices=PRECISIONS, help="override the task's precision")
+    p.add_argument("--global-batch", type=int, help="override the task's global batch")
+    p.add_argument("--epochs", type=int, help="override the task's epochs")
+    p.add_argument("--windows", type=int, help="override the number of timing windows")
+    p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
+    p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="cuda when GPUs are visible, else cpu (default: auto)")
+    p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed (default 900)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    machine = devices.discover()
+    print("variants:")
+    for v in VARIANTS.values():
+        where = "cpu (1 slot), cuda" if v.cpu_max_devices == 1 else "cpu, cuda"
+        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
+    print("tasks:")
+    for t in PRESETS.values():
+        print(f"  {t.name:10} {t.model:10} on {t.dataset:14} {t.image_size}px batch={t.global_batch} "
+              f"epochs={t.epochs} {t.precision}")
+    print("devices:")
+    print(f"  cpu: {len(machine.cores)} cores available ({', '.join(map(str, machine.cores))})")
+    if machine.gpus:
+        for gid, name in zip(machine.gpus, machine.gpu_names):
+            print(f"  cuda:{gid} {name}")
+    else:
+        print("  cuda: none found")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    machine = devices.discover()
+    task = _task_from(args)
+    variant = get_variant(args.variant)
+    if args.devices < 1 or args.nodes < 1:
+        raise SpecError("--devices and --nodes must be at least 1")
+    if args.devices % args.nodes:
+        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    spec = sweep.RunSpec(variant, task, _device_type(args, machine), args.nodes, args.devices // args.nodes,
+                         args.cores_per_slot, args.timeout)
+    reason = spec.inapplicable()
+    if reason:
+        raise SpecError(f"{reason}: choose another variant or fewer devices")
+    rows = sweep.run_all([spec], args.out, machine)
+    print(report.text_table(rows))
+    return 0 if rows[0].status == "ok" else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    machine = devices.discover()
+    task = _task_from(args)
+    names = list(VARIANTS) if args.variants in ("all", "") else args.variants.split(",")
+    variants = [get_variant(n.strip()) for n in names]
+    counts = sweep.device_counts(args.max_devices)
+    specs = sweep.plan(variants, task, _device_type(args, machine), counts, args.nodes,
+                       args.cores_per_slot, args.timeout)
+    rows = sweep.run_all(specs, args.out, machine)
+    print(report.text_table(rows))
+    path = report.write_report(args.out)
+    print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
+    return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    path = report.write_report(args.dir)
+    print(path.read_text())
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    if args.download:
+        log.info("downloaded to %s", data.download_fashion_mnist())
+    elif args.install and not data.install_fashion_mnist():
+        log.warning("could not install Debian's dataset-fashion-mnist (needs apt-get and root or sudo): "
+                    "the default task will need --data-dir or `python -m bench data --download`")
+        return 0
+    for name in args.tasks:
+        folder = data.prepare(get_task(name, data_dir=args.data_dir))
+        log.info("task %s: %s", name, folder or "synthetic (made on the device, nothing cached)")
+    return 0
+
+
+def cmd_overhead(args: argparse.Namespace) -> int:
+    from bench import overhead
+
+    return overhead.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("list", help="variants, tasks and the devices found").set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="one run: one row appended to OUT/results.jsonl")
+    p.add_argument("--variant", required=True, help=f"one of {', '.join(VARIANTS)}")
+    p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
+    p.add_argument("--nodes", type=int, default=1, help="fake nodes the devices are split over")
+    _add_task_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sweep", help="variants x device counts 1, 2, 4 ... N, then a table and report.md")
+    p.add_argument("--variants", default="all", help="comma-separated variant names (default all)")
+    p.add_argument("--max-devices", type=int, default=2, help="largest device count (default 2)")
+    p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
+    _add_task_options(p)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("report", help="report.md and results.csv from a results directory")
+    p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("data", help="prepare the tasks' datasets into the cache")
+    p.add_argument("tasks", nargs="*", default=["quick", "default"])
+    p.add_argument("--install", action="store_true", help="install Debian's dataset-fashion-mnist if missing")
+    p.add_argument("--download", action="store_true", help="opt-in: download Fashion-MNIST (needs internet)")
+    p.add_argument("--data-dir")
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("overhead", help="harness torch-ddp (1 device) vs a plain loop, interleaved A/B")
+    p.add_argument("--task", default="default")
+    p.add_argument("--repeats", type=int, default=3, help="A/B pairs (default 3)")
+    p.add_argument("--out", type=Path, default=Path("results/latest/overhead"))
+    p.set_defaults(func=cmd_overhead)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    try:
+        return args.func(args)
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

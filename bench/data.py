@@ -1,0 +1,245 @@
+"""Dataset preparation into a framework-neutral cache.
+
+Every dataset is read once into uint8 NHWC images + int64 labels saved as .npy
+with a manifest holding shapes and SHA-256 checksums. Both frameworks read the
+same files and normalise on the device, so no framework-specific preprocessing
+ever reaches the disk. Synthetic data is never cached: workers make it on the
+device, as tf_cnn_benchmarks and Horovod's benchmarks do.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import shutil
+import struct
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from bench.task import SpecError, TaskSpec
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPLITS = ("train", "test")
+
+# Debian's package `dataset-fashion-mnist` installs the idx files here.
+FASHION_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
+FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+# SHA-256 of the *decompressed* idx files: gzip repacking (Debian's) keeps these stable.
+FASHION_FILES = {
+    "train-images-idx3-ubyte": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+    "train-labels-idx1-ubyte": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    "t10k-images-idx3-ubyte": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+    "t10k-labels-idx1-ubyte": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+}
+DIGITS_TEST_SIZE = 397  # a prime, so no world size > 1 divides the test set evenly
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DTBENCH_CACHE", REPO_ROOT / ".cache" / "dtbench"))
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- readers
+
+def parse_idx(raw: bytes) -> np.ndarray:
+    """Parse the IDX format of (Fashion-)MNIST: magic, dims, then unsigned bytes."""
+    zero, dtype_code, ndim = struct.unpack(">HBB", raw[:4])
+    if zero != 0 or dtype_code != 0x08:
+        raise ValueError("not an unsigned-byte IDX file")
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(dims)):
+        raise ValueError(f"IDX body has {body.size} bytes, header says {dims}")
+    return body.reshape(dims)
+
+
+def _read_maybe_gzip(directory: Path, stem: str) -> bytes | None:
+    for name, opener in ((stem + ".gz", gzip.open), (stem, open)):
+        if (directory / name).exists():
+            with opener(directory / name, "rb") as f:
+                return f.read()
+    return None
+
+
+def fashion_source_dirs(data_dir: str | None) -> list[Path]:
+    dirs = [Path(data_dir)] if data_dir else []
+    if os.environ.get("DTBENCH_FASHION_MNIST_DIR"):
+        dirs.append(Path(os.environ["DTBENCH_FASHION_MNIST_DIR"]))
+    return dirs + [FASHION_SYSTEM_DIR, cache_root() / "downloads" / "fashion-mnist"]
+
+
+def read_fashion_mnist(data_dir: str | None = None) -> dict[str, np.ndarray]:
+    for directory in fashion_source_dirs(data_dir):
+        raws = {stem: _read_maybe_gzip(directory, stem) for stem in FASHION_FILES}
+        if all(raw is not None for raw in raws.values()):
+            break
+    else:
+        raise SpecError(
+            "Fashion-MNIST not found: run `make setup` (installs Debian's dataset-fashion-mnist), "
+            "or `python -m bench data --download`, or pass --data-dir DIR")
+    for stem, raw in raws.items():
+        if sha256_bytes(raw) != FASHION_FILES[stem]:
+            raise SpecError(f"Fashion-MNIST file {directory / stem} fails its checksum: delete it and fetch it again")
+    arrays = {stem: parse_idx(raw) for stem, raw in raws.items()}
+    return {
+        "train_x": arrays["train-images-idx3-ubyte"][..., None],
+        "train_y": arrays["train-labels-idx1-ubyte"].astype(np.int64),
+        "test_x": arrays["t10k-images-idx3-ubyte"][..., None],
+        "test_y": arrays["t10k-labels-idx1-ubyte"].astype(np.int64),
+    }
+
+
+def read_digits(seed: int = 0) -> dict[str, np.ndarray]:
+    from sklearn.datasets import load_digits  # shipped with scikit-learn: offline
+
+    digits = load_digits()
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    labels = digits.target.astype(np.int64)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    test, train = order[:DIGITS_TEST_SIZE], order[DIGITS_TEST_SIZE:]
+    return {"train_x": images[train], "train_y": labels[train],
+            "test_x": images[test], "test_y": labels[test]}
+
+
+def read_imagefolder(root: str, image_size: int, channels: int) -> dict[str, np.ndarray]:
+    """ROOT/train/<class>/* and ROOT/test/<class>/* (or val/), resized to image_size."""
+    from PIL import Image
+
+    root_path = Path(root)
+    test_dir = next((root_path / d for d in ("test", "val") if (root_path / d).is_dir()), None)
+    if not (root_path / "train").is_dir() or test_dir is None:
+        raise SpecError(f"image folder {root} needs train/ and test/ (or val/) subfolders with one folder per class")
+    classes = sorted(p.name for p in (root_path / "train").iterdir() if p.is_dir())
+    mode = "L" if channels == 1 else "RGB"
+    out = {}
+    for split, directory in (("train", root_path / "train"), ("test", test_dir)):
+        images, labels = [], []
+        for label, cls in enumerate(classes):
+            for file in sorted((directory / cls).glob("*")):
+                with Image.open(file) as img:
+                    img = img.convert(mode).resize((image_size, image_size), Image.BILINEAR)
+                    images.append(np.asarray(img, dtype=np.uint8).reshape(image_size, image_size, channels))
+                labels.append(label)
+        if not images:
+            raise SpecError(f"image folder {directory} holds no images")
+        out[f"{split}_x"] = np.stack(images)
+        out[f"{split}_y"] = np.asarray(labels, dtype=np.int64)
+    return out
+
+
+# ---------------------------------------------------------------- cache
+
+def cache_key(task: TaskSpec) -> str:
+    if task.dataset == "imagefolder":
+        digest = hashlib.sha256(str(Path(task.data_dir).resolve()).encode()).hexdigest()[:10]
+        return f"imagefolder-{digest}-{task.image_size}px-{task.channels}ch"
+    if task.dataset == "digits":
+        return f"digits-seed{task.seed}"
+    return task.dataset
+
+
+def _read_source(task: TaskSpec) -> dict[str, np.ndarray]:
+    if task.dataset == "fashion-mnist":
+        return read_fashion_mnist(task.data_dir)
+    if task.dataset == "digits":
+        return read_digits(task.seed)
+    return read_imagefolder(task.data_dir, task.image_size, task.channels)
+
+
+def prepare(task: TaskSpec) -> Path | None:
+    """Make sure the task's dataset is in the cache; return its folder (None for synthetic)."""
+    if task.synthetic:
+        return None
+    folder = cache_root() / cache_key(task)
+    if (folder / "manifest.json").exists():
+        verify(folder)
+        return folder
+    arrays = _read_source(task)
+    x_shape = arrays["train_x"].shape[1:]
+    if x_shape != (task.image_size, task.image_size, task.channels):
+        raise SpecError(f"dataset {task.dataset} has images of shape {x_shape}, task {task.name} expects "
+                        f"{(task.image_size, task.image_size, task.channels)}: fix image_size/channels")
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, array in arrays.items():
+        np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+        files[name] = {"shape": list(array.shape), "dtype": str(array.dtype),
+                       "sha256": sha256_file(tmp / f"{name}.npy")}
+    manifest = {"dataset": task.dataset, "key": cache_key(task), "files": files,
+                "classes": int(arrays["train_y"].max()) + 1}
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    if folder.exists():  # another process won the race: keep its copy
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(folder)
+    log.info("prepared %s in %s", task.dataset, folder)
+    return folder
+
+
+def verify(folder: Path) -> dict:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name, meta in manifest["files"].items():
+        if sha256_file(folder / f"{name}.npy") != meta["sha256"]:
+            raise SpecError(f"cached {folder / name}.npy fails its checksum: delete {folder} and run again")
+    return manifest
+
+
+def load(folder: str | Path, mmap: bool = True) -> dict[str, np.ndarray]:
+    """Read a prepared dataset (used inside the workers of every framework)."""
+    folder = Path(folder)
+    mode = "r" if mmap else None
+    return {name: np.load(folder / f"{name}.npy", mmap_mode=mode)
+            for name in ("train_x", "train_y", "test_x", "test_y")}
+
+
+# ---------------------------------------------------------------- getting the raw files
+
+def install_fashion_mnist() -> bool:
+    """Install Debian's dataset-fashion-mnist (needs root or passwordless sudo)."""
+    if all((FASHION_SYSTEM_DIR / f"{stem}.gz").exists() for stem in FASHION_FILES):
+        return True
+    if shutil.which("apt-get") is None:
+        return False
+    prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "install", "-y", "-q", "dataset-fashion-mnist"],
+                ["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "dataset-fashion-mnist"]):
+        result = subprocess.run(prefix + cmd, env=env, capture_output=True, text=True)
+        if result.returncode == 0 and cmd[1] == "install":
+            return True
+    return (FASHION_SYSTEM_DIR / "train-images-idx3-ubyte.gz").exists()
+
+
+def download_fashion_mnist() -> Path:
+    """Opt-in download for machines with internet; every file is checksum-verified."""
+    target = cache_root() / "downloads" / "fashion-mnist"
+    target.mkdir(parents=True, exist_ok=True)
+    for stem, expected in FASHION_FILES.items():
+        dest = target / f"{stem}.gz"
+        if not dest.exists():
+            with urllib.request.urlopen(FASHION_URL + dest.name, timeout=60) as response:
+                payload = response.read()
+            if sha256_bytes(gzip.decompress(payload)) != expected:
+                raise SpecError(f"downloaded {dest.name} fails its checksum: try again later")
+            dest.write_bytes(payload)
+    return target

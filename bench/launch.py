@@ -1,0 +1,268 @@
+"""Starting a run: spec file, pinning, ports, the variant's own launcher, timeouts, clean-up.
+
+One launcher invocation per (fake) node, each in its own process group with
+that node's GPUs / cores. A run that crashes or hangs has every process it
+started killed (found by the run id in their environment, so even processes
+that started their own sessions are caught) and becomes a failed row.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import devices, results, stats
+from bench.devices import Machine, Placement
+from bench.task import SpecError, TaskSpec
+from bench.variants import Variant, not_applicable
+from bench.worker import FAULT_ENV, LAUNCH_TIME_ENV, NODE_RANK_ENV, SPEC_ENV
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RUN_ID_ENV = "DTBENCH_RUN_ID"
+LOG_TAIL_LINES = 12
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    variant: Variant
+    task: TaskSpec
+    device_type: str
+    nodes: int = 1
+    devices_per_node: int = 1
+    cores_per_slot: int = 1
+    timeout_s: float = 900.0
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def processes_per_node(self) -> int:
+        return 1 if self.variant.single_process else self.devices_per_node
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant.name} {self.nodes}x{self.devices_per_node} {self.device_type} {self.task.name}"
+
+    def inapplicable(self) -> str | None:
+        return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
+
+    def check(self, machine: Machine) -> Placement:
+        """Everything that can be wrong with the request, as one-line errors, before anything starts."""
+        if self.nodes < 1 or self.devices_per_node < 1:
+            raise SpecError("devices and nodes must be at least 1")
+        if self.task.global_batch % self.world_size:
+            raise SpecError(f"global batch {self.task.global_batch} does not divide by world size "
+                            f"{self.world_size}: pass --global-batch a multiple of {self.world_size}")
+        if self.task.precision == "fp16" and self.device_type != "cuda":
+            raise SpecError("fp16 needs CUDA: use --precision bf16 or fp32 on CPU")
+        return devices.place(self.device_type, self.nodes, self.devices_per_node, machine,
+                             self.cores_per_slot, self.processes_per_node)
+
+
+# ---------------------------------------------------------------- ports and processes
+
+def free_port() -> int:
+    """A port free on loopback right now (the OS picks it, so concurrent sweeps don't collide)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def processes_of_run(run_id: str) -> list[int]:
+    """Every live process whose environment carries this run id."""
+    marker = f"{RUN_ID_ENV}={run_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def kill_run(run_id: str, procs: list[subprocess.Popen]) -> None:
+    """SIGKILL every process of the run: TF workers ignore SIGTERM, torchrun's children have own sessions."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for _ in range(3):  # a dying parent may still fork: sweep until none is left
+        pids = processes_of_run(run_id)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    for proc in procs:
+        proc.wait()
+
+
+# ---------------------------------------------------------------- commands
+
+def worker_command(spec: RunSpec, node_rank: int, spec_path: Path, master_port: int) -> list[str]:
+    """The variant's own launcher for one node."""
+    python = sys.executable
+    if spec.variant.launcher == "torchrun":
+        return [python, "-m", "torch.distributed.run",
+                f"--nnodes={spec.nodes}", f"--node-rank={node_rank}",
+                f"--nproc-per-node={spec.devices_per_node}",
+                "--master-addr=127.0.0.1", f"--master-port={master_port}",
+                "--max-restarts=0", "--monitor-interval=0.5",
+                "-m", spec.variant.module, "--spec", str(spec_path)]
+    if spec.variant.launcher == "python":
+        return [python, "-m", spec.variant.module, "--spec", str(spec_path)]
+    raise SpecError(f"variant {spec.variant.name} names an unknown launcher {spec.variant.launcher!r}")
+
+
+def node_environment(spec: RunSpec, plan: devices.NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
+    """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
+    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    threads = str(plan.threads)
+    env = {
+        RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": pythonpath,
+        "PYTHONUNBUFFERED": "1",
+        # torchrun leaves a torchelastic_* folder per run in TMPDIR: keep it in the run directory.
+        "TMPDIR": str(run_dir / "tmp"),
+        # Size every thread pool to the slot: an oversized OpenMP pool collapses under contention.
+        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+        # Never let a CPU run touch a GPU, and let a GPU node see only its own GPUs.
+        "CUDA_VISIBLE_DEVICES": ",".join(plan.cuda_visible) if plan.cuda_visible is not None else "",
+    }
+    return env
+
+
+def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, data_path: Path | None) -> Path:
+    doc = {
+        "run_id": run_id, "variant": spec.variant.name, "task": spec.task.to_dict(),
+        "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
+        "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
+        "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed,
+        "node_plans": [{"cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots} for p in placement.nodes],
+    }
+    path = run_dir / "spec.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------- one run
+
+def new_run_id(spec: RunSpec) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{spec.variant.name}-{spec.nodes}x{spec.devices_per_node}-{uuid.uuid4().hex[:6]}"
+
+
+def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) -> results.ResultRow:
+    return results.ResultRow(
+        run_id=run_id, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), status=status,
+        error=error, variant=spec.variant.name, framework=spec.variant.framework,
+        launcher=spec.variant.launcher, device_type=spec.device_type, nodes=spec.nodes,
+        devices_per_node=spec.devices_per_node, world_size=spec.world_size,
+        task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size},
+        warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
+        git_sha=results.git_sha(REPO_ROOT), host=results.host())
+
+
+def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
+            environment: dict | None = None) -> results.ResultRow:
+    """Launch one run, wait for it with a timeout, and fold its reports into a row (never raises on failure)."""
+    placement = spec.check(machine)
+    run_id = new_run_id(spec)
+    run_dir = (out_dir / "runs" / run_id).resolve()
+    (run_dir / "tmp").mkdir(parents=True)
+    spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
+    port = free_port()
+    row = base_row(spec, run_id, "failed")
+    row.environment = dict(environment or results.environment())
+    row.oversubscribed = placement.oversubscribed
+    row.notes.extend(placement.warnings)
+    if spec.device_type == "cpu" and spec.variant.cpu_max_devices == 1:
+        row.notes.append("CPU: DataParallel runs the plain module on one slot")
+
+    commands = [worker_command(spec, p.node_rank, spec_path, port) for p in placement.nodes]
+    envs = [node_environment(spec, p, run_id, run_dir) for p in placement.nodes]
+    row.command = " ; ".join(
+        "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k != RUN_ID_ENV)
+        + " " + shlex.join(cmd) + (" &" if len(commands) > 1 else "") for cmd, env in zip(commands, envs))
+    if os.environ.get(FAULT_ENV):
+        row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
+
+    launch_time = time.time()
+    procs, logs = [], []
+    for node, (cmd, env) in enumerate(zip(commands, envs)):
+        log_path = run_dir / f"node{node}.log"
+        logs.append(log_path)
+        with open(log_path, "wb") as log_file:
+            procs.append(subprocess.Popen(
+                cmd, env={**os.environ, **env, LAUNCH_TIME_ENV: repr(launch_time)}, cwd=REPO_ROOT,
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+    status, reason = _wait(procs, launch_time, spec.timeout_s, logs)
+    kill_run(run_id, procs)
+    row.wall_s = time.time() - launch_time
+
+    records = results.read_rank_records(run_dir)
+    if status == "ok":
+        try:
+            measured = results.fold(records, spec.world_size, spec.nodes * spec.processes_per_node, launch_time)
+        except results.FoldError as exc:
+            row.error = str(exc)
+            return row
+        row.environment.update(measured.pop("worker_info"))
+        for key, value in measured.items():
+            setattr(row, key, value)
+        row.status = "ok"
+        return row
+    row.status = status
+    row.error = reason if status == "timeout" else (results.first_error(records) or reason)
+    return row
+
+
+def _wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
+          logs: list[Path]) -> tuple[str, str | None]:
+    """Wait for every node; stop at the first failure or at the timeout."""
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            node, code = failed[0]
+            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            return "failed", f"node {node} launcher {how}:\n{_tail(logs[node])}"
+        if all(c == 0 for c in codes):
+            return "ok", None
+        if time.time() - started > timeout_s:
+            waiting = [i for i, c in enumerate(codes) if c is None]
+            return "timeout", (f"no result within the {timeout_s:.0f}s timeout; nodes {waiting} still running, "
+                               f"all killed:\n{_tail(logs[waiting[0]])}")
+        time.sleep(0.2)
+
+
+def scaling(store: results.ResultStore, row: results.ResultRow) -> float | None:
+    if row.status != "ok" or not row.throughput:
+        return None
+    return stats.scaling_efficiency(row.throughput["median"], row.world_size, store.baseline_throughput(row))

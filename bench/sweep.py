@@ -1,0 +1,73 @@
+"""A sweep: variants x device counts, checked up front, run one after another into one store."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from bench import data, launch, results
+from bench.devices import Machine
+from bench.launch import RunSpec
+from bench.task import SpecError, TaskSpec
+from bench.variants import Variant
+
+log = logging.getLogger(__name__)
+
+
+def device_counts(max_devices: int) -> list[int]:
+    """1, 2, 4, ... up to max_devices, and max_devices itself."""
+    if max_devices < 1:
+        raise SpecError(f"devices must be at least 1 (got {max_devices})")
+    counts, n = [], 1
+    while n < max_devices:
+        counts.append(n)
+        n *= 2
+    return counts + [max_devices]
+
+
+def topology(devices: int, nodes: int) -> tuple[int, int]:
+    """(nodes, devices per node) for a device count: split over `nodes` where it divides."""
+    if nodes > 1 and devices >= nodes and devices % nodes == 0:
+        return nodes, devices // nodes
+    return 1, devices
+
+
+def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
+         cores_per_slot: int = 1, timeout_s: float = 900.0) -> list[RunSpec]:
+    if nodes < 1:
+        raise SpecError(f"nodes must be at least 1 (got {nodes})")
+    if max(counts) % nodes:
+        raise SpecError(f"GPUS={max(counts)} does not divide by NODES={nodes}: pick a multiple of {nodes}")
+    return [RunSpec(v, task, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot, timeout_s=timeout_s)
+            for v in variants for n in counts]
+
+
+def check_all(specs: list[RunSpec], machine: Machine) -> None:
+    """Fail before anything starts: one bad run stops the whole sweep with its one-line error."""
+    for spec in specs:
+        if spec.inapplicable() is None:
+            spec.check(machine)
+
+
+def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine) -> list[results.ResultRow]:
+    check_all(specs, machine)
+    store = results.ResultStore(out_dir)
+    environment = results.environment()
+    data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
+    rows, started = [], time.time()
+    for index, spec in enumerate(specs, 1):
+        elapsed = time.time() - started
+        eta = elapsed / (index - 1) * (len(specs) - index + 1) if index > 1 else None
+        log.info("[%d/%d] %s  (elapsed %.0fs%s)", index, len(specs), spec.label, elapsed,
+                 f", ETA {eta:.0f}s" if eta is not None else "")
+        reason = spec.inapplicable()
+        if reason:
+            row = launch.base_row(spec, launch.new_run_id(spec), "skipped", f"not applicable: {reason}")
+            row.environment = environment
+        else:
+            row = launch.execute(spec, out_dir, machine, data_paths[spec.task], environment)
+            row.scaling_efficiency = launch.scaling(store, row)
+        store.append(row)
+        rows.append(row)
+        log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
+    return rows

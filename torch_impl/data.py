@@ -1,0 +1,87 @@
+"""Input for the PyTorch variants: the shared uint8 cache, standard samplers, batched fetches."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+
+from bench import data as cache
+
+EVAL_BATCH = 512
+# Normalisation happens on the device, identically in every framework: x/255 -> [-1, 1].
+MEAN, STD = 0.5, 0.5
+
+
+class InMemoryImages(Dataset):
+    """uint8 NHWC images + labels, fetched a whole batch at a time (no per-sample collate)."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray):
+        self.images = torch.from_numpy(np.ascontiguousarray(images))
+        self.labels = torch.from_numpy(np.ascontiguousarray(labels))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int):
+        return self.images[index], self.labels[index]
+
+    def __getitems__(self, indices: list[int]):
+        index = torch.as_tensor(indices)
+        return self.images[index], self.labels[index]
+
+
+def _whole_batch(batch):
+    return batch
+
+
+class ExactShardSampler(Sampler[int]):
+    """Rank r gets samples r, r+W, r+2W, ...: every sample exactly once, no padded duplicates.
+
+    DistributedSampler pads the last round with repeated samples, which would
+    count some test images twice when the test set does not divide by W.
+    """
+
+    def __init__(self, size: int, rank: int, world_size: int):
+        self.indices = range(rank, size, world_size)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def load_splits(spec: dict) -> tuple[InMemoryImages, InMemoryImages]:
+    arrays = cache.load(spec["data_path"], mmap=False)
+    return (InMemoryImages(arrays["train_x"], arrays["train_y"]),
+            InMemoryImages(arrays["test_x"], arrays["test_y"]))
+
+
+def train_loader(dataset: InMemoryImages, batch: int, rank: int, world_size: int, seed: int) -> DataLoader:
+    """The same data-order policy for every variant: DistributedSampler(seed), set_epoch per epoch."""
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
+                                 seed=seed, drop_last=True)
+    return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
+                      collate_fn=_whole_batch)
+
+
+def eval_loader(dataset: InMemoryImages, rank: int, world_size: int) -> DataLoader:
+    return DataLoader(dataset, batch_size=EVAL_BATCH, sampler=ExactShardSampler(len(dataset), rank, world_size),
+                      collate_fn=_whole_batch)
+
+
+def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, rank: int):
+    """One fixed random batch on the device, reused: throughput without an input pipeline."""
+    gen = torch.Generator().manual_seed(task["seed"] + rank)
+    side, ch = task["image_size"], task["channels"]
+    images = torch.randint(0, 256, (batch, side, side, ch), dtype=torch.uint8, generator=gen).to(device)
+    labels = torch.randint(0, task["classes"], (batch,), generator=gen).to(device)
+    return [(images, labels)] * steps
+
+
+def to_model_input(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """uint8 NHWC on the host -> normalised float NCHW on the device."""
+    x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().contiguous()
+    return x.div_(255.0).sub_(MEAN).div_(STD)

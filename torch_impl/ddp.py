@@ -1,0 +1,52 @@
+"""torch-ddp: DistributedDataParallel, one process per device slot, started by torchrun.
+
+Read top to bottom, this is the shared loop plus what DDP adds: the process
+group from torchrun's environment, one device per local rank, the DDP wrapper,
+and a barrier at the clock's window boundaries.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from bench.worker import Worker, exit_now, spec_path_from_argv
+from torch_impl.model import build_model
+from torch_impl.train import Trainer, device_info, set_threads
+
+
+# A 1-channel conv's weight gradient has strides that differ from DDP's bucket
+# view only along its size-1 dimension: the same memory layout, a spurious warning.
+warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+
+
+def main() -> None:
+    worker = Worker(spec_path_from_argv())
+    with worker.session():
+        set_threads(worker.pin())
+        cuda = worker.device_type == "cuda"
+        dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        device = torch.device("cuda", worker.local_rank) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
+        worker.joined(world_size, backend=dist.get_backend(), **device_info(device))
+
+        model = build_model(worker.task).to(device)
+        ddp_model = DDP(model, device_ids=[device.index] if cuda else None)
+
+        def sync() -> None:
+            if cuda:
+                torch.cuda.synchronize(device)
+            dist.barrier()
+
+        Trainer(worker, ddp_model, model, device, sync, dist.all_reduce,
+                shard_rank=rank, shard_count=world_size).fit()
+        dist.destroy_process_group()
+    exit_now(0)
+
+
+if __name__ == "__main__":
+    main()

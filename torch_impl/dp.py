@@ -1,0 +1,39 @@
+"""torch-dp: nn.DataParallel, one process driving every visible GPU.
+
+DataParallel scatters each global batch over the GPUs and gathers outputs on
+the first. On a machine without CUDA it runs the plain module, so the harness
+runs it on one CPU slot only and the row says so.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bench.worker import Worker, spec_path_from_argv
+from torch_impl.model import build_model
+from torch_impl.train import Trainer, device_info, set_threads
+
+
+def main() -> None:
+    worker = Worker(spec_path_from_argv())
+    with worker.session():
+        set_threads(worker.pin())
+        cuda = worker.device_type == "cuda"
+        device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+        model = build_model(worker.task).to(device)
+        dp_model = nn.DataParallel(model)  # all visible GPUs; the plain module on CPU
+        replicas = len(dp_model.device_ids) if cuda else 1
+        worker.joined(replicas, backend="dataparallel" if cuda else "none (plain module on CPU)",
+                      **device_info(device))
+
+        def sync() -> None:
+            # DataParallel works on every visible GPU: wait for all of them, not just the current one.
+            for index in range(torch.cuda.device_count() if cuda else 0):
+                torch.cuda.synchronize(index)
+
+        Trainer(worker, dp_model, model, device, sync, all_reduce_sum=lambda totals: None,
+                shard_rank=0, shard_count=1).fit()
+
+
+if __name__ == "__main__":
+    main()

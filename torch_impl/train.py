@@ -1,0 +1,142 @@
+"""The training loop every PyTorch variant shares.
+
+A variant hands the Trainer its wrapped model, the collectives it needs (a
+device-sync-and-barrier for the clock, a sum-all-reduce for evaluation) and
+which shard of the data this process reads; the Trainer does the rest the same
+way for all of them.
+"""
+from __future__ import annotations
+
+import platform
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.worker import Worker, peak_rss_mb
+from torch_impl import data
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def device_info(device: torch.device) -> dict:
+    """What the row records about the framework and the device this process trains on."""
+    info = {"framework_version": torch.__version__, "device": str(device), "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        info.update(device_name=torch.cuda.get_device_name(device), cuda=torch.version.cuda,
+                    cudnn=torch.backends.cudnn.version(),
+                    nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.distributed.is_nccl_available() else None)
+    else:
+        info.update(device_name=platform.processor() or platform.machine())
+    return info
+
+
+def set_threads(threads: int) -> None:
+    # Size torch's pools to the slot: an oversized OpenMP pool collapses under contention.
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(max(1, min(threads, 2)))
+    except RuntimeError:
+        pass  # already set by an earlier parallel op in this process
+
+
+class Trainer:
+    def __init__(self, worker: Worker, model: nn.Module, module: nn.Module, device: torch.device,
+                 sync: Callable[[], None], all_reduce_sum: Callable[[torch.Tensor], None],
+                 shard_rank: int, shard_count: int):
+        self.worker, self.task = worker, worker.task
+        self.model, self.module, self.device = model, module, device
+        self.sync, self.all_reduce_sum = sync, all_reduce_sum
+        self.shard_rank, self.shard_count = shard_rank, shard_count
+        self.batch = self.task["global_batch"] // shard_count  # what this process loads per step
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=self.task["lr"], momentum=self.task["momentum"],
+                                         weight_decay=self.task["weight_decay"])
+        precision = self.task["precision"]
+        self.amp_dtype = AMP_DTYPES.get(precision)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+        self._loss_sum = torch.zeros((), device=device)
+        self._batches = 0
+
+    # ------------------------------------------------------------ one step
+    def _run_batch(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        x = data.to_model_input(images, self.device)
+        y = labels.to(self.device, non_blocking=True)
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            loss = F.cross_entropy(self.model(x), y)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self._loss_sum += loss.detach().float()  # stays on the device: no sync inside a window
+        self._batches += 1
+
+    # ------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, test_set: data.InMemoryImages) -> dict:
+        """Exact accuracy: every test sample once across ranks, summed to every rank."""
+        self.module.eval()
+        totals = torch.zeros(5, dtype=torch.float64, device=self.device)
+        for images, labels in data.eval_loader(test_set, self.shard_rank, self.shard_count):
+            x = data.to_model_input(images, self.device)
+            y = labels.to(self.device)
+            with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+                logits = self.module(x)
+            totals[0] += (logits.argmax(1) == y).sum()
+            totals[1] += len(y)
+            totals[2] += F.cross_entropy(logits.float(), y, reduction="sum")
+        totals[3], totals[4] = self._loss_sum, self._batches
+        self.all_reduce_sum(totals)
+        self.module.train()
+        correct, count, loss_sum, train_loss_sum, batches = totals.tolist()
+        self._loss_sum.zero_()
+        self._batches = 0
+        return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
+                "train_loss": train_loss_sum / max(batches, 1)}
+
+    # ------------------------------------------------------------ the run
+    def fit(self) -> dict:
+        task, worker = self.task, self.worker
+        if task["dataset"] == "synthetic":
+            steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
+            epochs = [data.synthetic_batches(task, self.batch, self.device, steps, self.shard_rank)]
+            train_set = test_set = sampler = None
+        else:
+            train_set, test_set = data.load_splits(worker.spec)
+            loader = data.train_loader(train_set, self.batch, self.shard_rank, self.shard_count, task["seed"])
+            sampler = loader.sampler
+            epochs = [loader] * task["epochs"]
+            needed = task["warmup_steps"] + task["window_steps"] * task["windows"]
+            if len(loader) * task["epochs"] < needed:
+                raise ValueError(f"the task trains {len(loader) * task['epochs']} steps but warm-up and windows "
+                                 f"need {needed}: raise epochs or lower windows/window_steps")
+        clock = worker.clock(task["global_batch"], self.sync)
+        time_to_accuracy = None
+        evaluation: dict = {}
+        self.model.train()
+        clock.start()
+        for epoch, batches in enumerate(epochs):
+            if sampler is not None:
+                sampler.set_epoch(epoch)
+            for images, labels in batches:
+                self._run_batch(images, labels)
+                clock.step_done()
+            clock.pause()
+            if test_set is not None:
+                evaluation = self.evaluate(test_set)
+                target = task.get("target_accuracy")
+                if time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
+                    time_to_accuracy = clock.train_seconds()
+                worker.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
+            if epoch + 1 < len(epochs):
+                clock.resume()
+        result = {**clock.summary(), **evaluation, "epochs": len(epochs) if test_set is not None else 0,
+                  "train_s": clock.train_seconds(), "time_to_accuracy_s": time_to_accuracy,
+                  "peak_memory_mb": self._peak_memory_mb()}
+        worker.record("result", **result)
+        return result
+
+    def _peak_memory_mb(self) -> float:
+        if self.device.type == "cuda":
+            return max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count())) / 2**20
+        return peak_rss_mb()
