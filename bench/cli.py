@@ -102,11 +102,16 @@ def cmd_data(args: argparse.Namespace) -> int:
     elif args.install and not data.install_fashion_mnist():
         log.warning("could not install Debian's dataset-fashion-mnist (needs apt-get and root or sudo): "
                     "the default task will need --data-dir or `python -m bench data --download`")
-        return 0
+    failed = 0
     for name in args.tasks:
-        folder = data.prepare(get_task(name, data_dir=args.data_dir))
+        try:
+            folder = data.prepare(get_task(name, data_dir=args.data_dir))
+        except SpecError as exc:  # one missing dataset must not stop the others
+            log.warning("task %s: %s", name, exc)
+            failed += 1
+            continue
         log.info("task %s: %s", name, folder or "synthetic (made on the device, nothing cached)")
-    return 0
+    return 2 if failed and not args.install else 0
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:

@@ -184,9 +184,15 @@ class ResultStore:
         for old in reversed(self.rows()):
             if (old.status == "ok" and old.variant == row.variant and old.world_size == 1
                     and old.device_type == row.device_type and old.engine == row.engine
-                    and old.task == row.task and old.throughput):
+                    and _same_task(old.task, row.task) and old.throughput):
                 return old.throughput["median"]
         return None
+
+
+def _same_task(a: dict, b: dict) -> bool:
+    # The per-device batch is derived from the world size under strong scaling; everything else must match.
+    ignore = {"per_device_batch"}
+    return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
 
 
 def flatten(data: dict, prefix: str = "") -> dict:

@@ -70,8 +70,9 @@ class TaskSpec:
         for field in ("global_batch", "epochs", "window_steps", "windows"):
             if getattr(self, field) < 1:
                 raise SpecError(f"{field} must be at least 1 (got {getattr(self, field)})")
-        if self.warmup_steps < 0:
-            raise SpecError(f"warmup_steps must be >= 0 (got {self.warmup_steps})")
+        if self.warmup_steps < 1:
+            # The first step compiles kernels and grows allocators: never timed.
+            raise SpecError(f"warmup_steps must be at least 1 (got {self.warmup_steps})")
         if self.dataset == "imagefolder" and not self.data_dir:
             raise SpecError("dataset imagefolder needs a directory: pass --data-dir DIR")
 

@@ -1,0 +1,57 @@
+# Thin wrappers over `python -m bench`. Both `make bench` and `make test` set themselves up first.
+#   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [ARGS=...]
+#   make test
+#   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled).
+SHELL := /bin/bash
+SETUP ?= venv
+PYTHON ?= python3
+VENV := .venv
+EXTRAS ?= torch,test
+GPUS ?= 2
+NODES ?= 1
+VARIANTS ?= all
+TASK ?= default
+OUT ?= results/latest
+ARGS ?=
+
+ifeq ($(SETUP),none)
+PY := $(PYTHON)
+else
+PY := $(VENV)/bin/python
+endif
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: setup packages data bench test report overhead clean
+
+setup: packages data
+
+ifeq ($(SETUP),none)
+packages:
+	@$(PY) -c "import numpy, pandas, torch" || { echo "SETUP=none: this Python lacks numpy/pandas/torch; drop SETUP=none to make a venv"; exit 2; }
+else
+packages: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"
+	@rm -f $(VENV)/.installed-* && touch $@
+endif
+
+# Installs Debian's dataset-fashion-mnist when missing, then fills the dataset cache.
+data:
+	@$(PY) -m bench data quick default --install
+
+bench: setup
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --out $(OUT) $(ARGS)
+
+test: setup
+	$(PY) -m pytest $(ARGS)
+
+report:
+	$(PY) -m bench report $(OUT)
+
+overhead: setup
+	$(PY) -m bench overhead --task $(TASK) $(ARGS)
+
+clean:
+	rm -rf $(VENV) .cache results/latest

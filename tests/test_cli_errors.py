@@ -1,0 +1,32 @@
+"""Bad input: a one-line error naming the fix, exit code 2, and nothing written."""
+import pytest
+
+from conftest import bench
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "--variant", "torch-nope", "--task", "quick"], "unknown variant 'torch-nope'"),
+    (["run", "--variant", "torch-ddp", "--task", "nope"], "unknown task 'nope'"),
+    (["run", "--variant", "torch-ddp", "--task", "quick", "--devices", "0"], "at least 1"),
+    (["run", "--variant", "torch-ddp", "--task", "quick", "--devices", "3"], "does not divide by world size 3"),
+    (["run", "--variant", "torch-ddp", "--task", "quick", "--device-type", "cuda"], "GPUs but 0 are visible"),
+    (["run", "--variant", "torch-ddp", "--task", "quick", "--precision", "fp16", "--device-type", "cpu"],
+     "fp16 needs CUDA"),
+    (["run", "--variant", "torch-dp", "--task", "quick", "--devices", "2", "--device-type", "cpu"],
+     "runs at most 1 device slot"),
+    (["sweep", "--task", "quick", "--max-devices", "3", "--nodes", "2"], "does not divide by NODES=2"),
+    (["sweep", "--task", "quick", "--variants", "torch-ddp,bogus"], "unknown variant 'bogus'"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(out, args, message):
+    result = bench(*args, "--out", str(out), env={"CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0]
+    assert not out.exists()
+
+
+def test_list_shows_variants_tasks_and_devices():
+    result = bench("list")
+    assert result.returncode == 0
+    for word in ("torch-ddp", "torch-dp", "quick", "default", "mnist-cnn", "resnet50", "cores available"):
+        assert word in result.stdout

@@ -1,0 +1,84 @@
+import gzip
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from bench import data
+from bench.task import PRESETS, SpecError
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DTBENCH_CACHE", str(tmp_path / "cache"))
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    return struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(">" + "I" * array.ndim, *array.shape) + array.tobytes()
+
+
+def test_parse_idx_round_trips():
+    array = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    np.testing.assert_array_equal(data.parse_idx(idx_bytes(array)), array)
+
+
+def test_parse_idx_rejects_truncated_files():
+    with pytest.raises(ValueError):
+        data.parse_idx(idx_bytes(np.zeros((2, 3), np.uint8))[:-1])
+
+
+def test_digits_split_is_fixed_and_offline():
+    a, b = data.read_digits(seed=0), data.read_digits(seed=0)
+    assert a["test_x"].shape == (397, 8, 8, 1) and a["train_x"].shape == (1400, 8, 8, 1)
+    assert a["train_x"].dtype == np.uint8 and a["train_x"].max() == 255
+    np.testing.assert_array_equal(a["test_y"], b["test_y"])
+
+
+def test_cache_has_a_manifest_and_catches_corruption(tmp_path):
+    folder = data.prepare(PRESETS["quick"])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert set(manifest["files"]) == {"train_x", "train_y", "test_x", "test_y"}
+    assert data.prepare(PRESETS["quick"]) == folder  # reused, and verified
+    with open(folder / "test_y.npy", "r+b") as f:
+        f.seek(-1, 2)
+        f.write(b"\x07")
+    with pytest.raises(SpecError, match="fails its checksum"):
+        data.prepare(PRESETS["quick"])
+
+
+def test_synthetic_is_never_cached():
+    assert data.prepare(PRESETS["resnet50"]) is None
+
+
+def test_fashion_mnist_from_the_debian_package():
+    # `make setup` installs Debian's dataset-fashion-mnist; the default task depends on it.
+    folder = data.prepare(PRESETS["default"])
+    arrays = data.load(folder)
+    assert arrays["train_x"].shape == (60000, 28, 28, 1) and arrays["test_x"].shape == (10000, 28, 28, 1)
+    assert sorted(set(arrays["test_y"].tolist())) == list(range(10))
+
+
+def test_fashion_mnist_with_a_wrong_file_is_refused(tmp_path):
+    for stem in data.FASHION_FILES:
+        payload = idx_bytes(np.zeros((2, 28, 28) if "images" in stem else (2,), np.uint8))
+        (tmp_path / f"{stem}.gz").write_bytes(gzip.compress(payload))
+    with pytest.raises(SpecError, match="fails its checksum"):
+        data.read_fashion_mnist(str(tmp_path))
+
+
+def test_image_folder(tmp_path):
+    from PIL import Image
+
+    for split in ("train", "test"):
+        for cls, shade in (("cat", 30), ("dog", 220)):
+            (tmp_path / split / cls).mkdir(parents=True)
+            for i in range(3):
+                Image.new("RGB", (20, 14), (shade, shade, i)).save(tmp_path / split / cls / f"{i}.png")
+    arrays = data.read_imagefolder(str(tmp_path), image_size=8, channels=3)
+    assert arrays["train_x"].shape == (6, 8, 8, 3) and arrays["test_y"].tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_image_folder_without_splits_says_what_it_needs(tmp_path):
+    with pytest.raises(SpecError, match="train/ and test/"):
+        data.read_imagefolder(str(tmp_path), 8, 3)

@@ -1,0 +1,43 @@
+import pytest
+
+from bench.devices import Machine, place
+from bench.task import SpecError
+
+TWO_CORES = Machine(cores=(0, 1))
+EIGHT_GPUS = Machine(cores=tuple(range(16)), gpus=tuple(map(str, range(8))), gpu_names=("H100",) * 8)
+
+
+def test_cpu_slots_are_one_core_each_and_disjoint():
+    placement = place("cpu", 1, 2, TWO_CORES)
+    assert placement.nodes[0].cpu_slots == ((0,), (1,))
+    assert placement.nodes[0].cuda_visible is None
+    assert not placement.oversubscribed
+
+
+def test_more_slots_than_cores_is_allowed_and_flagged():
+    placement = place("cpu", 1, 4, TWO_CORES)
+    assert placement.oversubscribed and placement.warnings
+    assert placement.nodes[0].cpu_slots == ((0,), (1,), (0,), (1,))
+
+
+def test_cores_per_slot_sizes_threads():
+    placement = place("cpu", 1, 2, Machine(cores=(0, 1, 2, 3)), cores_per_slot=2)
+    assert placement.nodes[0].cpu_slots == ((0, 1), (2, 3))
+    assert placement.nodes[0].threads == 2
+
+
+def test_single_process_variant_gets_all_its_slots_cores():
+    placement = place("cpu", 1, 2, Machine(cores=(0, 1, 2, 3)), processes_per_node=1)
+    assert placement.nodes[0].cpu_slots == ((0, 1),)
+
+
+def test_fake_nodes_split_gpus_and_cores():
+    placement = place("cuda", 2, 4, EIGHT_GPUS)
+    assert [n.cuda_visible for n in placement.nodes] == [("0", "1", "2", "3"), ("4", "5", "6", "7")]
+    cores = [c for n in placement.nodes for slot in n.cpu_slots for c in slot]
+    assert len(cores) == len(set(cores)) == 16  # every process its own cores, none shared
+
+
+def test_more_gpus_than_exist_is_refused():
+    with pytest.raises(SpecError, match="asked for 16 GPUs but 8 are visible"):
+        place("cuda", 2, 8, EIGHT_GPUS)

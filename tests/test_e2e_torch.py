@@ -1,0 +1,84 @@
+"""End to end on CPU: real processes, real launchers, the quick task."""
+import os
+import time
+
+import pytest
+
+from conftest import bench, rows
+
+pytestmark = pytest.mark.slow
+CPU = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def assert_good_row(row, variant, world):
+    assert row["status"] == "ok", row["error"]
+    assert row["variant"] == variant and row["world_size"] == world
+    assert row["throughput"]["median"] > 0
+    assert row["throughput"]["ci_low"] <= row["throughput"]["median"] <= row["throughput"]["ci_high"]
+    assert len(row["throughput"]["windows"]) == row["windows"]
+    assert row["eval_samples"] == 397  # the whole digits test set, each sample once
+    assert row["test_accuracy"] > 0.3  # chance is 0.1
+    assert row["startup_s"] > 0 and row["train_s"] > 0
+    assert row["environment"]["libraries"]["torch"]
+    assert row["command"] and row["git_sha"] is not None
+
+
+def test_ddp_on_two_processes(out):
+    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
+    assert result.returncode == 0, result.stderr
+    [row] = rows(out)
+    assert_good_row(row, "torch-ddp", 2)
+    assert row["launcher"] == "torchrun" and row["environment"]["backend"] == "gloo"
+    # Each rank pinned to its own core.
+    assert len({tuple(c) for c in row["environment"]["cores"].values()}) == 2
+    assert not list((out / "runs").glob("*/tmp/torchelastic_*/*/attempt_*/*/error.json"))
+
+
+def test_dp_on_one_cpu_slot_says_so(out):
+    result = bench("run", "--variant", "torch-dp", "--devices", "1", "--task", "quick", "--out", str(out), env=CPU)
+    assert result.returncode == 0, result.stderr
+    [row] = rows(out)
+    assert_good_row(row, "torch-dp", 1)
+    assert any("plain module" in note for note in row["notes"])
+
+
+def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
+    result = bench("sweep", "--task", "quick", "--max-devices", "2", "--out", str(out), env=CPU)
+    assert result.returncode == 0, result.stderr
+    by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
+    assert by_key[("torch-ddp", 2)]["scaling_efficiency"] > 0
+    assert by_key[("torch-dp", 2)]["status"] == "skipped"
+    assert "not applicable" in by_key[("torch-dp", 2)]["error"]
+    assert (out / "results.csv").exists() and (out / "report.md").exists()
+    assert "torch-ddp" in result.stdout and "scaling eff." in result.stdout
+
+
+def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(out):
+    ok = bench("run", "--variant", "torch-ddp", "--devices", "1", "--task", "quick", "--out", str(out), env=CPU)
+    assert ok.returncode == 0
+    first_line = (out / "results.jsonl").read_text()
+
+    crash = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out),
+                  env={**CPU, "DTBENCH_FAULT": "crash:rank=1:step=3"})
+    assert crash.returncode == 1
+    row = rows(out)[-1]
+    assert row["status"] == "failed" and "rank 1: RuntimeError: injected crash at step 3" in row["error"]
+
+    started = time.time()
+    hang = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out),
+                 "--timeout", "25", env={**CPU, "DTBENCH_FAULT": "hang:rank=0:step=2"})
+    assert hang.returncode == 1 and time.time() - started < 60
+    row = rows(out)[-1]
+    assert row["status"] == "timeout" and "timeout" in row["error"]
+    assert (out / "results.jsonl").read_text().startswith(first_line)
+    assert [r["status"] for r in rows(out)] == ["ok", "failed", "timeout"]
+    # Nothing of the hung run is left behind.
+    marker = f"DTBENCH_RUN_ID={row['run_id']}".encode()
+    leftovers = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
+                leftovers.append(pid)
+        except OSError:
+            pass
+    assert leftovers == []

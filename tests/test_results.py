@@ -1,0 +1,78 @@
+import json
+
+import pytest
+
+from bench.results import FoldError, ResultRow, ResultStore, first_error, fold
+
+
+def joined(rank, world):
+    return {"event": "joined", "rank": rank, "time": 1.0, "world_size": world, "cores": [rank],
+            "framework_version": "x", "device_name": "cpu", "threads": 1, "backend": "gloo"}
+
+
+def result(rank, windows=(1.0, 2.0, 1.0, 1.0, 1.0, 1.0)):
+    return {"event": "result", "rank": rank, "time": 9.0, "window_seconds": list(windows), "window_steps": 10,
+            "samples_per_window": 1000, "steps": 70, "train_s": 8.0, "epochs": 2, "test_accuracy": 0.9,
+            "test_loss": 0.3, "eval_samples": 397, "time_to_accuracy_s": 4.0, "peak_memory_mb": 100.0 + rank}
+
+
+def records(world=2, joined_world=None):
+    return {r: [joined(r, joined_world or world), {"event": "first_step", "rank": r, "time": 3.0 + r}, result(r)]
+            for r in range(world)}
+
+
+def test_fold_takes_rank_zero_windows_and_the_slowest_first_step():
+    measured = fold(records(), planned_world=2, processes=2, launch_time=1.0)
+    assert measured["throughput"]["median"] == 1000
+    assert measured["per_device_throughput"] == 500
+    assert measured["startup_s"] == 3.0  # rank 1 finished its first step at t=4
+    assert measured["eval_samples"] == 397 and measured["peak_memory_mb"] == 101.0
+
+
+def test_fold_catches_a_silent_non_distributed_launch():
+    # Two processes that each trained alone report world size 1: not a 2-device run.
+    with pytest.raises(FoldError, match="world of size \\[1\\] but the plan is 2"):
+        fold(records(world=2, joined_world=1), planned_world=2, processes=2, launch_time=0.0)
+
+
+def test_fold_catches_a_rank_that_never_joined():
+    recs = records()
+    del recs[1]
+    with pytest.raises(FoldError, match="never joined"):
+        fold(recs, planned_world=2, processes=2, launch_time=0.0)
+
+
+def test_first_error_names_the_rank_and_keeps_the_traceback_tail():
+    recs = records()
+    recs[1].append({"event": "error", "rank": 1, "time": 5.0, "error": "RuntimeError: boom",
+                    "traceback": "Traceback\n  File x\nRuntimeError: boom"})
+    assert first_error(recs).startswith("rank 1: RuntimeError: boom")
+
+
+def row(run_id, status="ok", world=1, median=100.0):
+    return ResultRow(run_id=run_id, started_at="t", status=status, variant="torch-ddp", framework="torch",
+                     launcher="torchrun", device_type="cpu", nodes=1, devices_per_node=world, world_size=world,
+                     task={"name": "quick", "per_device_batch": 64 // world},
+                     throughput={"median": median} if status == "ok" else None)
+
+
+def test_store_appends_and_never_rewrites(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(row("a"))
+    first_line = store.jsonl.read_text()
+    store.append(row("b", status="failed"))
+    assert store.jsonl.read_text().startswith(first_line)
+    assert [r.run_id for r in store.rows()] == ["a", "b"]
+    header = store.csv.read_text().splitlines()[0]
+    assert "throughput.median" in header and "task.name" in header
+
+
+def test_baseline_is_the_same_variants_one_device_run(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(row("one", world=1, median=100.0))
+    assert store.baseline_throughput(row("two", world=2, median=150.0)) == 100.0
+
+
+def test_rows_round_trip_as_json(tmp_path):
+    original = row("a")
+    assert ResultRow.from_dict(json.loads(json.dumps(original.to_dict()))) == original

@@ -1,0 +1,45 @@
+import pytest
+
+from bench.task import PRESETS, SpecError, get_task
+
+
+def test_presets_are_valid_and_cover_the_issue():
+    assert {"quick", "default", "mnist-cnn", "resnet50"} <= set(PRESETS)
+    for task in PRESETS.values():
+        task.validate()
+
+
+def test_default_task_is_fashion_mnist_with_a_target():
+    task = get_task("default")
+    assert task.dataset == "fashion-mnist" and task.target_accuracy == 0.85 and task.precision == "fp32"
+
+
+def test_resnet50_is_synthetic_throughput_only():
+    task = get_task("resnet50")
+    assert task.synthetic and task.image_size == 224 and task.classes == 1000
+
+
+def test_overrides_apply_and_none_keeps_the_preset():
+    task = get_task("quick", global_batch=96, precision=None)
+    assert task.global_batch == 96 and task.precision == PRESETS["quick"].precision
+
+
+def test_spec_round_trips_through_a_dict():
+    task = get_task("default")
+    assert type(task).from_dict(task.to_dict()) == task
+
+
+@pytest.mark.parametrize("name,overrides,message", [
+    ("nope", {}, "unknown task 'nope'"),
+    ("quick", {"precision": "fp8"}, "unknown precision 'fp8'"),
+    ("quick", {"global_batch": 0}, "global_batch must be at least 1"),
+    ("quick", {"warmup_steps": 0}, "warmup_steps must be at least 1"),
+])
+def test_bad_specs_say_what_to_fix(name, overrides, message):
+    with pytest.raises(SpecError, match=message):
+        get_task(name, **overrides)
+
+
+def test_imagefolder_needs_a_directory():
+    with pytest.raises(SpecError, match="--data-dir"):
+        PRESETS["quick"].replace(dataset="imagefolder").validate()

@@ -1,0 +1,63 @@
+"""A plain single-device training loop with no wrapper and no harness: the overhead baseline.
+
+Same model, batch, data, threads and core as a 1-device torch-ddp run, timed the
+same way (warm-up, then windows bounded by a device sync). Prints one JSON line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench import data as cache
+from torch_impl.data import to_model_input
+from torch_impl.model import build_model
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(open(spec_path).read())
+    task = spec["task"]
+    cores = spec["node_plans"][0]["cpu_slots"][0]
+    os.sched_setaffinity(0, cores)
+    torch.set_num_threads(len(cores))
+    cuda = spec["device_type"] == "cuda"
+    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    arrays = cache.load(spec["data_path"], mmap=False)
+    images = torch.from_numpy(np.ascontiguousarray(arrays["train_x"]))
+    labels = torch.from_numpy(np.ascontiguousarray(arrays["train_y"]))
+    model = build_model(task).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
+                                weight_decay=task["weight_decay"])
+    batch = task["global_batch"]
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task["seed"]))
+    steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
+    windows, start = [], None
+    for step in range(steps):
+        first = (step * batch) % (len(order) - batch + 1)
+        index = order[first:first + batch]
+        x, y = to_model_input(images[index], device), labels[index].to(device)
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        done = step + 1 - task["warmup_steps"]
+        if done == 0 or (done > 0 and done % task["window_steps"] == 0):
+            sync()
+            now = time.perf_counter()
+            if start is not None:
+                windows.append(now - start)
+            start = now
+    print(json.dumps({"window_seconds": windows, "samples_per_window": batch * task["window_steps"]}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[sys.argv.index("--spec") + 1])
