@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench import data, devices, report, sweep
 from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
-from bench.variants import VARIANTS, get_variant
+from bench.variants import VARIANTS, default_variants, get_variant
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
@@ -41,7 +41,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     machine = devices.discover()
     print("variants:")
     for v in VARIANTS.values():
-        where = "cpu (1 slot), cuda" if v.cpu_max_devices == 1 else "cpu, cuda"
+        where = f"cpu ({v.cpu_max_per_node}/node), cuda" if v.cpu_max_per_node else "cpu, cuda"
         print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
     print("tasks:")
     for t in PRESETS.values():
@@ -78,8 +78,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     machine = devices.discover()
     task = _task_from(args)
-    names = list(VARIANTS) if args.variants in ("all", "") else args.variants.split(",")
-    variants = [get_variant(n.strip()) for n in names]
+    if args.variants in ("all", ""):
+        variants = default_variants()
+    else:
+        variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = sweep.device_counts(args.max_devices)
     specs = sweep.plan(variants, task, _device_type(args, machine), counts, args.nodes,
                        args.cores_per_slot, args.timeout)

@@ -50,7 +50,7 @@ class RunSpec:
 
     @property
     def processes_per_node(self) -> int:
-        return 1 if self.variant.single_process else self.devices_per_node
+        return self.variant.processes_per_node(self.devices_per_node)
 
     @property
     def label(self) -> str:
@@ -119,19 +119,51 @@ def kill_run(run_id: str, procs: list[subprocess.Popen]) -> None:
 
 # ---------------------------------------------------------------- commands
 
-def worker_command(spec: RunSpec, node_rank: int, spec_path: Path, master_port: int) -> list[str]:
-    """The variant's own launcher for one node."""
-    python = sys.executable
-    if spec.variant.launcher == "torchrun":
-        return [python, "-m", "torch.distributed.run",
-                f"--nnodes={spec.nodes}", f"--node-rank={node_rank}",
-                f"--nproc-per-node={spec.devices_per_node}",
-                "--master-addr=127.0.0.1", f"--master-port={master_port}",
-                "--max-restarts=0", "--monitor-interval=0.5",
-                "-m", spec.variant.module, "--spec", str(spec_path)]
-    if spec.variant.launcher == "python":
-        return [python, "-m", spec.variant.module, "--spec", str(spec_path)]
-    raise SpecError(f"variant {spec.variant.name} names an unknown launcher {spec.variant.launcher!r}")
+@dataclass(frozen=True)
+class Process:
+    """One process the harness starts: a node's launcher, or (tf-config) one TF worker."""
+    command: list[str]
+    env: dict[str, str]
+    log_name: str
+
+
+def tf_config(ports: list[int], index: int) -> dict:
+    """The one place TF_CONFIG is built: a worker cluster on loopback, this process's task index."""
+    return {"cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+            "task": {"type": "worker", "index": index}}
+
+
+def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path) -> list[Process]:
+    """What to start for each node, with the variant's own launcher."""
+    python, variant = sys.executable, spec.variant
+    master_port = free_port()
+    per_node = spec.processes_per_node
+    tf_ports = [free_port() for _ in range(spec.nodes * per_node)] if variant.launcher == "tf-config" else []
+    out = []
+    for plan in placement.nodes:
+        env = node_environment(spec, plan, run_id, run_dir)
+        if variant.launcher == "torchrun":
+            cmd = [python, "-m", "torch.distributed.run",
+                   f"--nnodes={spec.nodes}", f"--node-rank={plan.node_rank}",
+                   f"--nproc-per-node={spec.devices_per_node}",
+                   "--master-addr=127.0.0.1", f"--master-port={master_port}",
+                   "--max-restarts=0", "--monitor-interval=0.5",
+                   "-m", variant.module, "--spec", str(spec_path)]
+            out.append(Process(cmd, env, f"node{plan.node_rank}.log"))
+        elif variant.launcher == "python":
+            cmd = [python, "-m", variant.module, "--spec", str(spec_path)]
+            out.append(Process(cmd, env, f"node{plan.node_rank}.log"))
+        elif variant.launcher == "tf-config":
+            # No launcher of TensorFlow's own: every worker is a process given its TF_CONFIG.
+            for local in range(per_node):
+                index = plan.node_rank * per_node + local
+                worker_env = {**env, "TF_CONFIG": json.dumps(tf_config(tf_ports, index)), "RANK": str(index),
+                              "LOCAL_RANK": str(local), "WORLD_SIZE": str(len(tf_ports))}
+                cmd = [python, "-m", variant.module, "--spec", str(spec_path)]
+                out.append(Process(cmd, worker_env, f"node{plan.node_rank}-worker{local}.log"))
+        else:
+            raise SpecError(f"variant {variant.name} names an unknown launcher {variant.launcher!r}")
+    return out
 
 
 def node_environment(spec: RunSpec, plan: devices.NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
@@ -147,6 +179,7 @@ def node_environment(spec: RunSpec, plan: devices.NodePlan, run_id: str, run_dir
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
         # Never let a CPU run touch a GPU, and let a GPU node see only its own GPUs.
         "CUDA_VISIBLE_DEVICES": ",".join(plan.cuda_visible) if plan.cuda_visible is not None else "",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
     }
     return env
 
@@ -197,30 +230,28 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     run_dir = (out_dir / "runs" / run_id).resolve()
     (run_dir / "tmp").mkdir(parents=True)
     spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
-    port = free_port()
     row = base_row(spec, run_id, "failed")
     row.environment = dict(environment or results.environment())
     row.oversubscribed = placement.oversubscribed
     row.notes.extend(placement.warnings)
-    if spec.device_type == "cpu" and spec.variant.cpu_max_devices == 1:
-        row.notes.append("CPU: DataParallel runs the plain module on one slot")
+    if spec.device_type == "cpu" and spec.variant.cpu_limit_reason:
+        row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
 
-    commands = [worker_command(spec, p.node_rank, spec_path, port) for p in placement.nodes]
-    envs = [node_environment(spec, p, run_id, run_dir) for p in placement.nodes]
+    procs_to_start = processes(spec, placement, run_id, run_dir, spec_path)
+    background = " &" if len(procs_to_start) > 1 else ""
     row.command = " ; ".join(
-        "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k != RUN_ID_ENV)
-        + " " + shlex.join(cmd) + (" &" if len(commands) > 1 else "") for cmd, env in zip(commands, envs))
+        "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
+        + " " + shlex.join(p.command) + background for p in procs_to_start)
     if os.environ.get(FAULT_ENV):
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
 
     launch_time = time.time()
     procs, logs = [], []
-    for node, (cmd, env) in enumerate(zip(commands, envs)):
-        log_path = run_dir / f"node{node}.log"
-        logs.append(log_path)
-        with open(log_path, "wb") as log_file:
+    for p in procs_to_start:
+        logs.append(run_dir / p.log_name)
+        with open(logs[-1], "wb") as log_file:
             procs.append(subprocess.Popen(
-                cmd, env={**os.environ, **env, LAUNCH_TIME_ENV: repr(launch_time)}, cwd=REPO_ROOT,
+                p.command, env={**os.environ, **p.env, LAUNCH_TIME_ENV: repr(launch_time)}, cwd=REPO_ROOT,
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
     status, reason = _wait(procs, launch_time, spec.timeout_s, logs)
     kill_run(run_id, procs)
@@ -250,14 +281,15 @@ def _wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
         codes = [p.poll() for p in procs]
         failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
         if failed:
-            node, code = failed[0]
+            index, code = failed[0]
             how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            return "failed", f"node {node} launcher {how}:\n{_tail(logs[node])}"
+            return "failed", f"{logs[index].stem} {how}:\n{_tail(logs[index])}"
         if all(c == 0 for c in codes):
             return "ok", None
         if time.time() - started > timeout_s:
             waiting = [i for i, c in enumerate(codes) if c is None]
-            return "timeout", (f"no result within the {timeout_s:.0f}s timeout; nodes {waiting} still running, "
+            names = ", ".join(logs[i].stem for i in waiting)
+            return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
                                f"all killed:\n{_tail(logs[waiting[0]])}")
         time.sleep(0.2)
 

@@ -10,26 +10,39 @@ from bench.task import SpecError
 class Variant:
     name: str
     framework: str             # distribution name, for version capture
-    launcher: str              # what starts its processes
+    launcher: str              # what starts its processes: torchrun, python, tf-config
     module: str                # python module run inside each worker process
-    single_process: bool       # drives all of a node's devices from one process
+    single_process: bool       # one process drives all of a node's devices
     spans_nodes: bool          # can run on more than one (fake) node
-    cpu_max_devices: int | None  # None: any number of CPU slots
     extra: str                 # pip extra that installs its framework
     summary: str
+    cpu_max_per_node: int | None = None  # device slots one node can use on CPU (None: any)
+    cpu_limit_reason: str = ""
+    processes_per_node_fixed: int | None = None  # e.g. one MWMS worker per node
+    in_default_sweep: bool = True
 
-    def devices_allowed(self, device_type: str) -> int | None:
-        return self.cpu_max_devices if device_type == "cpu" else None
+    def processes_per_node(self, devices_per_node: int) -> int:
+        if self.single_process:
+            return 1
+        return self.processes_per_node_fixed or devices_per_node
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
-    Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False,
-            spans_nodes=True, cpu_max_devices=None, extra="torch",
-            summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)"),
-    # nn.DataParallel on a CPU-only machine runs the plain module: one slot, no pretending to scale.
-    Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True,
-            spans_nodes=False, cpu_max_devices=1, extra="torch",
-            summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot only)"),
+    Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False, spans_nodes=True,
+            extra="torch", summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)"),
+    Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
+            extra="torch", summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
+            cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module"),
+    Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
+            extra="tf", summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)"),
+    Variant("tf-multiworker", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
+            spans_nodes=True, extra="tf",
+            summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)"),
+    Variant("tf-multiworker-node", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
+            spans_nodes=True, extra="tf", processes_per_node_fixed=1, in_default_sweep=False,
+            summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
+            cpu_max_per_node=1,
+            cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)"),
 )}
 
 
@@ -39,12 +52,15 @@ def get_variant(name: str) -> Variant:
     return VARIANTS[name]
 
 
+def default_variants() -> list[Variant]:
+    return [v for v in VARIANTS.values() if v.in_default_sweep]
+
+
 def not_applicable(variant: Variant, device_type: str, nodes: int, devices_per_node: int) -> str | None:
     """Why this variant cannot run this topology (None when it can)."""
     if nodes > 1 and not variant.spans_nodes:
         return f"{variant.name} is a single process and cannot span {nodes} nodes"
-    limit = variant.devices_allowed(device_type)
-    if limit is not None and nodes * devices_per_node > limit:
-        return (f"{variant.name} on {device_type} runs at most {limit} device slot(s): "
-                "DataParallel on CPU runs the plain module")
+    limit = variant.cpu_max_per_node if device_type == "cpu" else None
+    if limit is not None and devices_per_node > limit:
+        return f"{variant.name} on cpu runs at most {limit} device slot(s) per node: {variant.cpu_limit_reason}"
     return None
