@@ -6,7 +6,7 @@ SHELL := /bin/bash
 SETUP ?= venv
 PYTHON ?= python3
 VENV := .venv
-EXTRAS ?= torch,test
+EXTRAS ?= torch,tf,accelerate,test
 GPUS ?= 2
 NODES ?= 1
 VARIANTS ?= all
@@ -27,7 +27,7 @@ setup: packages data
 
 ifeq ($(SETUP),none)
 packages:
-	@$(PY) -c "import numpy, pandas, torch" || { echo "SETUP=none: this Python lacks numpy/pandas/torch; drop SETUP=none to make a venv"; exit 2; }
+	@$(PY) -c "import numpy, pandas" || { echo "SETUP=none: this Python lacks numpy/pandas; drop SETUP=none to make a venv"; exit 2; }
 else
 packages: $(STAMP)
 

@@ -14,8 +14,10 @@ log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
 
 
-def _task_from(args: argparse.Namespace) -> TaskSpec:
-    return get_task(args.task, global_batch=args.global_batch, precision=args.precision, epochs=args.epochs,
+def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
+    # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
+    precision = args.precision or ("bf16" if device_type == "cuda" else None)
+    return get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
                     windows=args.windows, data_dir=args.data_dir)
 
 
@@ -25,7 +27,8 @@ def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
 
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="default", help=f"task preset: {', '.join(PRESETS)}")
-    p.add_argument("--precision", choices=PRECISIONS, help="override the task's precision")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="fp32 | bf16 | fp16 (fp16 needs CUDA); default: the task's (fp32) on CPU, bf16 on CUDA")
     p.add_argument("--global-batch", type=int, help="override the task's global batch")
     p.add_argument("--epochs", type=int, help="override the task's epochs")
     p.add_argument("--windows", type=int, help="override the number of timing windows")
@@ -59,13 +62,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     machine = devices.discover()
-    task = _task_from(args)
+    device_type = _device_type(args, machine)
+    task = _task_from(args, device_type)
     variant = get_variant(args.variant)
     if args.devices < 1 or args.nodes < 1:
         raise SpecError("--devices and --nodes must be at least 1")
     if args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
-    spec = sweep.RunSpec(variant, task, _device_type(args, machine), args.nodes, args.devices // args.nodes,
+    spec = sweep.RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout)
     reason = spec.inapplicable()
     if reason:
@@ -77,13 +81,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     machine = devices.discover()
-    task = _task_from(args)
+    device_type = _device_type(args, machine)
+    task = _task_from(args, device_type)
     if args.variants in ("all", ""):
         variants = default_variants()
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = sweep.device_counts(args.max_devices)
-    specs = sweep.plan(variants, task, _device_type(args, machine), counts, args.nodes,
+    specs = sweep.plan(variants, task, device_type, counts, args.nodes,
                        args.cores_per_slot, args.timeout)
     rows = sweep.run_all(specs, args.out, machine)
     print(report.text_table(rows))

@@ -133,6 +133,22 @@ def tf_config(ports: list[int], index: int) -> dict:
             "task": {"type": "worker", "index": index}}
 
 
+def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
+    """Every setting explicit, so nothing comes from a user-level default config."""
+    return {
+        "compute_environment": "LOCAL_MACHINE",
+        # On CPU too: with ACCELERATE_USE_CPU=true this is the launch that really starts N gloo processes
+        # (MULTI_CPU in the config, or --cpu, starts one process on this stack).
+        "distributed_type": "MULTI_GPU",
+        "num_processes": spec.world_size, "num_machines": spec.nodes, "machine_rank": node_rank,
+        "main_process_ip": "127.0.0.1", "main_process_port": master_port, "rdzv_backend": "static",
+        "same_network": True, "gpu_ids": "all", "use_cpu": False, "debug": False,
+        "mixed_precision": {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[spec.task.precision],
+        "downcast_bf16": "no", "main_training_function": "main", "enable_cpu_affinity": False,
+        "tpu_use_cluster": False, "tpu_use_sudo": False,
+    }
+
+
 def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path) -> list[Process]:
     """What to start for each node, with the variant's own launcher."""
     python, variant = sys.executable, spec.variant
@@ -150,6 +166,14 @@ def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, s
                    "--max-restarts=0", "--monitor-interval=0.5",
                    "-m", variant.module, "--spec", str(spec_path)]
             out.append(Process(cmd, env, f"node{plan.node_rank}.log"))
+        elif variant.launcher == "accelerate":
+            config_path = run_dir / f"accelerate_config_node{plan.node_rank}.json"
+            config_path.write_text(json.dumps(accelerate_config(spec, plan.node_rank, master_port), indent=1))
+            if spec.device_type == "cpu":
+                env["ACCELERATE_USE_CPU"] = "true"
+            cmd = [python, "-m", "accelerate.commands.launch", "--config_file", str(config_path),
+                   "-m", variant.module, "--spec", str(spec_path)]
+            out.append(Process(cmd, env, f"node{plan.node_rank}.log"))
         elif variant.launcher == "python":
             cmd = [python, "-m", variant.module, "--spec", str(spec_path)]
             out.append(Process(cmd, env, f"node{plan.node_rank}.log"))
@@ -159,6 +183,8 @@ def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, s
                 index = plan.node_rank * per_node + local
                 worker_env = {**env, "TF_CONFIG": json.dumps(tf_config(tf_ports, index)), "RANK": str(index),
                               "LOCAL_RANK": str(local), "WORLD_SIZE": str(len(tf_ports))}
+                if plan.cuda_visible and per_node > 1:  # one worker per GPU: it must see only its own
+                    worker_env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible[local]
                 cmd = [python, "-m", variant.module, "--spec", str(spec_path)]
                 out.append(Process(cmd, worker_env, f"node{plan.node_rank}-worker{local}.log"))
         else:
@@ -270,7 +296,9 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.status = "ok"
         return row
     row.status = status
-    row.error = reason if status == "timeout" else (results.first_error(records) or reason)
+    rank_error = results.first_error(records) if status == "failed" else None
+    # Which process died and how, then the error a rank reported (or, without one, the log's last lines).
+    row.error = f"{reason.splitlines()[0]}\n{rank_error}" if rank_error else reason
     return row
 
 
@@ -279,7 +307,8 @@ def _wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
     """Wait for every node; stop at the first failure or at the timeout."""
     while True:
         codes = [p.poll() for p in procs]
-        failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+        # A process killed by a signal is the likelier root cause than one that failed after it.
+        failed = sorted(((i, c) for i, c in enumerate(codes) if c not in (None, 0)), key=lambda ic: ic[1] > 0)
         if failed:
             index, code = failed[0]
             how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"

@@ -26,7 +26,7 @@ def table_rows(rows: list[ResultRow]) -> list[list[str]]:
                      _fmt(r.test_accuracy, ".4f"), _fmt(r.eval_samples, "d"), _fmt(r.time_to_accuracy_s, ".1f")]
         else:
             cells = [(r.error or "").splitlines()[0][:70] if r.error else "-"] + ["-"] * 7
-        device = r.device_type + ("*" if r.device_type == "cpu" and r.variant == "torch-dp" else "")
+        device = r.device_type + ("*" if _cpu_limits(r) else "")
         out.append([r.variant, f"{topo} {device}", status, *cells])
     return out
 
@@ -45,10 +45,13 @@ def markdown_table(rows: list[ResultRow]) -> str:
     return "\n".join(lines)
 
 
+def _cpu_limits(row: ResultRow) -> list[str]:
+    return [n for n in row.notes if n.startswith("cpu: ")]
+
+
 def footnotes(rows: list[ResultRow]) -> list[str]:
-    notes = []
-    if any(r.device_type == "cpu" and r.variant == "torch-dp" for r in rows):
-        notes.append("`cpu*`: on a machine without CUDA, DataParallel runs the plain module; one slot only.")
+    limits = dict.fromkeys(f"{r.variant}: {n[5:]}" for r in rows for n in _cpu_limits(r))
+    notes = [f"`cpu*` {limit}; larger topologies show n/a." for limit in limits]
     if any(r.oversubscribed for r in rows):
         notes.append("Some runs had more device slots than cores (`oversubscribed` in the row).")
     notes.append("Scaling efficiency = throughput(N) / (N x throughput(1)) of the same variant and task; "

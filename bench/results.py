@@ -70,6 +70,10 @@ class ResultRow:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+_ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
+                         "framework_version", "device_name", "threads"}
+
+
 class FoldError(RuntimeError):
     """The ranks' reports do not add up to a valid measurement."""
 
@@ -131,8 +135,8 @@ def fold(records: dict[int, list[dict]], planned_world: int, processes: int, lau
         "eval_samples": main.get("eval_samples"),
         "time_to_accuracy_s": main.get("time_to_accuracy_s"),
         "peak_memory_mb": max(results[r][-1]["peak_memory_mb"] for r in results),
-        "worker_info": {"backend": info.get("backend"), "cuda": info.get("cuda"), "cudnn": info.get("cudnn"),
-                        "nccl": info.get("nccl"),
+        # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
+        "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)}},
     }
 

@@ -10,7 +10,7 @@ from bench.task import SpecError
 class Variant:
     name: str
     framework: str             # distribution name, for version capture
-    launcher: str              # what starts its processes: torchrun, python, tf-config
+    launcher: str              # what starts its processes: torchrun, accelerate, python, tf-config
     module: str                # python module run inside each worker process
     single_process: bool       # one process drives all of a node's devices
     spans_nodes: bool          # can run on more than one (fake) node
@@ -33,6 +33,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
             extra="torch", summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module"),
+    Variant("accelerate", "accelerate", "accelerate", "accelerate_impl.train", single_process=False,
+            spans_nodes=True, extra="accelerate",
+            summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file"),
     Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
             extra="tf", summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)"),
     Variant("tf-multiworker", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,

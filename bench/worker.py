@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import socket
 import sys
 import time
@@ -20,7 +21,8 @@ from typing import Callable
 SPEC_ENV = "DTBENCH_SPEC"
 NODE_RANK_ENV = "DTBENCH_NODE_RANK"
 LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
-# Test-only fault injection, e.g. "crash:rank=1:step=3" or "hang:step=2" (rank 0 if unnamed).
+# Test-only fault injection: "crash", "hang" or "kill" (SIGKILL itself), e.g. "crash:rank=1:step=3"
+# (rank 0 and step 1 if unnamed).
 FAULT_ENV = "DTBENCH_FAULT"
 
 
@@ -81,6 +83,35 @@ class Worker:
             raise RuntimeError(f"injected crash at step {step}")
         if kind == "hang":
             time.sleep(24 * 3600)
+        if kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def train(self, clock: "StepClock", epochs: int, steps_per_epoch: int, run_epoch: Callable[[int], None],
+              evaluate: Callable[[], dict] | None, peak_memory_mb: Callable[[], float]) -> dict:
+        """The epoch loop every framework shares: train (each step calls clock.step_done()), pause
+        the clock, evaluate exactly, note time-to-accuracy, record the result."""
+        needed = self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
+        if epochs * steps_per_epoch < needed:
+            raise ValueError(f"the task trains {epochs * steps_per_epoch} steps but warm-up and windows need "
+                             f"{needed}: raise epochs or lower windows/window_steps")
+        target = self.task.get("target_accuracy")
+        time_to_accuracy, evaluation = None, {}
+        clock.start()
+        for epoch in range(epochs):
+            run_epoch(epoch)
+            clock.pause()
+            if evaluate is not None:
+                evaluation = evaluate()
+                if time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
+                    time_to_accuracy = clock.train_seconds()
+                self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
+            if epoch + 1 < epochs:
+                clock.resume()
+        result = {**clock.summary(), **evaluation, "epochs": epochs if evaluate else 0,
+                  "train_s": clock.train_seconds(), "time_to_accuracy_s": time_to_accuracy,
+                  "peak_memory_mb": peak_memory_mb()}
+        self.record("result", **result)
+        return result
 
     @contextmanager
     def session(self):

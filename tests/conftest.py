@@ -28,3 +28,13 @@ def rows(out: Path) -> list[dict]:
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
     return tmp_path / "results"
+
+
+@pytest.fixture(autouse=True)
+def never_tensorflow_beside_torchvision():
+    """Importing tensorflow and then torchvision/timm in one process segfaults on this stack:
+    fail the test that brought them together, instead of crashing the whole run later."""
+    yield
+    if "tensorflow" in sys.modules:
+        together = [m for m in ("torchvision", "timm") if m in sys.modules]
+        assert not together, f"tensorflow and {together} were imported into the pytest process"

@@ -166,34 +166,22 @@ class Trainer:
             train_x, train_y = arrays["train_x"], arrays["train_y"]
             test = (arrays["test_x"], arrays["test_y"])
             steps_per_epoch, epochs = len(train_y) // self.global_batch, task["epochs"]
-            if steps_per_epoch * epochs < timed:
-                raise ValueError(f"the task trains {steps_per_epoch * epochs} steps but warm-up and windows "
-                                 f"need {timed}: raise epochs or lower windows/window_steps")
         batches = iter(self._train_dataset(train_x, train_y))
         clock = worker.clock(self.global_batch, self.sync)
-        time_to_accuracy, evaluation = None, {}
-        clock.start()
-        for epoch in range(epochs):
-            losses = []
+
+        def run_epoch(epoch: int) -> None:
+            self._losses = []
             for _ in range(steps_per_epoch):
                 self._last = self._train_step(batches)
-                losses.append(self._last)
+                self._losses.append(self._last)
                 clock.step_done()
-            clock.pause()
-            if test is not None:
-                train_loss_sum = float(tf.add_n(losses).numpy())
-                evaluation = self.evaluate(*test, train_loss_sum, len(losses))
-                target = task.get("target_accuracy")
-                if time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
-                    time_to_accuracy = clock.train_seconds()
-                worker.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
-            if epoch + 1 < epochs:
-                clock.resume()
-        result = {**clock.summary(), **evaluation, "epochs": epochs if test is not None else 0,
-                  "train_s": clock.train_seconds(), "time_to_accuracy_s": time_to_accuracy,
-                  "peak_memory_mb": self._peak_memory_mb()}
-        worker.record("result", **result)
-        return result
+
+        def evaluate() -> dict:
+            train_loss_sum = float(tf.add_n(self._losses).numpy())
+            return self.evaluate(*test, train_loss_sum, len(self._losses))
+
+        return worker.train(clock, epochs, steps_per_epoch, run_epoch, evaluate if test is not None else None,
+                            self._peak_memory_mb)
 
     def _peak_memory_mb(self) -> float:
         gpus = tf.config.list_logical_devices("GPU")

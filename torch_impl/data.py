@@ -32,7 +32,7 @@ class InMemoryImages(Dataset):
         return self.images[index], self.labels[index]
 
 
-def _whole_batch(batch):
+def whole_batch(batch):
     return batch
 
 
@@ -64,12 +64,12 @@ def train_loader(dataset: InMemoryImages, batch: int, rank: int, world_size: int
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
                                  seed=seed, drop_last=True)
     return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
-                      collate_fn=_whole_batch)
+                      collate_fn=whole_batch)
 
 
 def eval_loader(dataset: InMemoryImages, rank: int, world_size: int) -> DataLoader:
     return DataLoader(dataset, batch_size=EVAL_BATCH, sampler=ExactShardSampler(len(dataset), rank, world_size),
-                      collate_fn=_whole_batch)
+                      collate_fn=whole_batch)
 
 
 def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, rank: int):

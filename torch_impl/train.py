@@ -41,17 +41,21 @@ def set_threads(threads: int) -> None:
         pass  # already set by an earlier parallel op in this process
 
 
+def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
+                           weight_decay=task["weight_decay"])
+
+
 class Trainer:
     def __init__(self, worker: Worker, model: nn.Module, module: nn.Module, device: torch.device,
-                 sync: Callable[[], None], all_reduce_sum: Callable[[torch.Tensor], None],
-                 shard_rank: int, shard_count: int):
+                 sync: Callable[[], None], all_reduce_sum: Callable[[torch.Tensor], None] = lambda t: None,
+                 shard_rank: int = 0, shard_count: int = 1, optimizer: torch.optim.Optimizer | None = None):
         self.worker, self.task = worker, worker.task
         self.model, self.module, self.device = model, module, device
         self.sync, self.all_reduce_sum = sync, all_reduce_sum
         self.shard_rank, self.shard_count = shard_rank, shard_count
         self.batch = self.task["global_batch"] // shard_count  # what this process loads per step
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=self.task["lr"], momentum=self.task["momentum"],
-                                         weight_decay=self.task["weight_decay"])
+        self.optimizer = optimizer or make_optimizer(model, self.task)
         precision = self.task["precision"]
         self.amp_dtype = AMP_DTYPES.get(precision)
         self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
@@ -63,13 +67,37 @@ class Trainer:
         x = data.to_model_input(images, self.device)
         y = labels.to(self.device, non_blocking=True)
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+        with self.autocast():
             loss = F.cross_entropy(self.model(x), y)
+        self.backward_and_step(loss)
+        self._loss_sum += loss.detach().float()  # stays on the device: no sync inside a window
+        self._batches += 1
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
+
+    def backward_and_step(self, loss: torch.Tensor) -> None:
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self._loss_sum += loss.detach().float()  # stays on the device: no sync inside a window
-        self._batches += 1
+
+    def take_train_loss(self) -> tuple[torch.Tensor, int]:
+        """The summed training loss and batch count since the last call (reset)."""
+        loss_sum, batches = self._loss_sum.clone(), self._batches
+        self._loss_sum.zero_()
+        self._batches = 0
+        return loss_sum, batches
+
+    # ------------------------------------------------------------ input
+    def epochs(self) -> tuple[list, Callable[[int], None], data.InMemoryImages | None]:
+        """Per epoch an iterable of (images, labels); a set_epoch hook; the test set (None: no eval)."""
+        task = self.task
+        if task["dataset"] == "synthetic":
+            steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
+            return [data.synthetic_batches(task, self.batch, self.device, steps, self.shard_rank)], lambda e: None, None
+        train_set, test_set = data.load_splits(self.worker.spec)
+        loader = data.train_loader(train_set, self.batch, self.shard_rank, self.shard_count, task["seed"])
+        return [loader] * task["epochs"], loader.sampler.set_epoch, test_set
 
     # ------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -80,61 +108,33 @@ class Trainer:
         for images, labels in data.eval_loader(test_set, self.shard_rank, self.shard_count):
             x = data.to_model_input(images, self.device)
             y = labels.to(self.device)
-            with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+            with self.autocast():
                 logits = self.module(x)
             totals[0] += (logits.argmax(1) == y).sum()
             totals[1] += len(y)
             totals[2] += F.cross_entropy(logits.float(), y, reduction="sum")
-        totals[3], totals[4] = self._loss_sum, self._batches
+        totals[3], totals[4] = self.take_train_loss()
         self.all_reduce_sum(totals)
         self.module.train()
         correct, count, loss_sum, train_loss_sum, batches = totals.tolist()
-        self._loss_sum.zero_()
-        self._batches = 0
         return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
                 "train_loss": train_loss_sum / max(batches, 1)}
 
     # ------------------------------------------------------------ the run
     def fit(self) -> dict:
-        task, worker = self.task, self.worker
-        if task["dataset"] == "synthetic":
-            steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
-            epochs = [data.synthetic_batches(task, self.batch, self.device, steps, self.shard_rank)]
-            train_set = test_set = sampler = None
-        else:
-            train_set, test_set = data.load_splits(worker.spec)
-            loader = data.train_loader(train_set, self.batch, self.shard_rank, self.shard_count, task["seed"])
-            sampler = loader.sampler
-            epochs = [loader] * task["epochs"]
-            needed = task["warmup_steps"] + task["window_steps"] * task["windows"]
-            if len(loader) * task["epochs"] < needed:
-                raise ValueError(f"the task trains {len(loader) * task['epochs']} steps but warm-up and windows "
-                                 f"need {needed}: raise epochs or lower windows/window_steps")
-        clock = worker.clock(task["global_batch"], self.sync)
-        time_to_accuracy = None
-        evaluation: dict = {}
-        self.model.train()
-        clock.start()
-        for epoch, batches in enumerate(epochs):
-            if sampler is not None:
-                sampler.set_epoch(epoch)
-            for images, labels in batches:
+        epochs, set_epoch, test_set = self.epochs()
+        clock = self.worker.clock(self.task["global_batch"], self.sync)
+
+        def run_epoch(epoch: int) -> None:
+            set_epoch(epoch)
+            for images, labels in epochs[epoch]:
                 self._run_batch(images, labels)
                 clock.step_done()
-            clock.pause()
-            if test_set is not None:
-                evaluation = self.evaluate(test_set)
-                target = task.get("target_accuracy")
-                if time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
-                    time_to_accuracy = clock.train_seconds()
-                worker.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
-            if epoch + 1 < len(epochs):
-                clock.resume()
-        result = {**clock.summary(), **evaluation, "epochs": len(epochs) if test_set is not None else 0,
-                  "train_s": clock.train_seconds(), "time_to_accuracy_s": time_to_accuracy,
-                  "peak_memory_mb": self._peak_memory_mb()}
-        worker.record("result", **result)
-        return result
+
+        self.model.train()
+        return self.worker.train(clock, len(epochs), len(epochs[0]), run_epoch,
+                                 (lambda: self.evaluate(test_set)) if test_set is not None else None,
+                                 self._peak_memory_mb)
 
     def _peak_memory_mb(self) -> float:
         if self.device.type == "cuda":

@@ -1,0 +1,67 @@
+"""TensorFlow variants end to end on CPU (each in its own processes: TF never enters pytest's)."""
+import os
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, bench, rows
+
+pytestmark = pytest.mark.slow
+CPU = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+@pytest.mark.parametrize("variant", ["tf-mirrored", "tf-multiworker"])
+def test_tf_variant_on_two_replicas(out, variant):
+    result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
+    assert result.returncode == 0, result.stderr
+    [row] = rows(out)
+    assert row["status"] == "ok", row["error"]
+    assert row["world_size"] == 2 and row["environment"]["replicas"] == 2
+    assert row["eval_samples"] == 397 and row["test_accuracy"] > 0.3
+    assert row["throughput"]["median"] > 0 and row["framework_version"].startswith("2.")
+    if variant == "tf-multiworker":
+        assert "TF_CONFIG=" in row["command"] and row["command"].count("tf_impl.multiworker") == 2
+
+
+def test_tf_worker_per_node_layout_is_not_applicable_on_cpu(out):
+    result = bench("run", "--variant", "tf-multiworker-node", "--devices", "2", "--task", "quick",
+                   "--device-type", "cpu", "--out", str(out), env=CPU)
+    assert result.returncode == 2 and "gives a worker one CPU device" in result.stderr
+
+
+def test_a_killed_worker_fails_the_run_without_hang_or_orphans(out):
+    started = time.time()
+    result = bench("run", "--variant", "tf-multiworker", "--devices", "2", "--task", "quick", "--out", str(out),
+                   "--timeout", "120", env={**CPU, "DTBENCH_FAULT": "kill:rank=1:step=3"})
+    assert result.returncode == 1
+    assert time.time() - started < 100  # well inside the timeout: the death is noticed, not waited out
+    [row] = rows(out)
+    assert row["status"] == "failed" and "killed by signal 9" in row["error"]
+    marker = f"DTBENCH_RUN_ID={row['run_id']}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            assert marker not in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"), f"orphan {pid}"
+        except OSError:
+            pass
+
+
+KERAS_COUNT = """
+import sys
+from bench.task import PRESETS
+from tf_impl.model import build_model, count_parameters
+print(count_parameters(build_model(PRESETS[sys.argv[1]].to_dict())))
+"""
+
+
+@pytest.mark.parametrize("task", ["quick", "default", "mnist-cnn"])
+def test_keras_and_torch_models_have_equal_parameter_counts(task):
+    import subprocess
+
+    from bench.task import PRESETS
+    from torch_impl.model import build_model, count_parameters
+
+    keras = subprocess.run([sys.executable, "-c", KERAS_COUNT, task], cwd=REPO, capture_output=True, text=True,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    assert keras.returncode == 0, keras.stderr
+    assert int(keras.stdout.split()[-1]) == count_parameters(build_model(PRESETS[task].to_dict()))
