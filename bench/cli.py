@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bench import data, devices, report, sweep
+from bench import data, devices, launch, report, sweep
 from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
 from bench.variants import VARIANTS, default_variants, get_variant
 
@@ -70,10 +70,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
     spec = sweep.RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
-                         args.cores_per_slot, args.timeout)
+                         args.cores_per_slot, args.timeout, host_node=args.node_rank,
+                         master_addr=args.master_addr, master_port=args.master_port)
     reason = spec.inapplicable()
     if reason:
         raise SpecError(f"{reason}: choose another variant or fewer devices")
+    if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
+        row = launch.execute(spec, args.out, machine, data.prepare(task))
+        print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
+        return 0 if row.status == "ok" else 1
     rows = sweep.run_all([spec], args.out, machine)
     print(report.text_table(rows))
     return 0 if rows[0].status == "ok" else 1
@@ -137,7 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="one run: one row appended to OUT/results.jsonl")
     p.add_argument("--variant", required=True, help=f"one of {', '.join(VARIANTS)}")
     p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
-    p.add_argument("--nodes", type=int, default=1, help="fake nodes the devices are split over")
+    p.add_argument("--nodes", "--nnodes", type=int, default=1,
+                   help="nodes the devices are split over (fake nodes on this host unless --node-rank is given)")
+    p.add_argument("--node-rank", type=int, help="real multi-host: run only this node's share here")
+    p.add_argument("--master-addr", default="127.0.0.1", help="real multi-host: node 0's address")
+    p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
     _add_task_options(p)
     p.set_defaults(func=cmd_run)
 

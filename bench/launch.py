@@ -7,6 +7,7 @@ that started their own sessions are caught) and becomes a failed row.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -43,6 +44,19 @@ class RunSpec:
     devices_per_node: int = 1
     cores_per_slot: int = 1
     timeout_s: float = 900.0
+    # Real multi-host: this host runs only node `host_node` and meets the others at master_addr.
+    host_node: int | None = None
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+
+    @property
+    def local_nodes(self) -> list[int]:
+        return list(range(self.nodes)) if self.host_node is None else [self.host_node]
+
+    @property
+    def local_ranks(self) -> list[int]:
+        per_node = self.processes_per_node
+        return [n * per_node + i for n in self.local_nodes for i in range(per_node)]
 
     @property
     def world_size(self) -> int:
@@ -68,8 +82,20 @@ class RunSpec:
                             f"{self.world_size}: pass --global-batch a multiple of {self.world_size}")
         if self.task.precision == "fp16" and self.device_type != "cuda":
             raise SpecError("fp16 needs CUDA: use --precision bf16 or fp32 on CPU")
-        return devices.place(self.device_type, self.nodes, self.devices_per_node, machine,
-                             self.cores_per_slot, self.processes_per_node)
+        if self.host_node is not None:
+            if not 0 <= self.host_node < self.nodes:
+                raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
+            if self.master_port is None:
+                raise SpecError("a multi-host run needs --master-port P, the same on every host")
+            if self.variant.launcher == "tf-config":
+                raise SpecError(f"{self.variant.name} across hosts is not supported yet: its TF_CONFIG needs every "
+                                "worker's address; use torch-ddp or accelerate, or fake nodes with --nodes")
+        placement = devices.place(self.device_type, len(self.local_nodes), self.devices_per_node, machine,
+                                  self.cores_per_slot, self.processes_per_node)
+        if self.host_node is None:
+            return placement
+        [plan] = placement.nodes
+        return dataclasses.replace(placement, nodes=(dataclasses.replace(plan, node_rank=self.host_node),))
 
 
 # ---------------------------------------------------------------- ports and processes
@@ -141,7 +167,7 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
         # (MULTI_CPU in the config, or --cpu, starts one process on this stack).
         "distributed_type": "MULTI_GPU",
         "num_processes": spec.world_size, "num_machines": spec.nodes, "machine_rank": node_rank,
-        "main_process_ip": "127.0.0.1", "main_process_port": master_port, "rdzv_backend": "static",
+        "main_process_ip": spec.master_addr, "main_process_port": master_port, "rdzv_backend": "static",
         "same_network": True, "gpu_ids": "all", "use_cpu": False, "debug": False,
         "mixed_precision": {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[spec.task.precision],
         "downcast_bf16": "no", "main_training_function": "main", "enable_cpu_affinity": False,
@@ -152,7 +178,7 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
 def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path) -> list[Process]:
     """What to start for each node, with the variant's own launcher."""
     python, variant = sys.executable, spec.variant
-    master_port = free_port()
+    master_port = spec.master_port or free_port()
     per_node = spec.processes_per_node
     tf_ports = [free_port() for _ in range(spec.nodes * per_node)] if variant.launcher == "tf-config" else []
     out = []
@@ -162,7 +188,7 @@ def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, s
             cmd = [python, "-m", "torch.distributed.run",
                    f"--nnodes={spec.nodes}", f"--node-rank={plan.node_rank}",
                    f"--nproc-per-node={spec.devices_per_node}",
-                   "--master-addr=127.0.0.1", f"--master-port={master_port}",
+                   f"--master-addr={spec.master_addr}", f"--master-port={master_port}",
                    "--max-restarts=0", "--monitor-interval=0.5",
                    "-m", variant.module, "--spec", str(spec_path)]
             out.append(Process(cmd, env, f"node{plan.node_rank}.log"))
@@ -216,7 +242,8 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
         "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed,
-        "node_plans": [{"cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots} for p in placement.nodes],
+        "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
+                       for p in placement.nodes],
     }
     path = run_dir / "spec.json"
     path.write_text(json.dumps(doc, indent=1))
@@ -284,13 +311,18 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     row.wall_s = time.time() - launch_time
 
     records = results.read_rank_records(run_dir)
+    if status == "ok" and 0 not in spec.local_ranks:
+        row.status = "ok"  # rank 0's host measures; this host only ran its share
+        row.notes.append(f"node {spec.host_node}'s share of a multi-host run: the row is collected on node 0's host")
+        return row
     if status == "ok":
         try:
-            measured = results.fold(records, spec.world_size, spec.nodes * spec.processes_per_node, launch_time)
+            measured = results.fold(records, spec.world_size, spec.local_ranks, launch_time)
         except results.FoldError as exc:
             row.error = str(exc)
             return row
         row.environment.update(measured.pop("worker_info"))
+        row.task["params"] = measured.pop("params")
         for key, value in measured.items():
             setattr(row, key, value)
         row.status = "ok"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench import plots
 from bench.results import ResultRow, ResultStore
 
 COLUMNS = ("variant", "devices", "status", "throughput (samples/s) median [95% CI]", "per device",
@@ -39,9 +40,29 @@ def text_table(rows: list[ResultRow]) -> str:
     return "\n".join(lines)
 
 
+# Column index -> (value of a row, higher is better): the best ok row per column is marked in bold.
+BEST = {
+    3: (lambda r: r.throughput["median"], True),
+    4: (lambda r: r.per_device_throughput, True),
+    5: (lambda r: r.scaling_efficiency, True),
+    6: (lambda r: r.step_time_ms["median"] if r.step_time_ms else None, False),
+    7: (lambda r: r.startup_s, False),
+    8: (lambda r: r.test_accuracy, True),
+    10: (lambda r: r.time_to_accuracy_s, False),
+}
+
+
 def markdown_table(rows: list[ResultRow]) -> str:
+    body = table_rows(rows)
+    for column, (value, higher) in BEST.items():
+        scored = [(value(r), i) for i, r in enumerate(rows) if r.status == "ok" and value(r) is not None]
+        if len(scored) > 1:
+            best = (max if higher else min)(scored)[0]
+            for v, i in scored:
+                if v == best:
+                    body[i][column] = f"**{body[i][column]}**"
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines)
 
 
@@ -67,14 +88,16 @@ def write_report(directory: Path) -> Path:
               f"{len(rows)} runs in `{store.jsonl}`.", "",
               f"- host: {rows[-1].host if rows else '-'}; commit: {rows[-1].git_sha if rows else '-'}",
               f"- CPU: {env.get('cpu_model', '-')} ({env.get('cores_available', '-')} cores available)",
-              f"- GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; CUDA {env.get('cuda', '-')}",
+              f"- GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; CUDA {env.get('cuda') or '-'}; NCCL {env.get('nccl') or '-'}",
               f"- python {env.get('python', '-')}; " + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items()),
               ""]
     tasks = list(dict.fromkeys(r.task["name"] + "/" + r.task["precision"] for r in rows))
     body = []
     for key in tasks:
         subset = [r for r in rows if r.task["name"] + "/" + r.task["precision"] == key]
-        body += [f"## task {key}", "", markdown_table(subset), ""]
+        body += [f"## task {key}", "", markdown_table(subset), "", "Best per column in **bold**.", ""]
+        for png in plots.draw_all(subset, directory, key.replace("/", "-")):
+            body += [f"![{png.stem}]({png.name})", ""]
     body += [f"- {n}" for n in footnotes(rows)]
     path = directory / "report.md"
     path.write_text("\n".join(header + body) + "\n")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import stats
+from bench.worker import cpu_model
 
 STATUSES = ("ok", "failed", "timeout", "skipped")
 LIBRARIES = ("torch", "torchvision", "timm", "accelerate", "tensorflow", "tensorflow-cpu", "keras",
@@ -71,7 +72,7 @@ class ResultRow:
 
 
 _ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
-                         "framework_version", "device_name", "threads"}
+                         "cuda_visible", "framework_version", "device_name", "threads"}
 
 
 class FoldError(RuntimeError):
@@ -97,20 +98,20 @@ def first_error(records: dict[int, list[dict]]) -> str | None:
     return f"rank {err['rank']}: {err['error']}\n" + "\n".join(tail)
 
 
-def fold(records: dict[int, list[dict]], planned_world: int, processes: int, launch_time: float) -> dict:
-    """Fold every rank's JSON lines into the measured fields of one row."""
+def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], launch_time: float) -> dict:
+    """Fold the JSON lines of the ranks started on this host (rank 0 among them) into one row's figures."""
     def events(rank: int, name: str) -> list[dict]:
         return [r for r in records.get(rank, []) if r["event"] == name]
 
     joined = {rank: events(rank, "joined") for rank in records}
-    missing = [rank for rank in range(processes) if not joined.get(rank)]
+    missing = [rank for rank in ranks if not joined.get(rank)]
     if missing:
-        raise FoldError(f"ranks {missing} never joined (expected {processes} processes)")
+        raise FoldError(f"ranks {missing} never joined (expected ranks {ranks[0]}..{ranks[-1]})")
     worlds = {j[-1]["world_size"] for j in joined.values()}
     if worlds != {planned_world}:
         raise FoldError(f"workers joined a world of size {sorted(worlds)} but the plan is {planned_world}: "
                         "the launcher started independent processes instead of one distributed run")
-    results = {rank: events(rank, "result") for rank in range(processes)}
+    results = {rank: events(rank, "result") for rank in ranks}
     if not all(results.values()):
         raise FoldError(f"ranks {[r for r, v in results.items() if not v]} finished without a result")
     main = results[0][-1]
@@ -118,7 +119,7 @@ def fold(records: dict[int, list[dict]], planned_world: int, processes: int, lau
     if len(main["window_seconds"]) < 1:
         raise FoldError("no timing window completed")
     throughput = stats.throughput_summary(main["window_seconds"], main["samples_per_window"])
-    first_steps = [e["time"] for rank in range(processes) for e in events(rank, "first_step")]
+    first_steps = [e["time"] for rank in ranks for e in events(rank, "first_step")]
     return {
         "framework_version": info.get("framework_version"),
         "device_name": info.get("device_name"),
@@ -136,8 +137,10 @@ def fold(records: dict[int, list[dict]], planned_world: int, processes: int, lau
         "time_to_accuracy_s": main.get("time_to_accuracy_s"),
         "peak_memory_mb": max(results[r][-1]["peak_memory_mb"] for r in results),
         # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
+        "params": main.get("params"),
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
-                        "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)}},
+                        "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
+                        "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)}},
     }
 
 
@@ -215,16 +218,6 @@ def flatten(data: dict, prefix: str = "") -> dict:
 
 # ---------------------------------------------------------------- environment
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _gpu_details() -> dict:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -257,7 +250,7 @@ def environment() -> dict:
             versions[lib] = importlib.metadata.version(lib)
         except importlib.metadata.PackageNotFoundError:
             pass
-    return {"python": platform.python_version(), "os": platform.platform(), "cpu_model": _cpu_model(),
+    return {"python": platform.python_version(), "os": platform.platform(), "cpu_model": cpu_model(),
             "cpu_count": os.cpu_count(), "cores_available": len(os.sched_getaffinity(0)),
             "libraries": versions, **_gpu_details()}
 

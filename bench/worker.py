@@ -52,7 +52,9 @@ class Worker:
 
     def pin(self) -> int:
         """Pin this process to its slot's cores; return how many threads it should use."""
-        slots = self.spec["node_plans"][self.node_rank]["cpu_slots"]
+        # On a real multi-host run the spec holds only this host's node.
+        [plan] = [p for p in self.spec["node_plans"] if p["node_rank"] == self.node_rank]
+        slots = plan["cpu_slots"]
         cores = slots[self.local_rank % len(slots)]
         os.sched_setaffinity(0, cores)
         return len(cores)
@@ -63,8 +65,8 @@ class Worker:
     def joined(self, world_size: int, **info) -> None:
         """Report the world this process actually joined; the harness checks it against the plan."""
         self.record("joined", world_size=world_size, local_rank=self.local_rank, node_rank=self.node_rank,
-                    pid=os.getpid(), host=socket.gethostname(),
-                    cores=sorted(os.sched_getaffinity(0)), **info)
+                    pid=os.getpid(), host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
+                    cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), **info)
 
     def clock(self, samples_per_step: int, sync: Callable[[], None]) -> "StepClock":
         t = self.task
@@ -87,7 +89,7 @@ class Worker:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def train(self, clock: "StepClock", epochs: int, steps_per_epoch: int, run_epoch: Callable[[int], None],
-              evaluate: Callable[[], dict] | None, peak_memory_mb: Callable[[], float]) -> dict:
+              evaluate: Callable[[], dict] | None, peak_memory_mb: Callable[[], float], params: int) -> dict:
         """The epoch loop every framework shares: train (each step calls clock.step_done()), pause
         the clock, evaluate exactly, note time-to-accuracy, record the result."""
         needed = self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
@@ -109,7 +111,7 @@ class Worker:
                 clock.resume()
         result = {**clock.summary(), **evaluation, "epochs": epochs if evaluate else 0,
                   "train_s": clock.train_seconds(), "time_to_accuracy_s": time_to_accuracy,
-                  "peak_memory_mb": peak_memory_mb()}
+                  "peak_memory_mb": peak_memory_mb(), "params": params}
         self.record("result", **result)
         return result
 
@@ -124,6 +126,19 @@ class Worker:
             raise
         finally:
             self._report.close()
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (platform.processor() is empty on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.machine()
 
 
 def peak_rss_mb() -> float:

@@ -22,7 +22,7 @@ def records(world=2, joined_world=None):
 
 
 def test_fold_takes_rank_zero_windows_and_the_slowest_first_step():
-    measured = fold(records(), planned_world=2, processes=2, launch_time=1.0)
+    measured = fold(records(), planned_world=2, ranks=[0, 1], launch_time=1.0)
     assert measured["throughput"]["median"] == 1000
     assert measured["per_device_throughput"] == 500
     assert measured["startup_s"] == 3.0  # rank 1 finished its first step at t=4
@@ -32,14 +32,14 @@ def test_fold_takes_rank_zero_windows_and_the_slowest_first_step():
 def test_fold_catches_a_silent_non_distributed_launch():
     # Two processes that each trained alone report world size 1: not a 2-device run.
     with pytest.raises(FoldError, match="world of size \\[1\\] but the plan is 2"):
-        fold(records(world=2, joined_world=1), planned_world=2, processes=2, launch_time=0.0)
+        fold(records(world=2, joined_world=1), planned_world=2, ranks=[0, 1], launch_time=0.0)
 
 
 def test_fold_catches_a_rank_that_never_joined():
     recs = records()
     del recs[1]
     with pytest.raises(FoldError, match="never joined"):
-        fold(recs, planned_world=2, processes=2, launch_time=0.0)
+        fold(recs, planned_world=2, ranks=[0, 1], launch_time=0.0)
 
 
 def test_first_error_names_the_rank_and_keeps_the_traceback_tail():

@@ -8,12 +8,11 @@ on-device normalisation as the PyTorch variants.
 from __future__ import annotations
 
 import os
-import platform
 
 import numpy as np
 
 from bench import data as cache
-from bench.worker import Worker, peak_rss_mb
+from bench.worker import Worker, cpu_model, peak_rss_mb
 
 # Imported after the worker has pinned itself and sized TF's pools (see configure()).
 tf = None
@@ -53,7 +52,7 @@ def device_info(strategy) -> dict:
         info.update(device_name=details.get("device_name", "GPU"), cuda=tf.sysconfig.get_build_info().get("cuda_version"),
                     cudnn=tf.sysconfig.get_build_info().get("cudnn_version"))
     else:
-        info.update(device_name=platform.processor() or platform.machine())
+        info.update(device_name=cpu_model())
     return info
 
 
@@ -63,13 +62,15 @@ def normalise(images):
 
 class Trainer:
     def __init__(self, worker: Worker, strategy, num_workers: int, worker_index: int):
-        from tf_impl.model import build_model
+        # Imports keras, so only here: after configure() has pinned this process and sized its pools.
+        from tf_impl.model import build_model, count_parameters
 
         self.worker, self.task, self.strategy = worker, worker.task, strategy
         self.num_workers, self.worker_index = num_workers, worker_index
         self.global_batch = self.task["global_batch"]
         with strategy.scope():
             self.model = build_model(self.task)
+            self.params = count_parameters(self.model)
             optimizer = keras.optimizers.SGD(learning_rate=self.task["lr"], momentum=self.task["momentum"],
                                              weight_decay=self.task["weight_decay"] or None)
             if self.task["precision"] == "fp16":
@@ -181,7 +182,7 @@ class Trainer:
             return self.evaluate(*test, train_loss_sum, len(self._losses))
 
         return worker.train(clock, epochs, steps_per_epoch, run_epoch, evaluate if test is not None else None,
-                            self._peak_memory_mb)
+                            self._peak_memory_mb, self.params)
 
     def _peak_memory_mb(self) -> float:
         gpus = tf.config.list_logical_devices("GPU")

@@ -7,15 +7,15 @@ way for all of them.
 """
 from __future__ import annotations
 
-import platform
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.worker import Worker, peak_rss_mb
+from bench.worker import Worker, cpu_model, peak_rss_mb
 from torch_impl import data
+from torch_impl.model import count_parameters
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -28,7 +28,7 @@ def device_info(device: torch.device) -> dict:
                     cudnn=torch.backends.cudnn.version(),
                     nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.distributed.is_nccl_available() else None)
     else:
-        info.update(device_name=platform.processor() or platform.machine())
+        info.update(device_name=cpu_model())
     return info
 
 
@@ -134,7 +134,7 @@ class Trainer:
         self.model.train()
         return self.worker.train(clock, len(epochs), len(epochs[0]), run_epoch,
                                  (lambda: self.evaluate(test_set)) if test_set is not None else None,
-                                 self._peak_memory_mb)
+                                 self._peak_memory_mb, count_parameters(self.module))
 
     def _peak_memory_mb(self) -> float:
         if self.device.type == "cuda":

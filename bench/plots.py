@@ -1,0 +1,127 @@
+"""PNG plots of a results store, readable in a paper: titles, units, legends, interval error bars."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on benchmark machines
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.results import ResultRow  # noqa: E402
+
+
+def _series(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
+    """ok rows per variant (and nodes, when a sweep split devices over fake nodes), by device count."""
+    series = defaultdict(list)
+    for r in rows:
+        if r.status == "ok" and r.throughput:
+            label = r.variant + (f" ({r.nodes} nodes)" if r.nodes > 1 else "") + (
+                f" [{r.engine}]" if r.engine not in ("local", "torchrun") else "")
+            series[label].append(r)
+    return {k: sorted(v, key=lambda r: r.world_size) for k, v in sorted(series.items())}
+
+
+def _title(base: str, rows: list[ResultRow]) -> str:
+    task = rows[0].task
+    data = "synthetic data" if task["dataset"] == "synthetic" else task["dataset"]
+    device = rows[0].device_name or rows[0].device_type
+    return f"{base}\n{task['name']}: {task['model']} on {data}, {task['precision']}, {device}"
+
+
+def throughput(rows: list[ResultRow], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, rs in _series(rows).items():
+        xs = [r.world_size for r in rs]
+        ys = [r.throughput["median"] for r in rs]
+        err = [[y - r.throughput["ci_low"] for y, r in zip(ys, rs)], [r.throughput["ci_high"] - y for y, r in zip(ys, rs)]]
+        line = ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+        one = next((r for r in rs if r.world_size == 1), None)
+        if one is not None and len(xs) > 1:  # ideal linear scaling from the variant's own 1-device run
+            ax.plot(xs, [one.throughput["median"] * x for x in xs], ls="--", lw=1, color=line[0].get_color(),
+                    alpha=0.5)
+    _device_axis(ax, rows)
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title(_title("Training throughput: median and 95% CI over windows; dashed = linear", rows), fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def efficiency(rows: list[ResultRow], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, rs in _series(rows).items():
+        points = [(r.world_size, r.scaling_efficiency) for r in rs if r.scaling_efficiency is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", label=label)
+    ax.axhline(1.0, ls="--", color="grey", lw=1)
+    _device_axis(ax, rows)
+    ax.set_ylim(0, 1.2)
+    ax.set_ylabel("scaling efficiency = T(N) / (N x T(1))")
+    ax.set_title(_title("Scaling efficiency (strong scaling, same global batch)", rows), fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def _bars(ax, rows: list[ResultRow], value, ylabel: str) -> None:
+    labels, values = [], []
+    for label, rs in _series(rows).items():
+        for r in rs:
+            v = value(r)
+            if v is not None:
+                labels.append(f"{label}\n{r.world_size} dev")
+                values.append(v)
+    ax.bar(range(len(values)), values, color="tab:blue")
+    ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def accuracy(rows: list[ResultRow], path: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    _bars(left, rows, lambda r: r.test_accuracy, "test accuracy (whole test set)")
+    target = rows[0].task.get("target_accuracy")
+    if target:
+        left.axhline(target, ls="--", color="red", lw=1, label=f"target {target:.0%}")
+        left.legend(fontsize=8)
+    _bars(right, rows, lambda r: r.time_to_accuracy_s, "time to target accuracy (s, training only)")
+    fig.suptitle(_title("Accuracy and time to accuracy", rows), fontsize=9)
+    _save(fig, path)
+
+
+def startup(rows: list[ResultRow], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _bars(ax, rows, lambda r: r.startup_s, "startup (s): launch to end of first step")
+    ax.set_title(_title("Startup time", rows), fontsize=9)
+    _save(fig, path)
+
+
+def _device_axis(ax, rows: list[ResultRow]) -> None:
+    counts = sorted({r.world_size for r in rows if r.status == "ok"})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.minorticks_off()
+    ax.set_xlabel("devices (log2 scale)")
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup}
+
+
+def draw_all(rows: list[ResultRow], directory: Path, prefix: str) -> list[Path]:
+    """One PNG per plot for one task; plots with nothing to show are not written."""
+    written = []
+    if not _series(rows):
+        return written
+    for name, draw in PLOTS.items():
+        path = directory / f"{prefix}-{name}.png"
+        draw(rows, path)
+        written.append(path)
+    return written
