@@ -31,6 +31,9 @@ class AccelerateTrainer(Trainer):
                          optimizer=optimizer)
         self.accelerator, self.train_loader, self.eval_loader = accelerator, train_loader, eval_loader
 
+    def no_sync(self):
+        return self.accelerator.no_sync(self.model) if self.worker.independent else super().no_sync()
+
     def autocast(self):
         return self.accelerator.autocast()
 

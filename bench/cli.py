@@ -71,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
     spec = sweep.RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
-                         master_addr=args.master_addr, master_port=args.master_port)
+                         master_addr=args.master_addr, master_port=args.master_port,
+                         independent=args.independent)
     reason = spec.inapplicable()
     if reason:
         raise SpecError(f"{reason}: choose another variant or fewer devices")
@@ -89,13 +90,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     device_type = _device_type(args, machine)
     task = _task_from(args, device_type)
     if args.variants in ("all", ""):
-        variants = default_variants()
+        # The single-device baselines belong to the scaling analysis.
+        variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = sweep.device_counts(args.max_devices)
     specs = sweep.plan(variants, task, device_type, counts, args.nodes,
-                       args.cores_per_slot, args.timeout)
+                       args.cores_per_slot, args.timeout, analysis=args.analysis)
     rows = sweep.run_all(specs, args.out, machine)
+    if args.analysis:
+        sweep.measure_communication(rows, args.out, machine)
     print(report.text_table(rows))
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
@@ -147,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-rank", type=int, help="real multi-host: run only this node's share here")
     p.add_argument("--master-addr", default="127.0.0.1", help="real multi-host: node 0's address")
     p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
+    p.add_argument("--independent", action="store_true",
+                   help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
     _add_task_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -154,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", default="all", help="comma-separated variant names (default all)")
     p.add_argument("--max-devices", type=int, default=2, help="largest device count (default 2)")
     p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
+    p.add_argument("--no-analysis", dest="analysis", action="store_false",
+                   help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
+                        "the all-reduce microbenchmark")
     _add_task_options(p)
     p.set_defaults(func=cmd_sweep)
 

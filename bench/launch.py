@@ -48,6 +48,8 @@ class RunSpec:
     host_node: int | None = None
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
+    # Gradient synchronisation off (each replica trains its own shard): the no-communication bound.
+    independent: bool = False
 
     @property
     def local_nodes(self) -> list[int]:
@@ -68,7 +70,8 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.variant.name} {self.nodes}x{self.devices_per_node} {self.device_type} {self.task.name}"
+        mode = " (independent)" if self.independent else ""
+        return f"{self.variant.name}{mode} {self.nodes}x{self.devices_per_node} {self.device_type} {self.task.name}"
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
@@ -82,6 +85,9 @@ class RunSpec:
                             f"{self.world_size}: pass --global-batch a multiple of {self.world_size}")
         if self.task.precision == "fp16" and self.device_type != "cuda":
             raise SpecError("fp16 needs CUDA: use --precision bf16 or fp32 on CPU")
+        if self.independent and not self.variant.independent:
+            raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
+                            "use torch-ddp or accelerate")
         if self.host_node is not None:
             if not 0 <= self.host_node < self.nodes:
                 raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
@@ -241,7 +247,7 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         "run_id": run_id, "variant": spec.variant.name, "task": spec.task.to_dict(),
         "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
-        "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed,
+        "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
         "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
                        for p in placement.nodes],
     }
@@ -275,29 +281,32 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
         git_sha=results.git_sha(REPO_ROOT), host=results.host())
 
 
-def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
-            environment: dict | None = None) -> results.ResultRow:
-    """Launch one run, wait for it with a timeout, and fold its reports into a row (never raises on failure)."""
+@dataclass
+class Launched:
+    """A finished launch: what ran, how it ended, and what every local rank reported."""
+    run_id: str
+    run_dir: Path
+    placement: Placement
+    command: str
+    status: str            # ok | failed | timeout
+    reason: str | None
+    records: dict
+    launch_time: float
+    wall_s: float
+
+
+def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None) -> Launched:
+    """Start every process of the run, wait with the timeout, kill whatever is left."""
     placement = spec.check(machine)
     run_id = new_run_id(spec)
     run_dir = (out_dir / "runs" / run_id).resolve()
     (run_dir / "tmp").mkdir(parents=True)
     spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
-    row = base_row(spec, run_id, "failed")
-    row.environment = dict(environment or results.environment())
-    row.oversubscribed = placement.oversubscribed
-    row.notes.extend(placement.warnings)
-    if spec.device_type == "cpu" and spec.variant.cpu_limit_reason:
-        row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
-
     procs_to_start = processes(spec, placement, run_id, run_dir, spec_path)
     background = " &" if len(procs_to_start) > 1 else ""
-    row.command = " ; ".join(
+    command = " ; ".join(
         "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
         + " " + shlex.join(p.command) + background for p in procs_to_start)
-    if os.environ.get(FAULT_ENV):
-        row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
-
     launch_time = time.time()
     procs, logs = [], []
     for p in procs_to_start:
@@ -308,16 +317,32 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
     status, reason = _wait(procs, launch_time, spec.timeout_s, logs)
     kill_run(run_id, procs)
-    row.wall_s = time.time() - launch_time
+    return Launched(run_id, run_dir, placement, command, status, reason, results.read_rank_records(run_dir),
+                    launch_time, time.time() - launch_time)
 
-    records = results.read_rank_records(run_dir)
-    if status == "ok" and 0 not in spec.local_ranks:
+
+def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
+            environment: dict | None = None) -> results.ResultRow:
+    """Launch one run and fold its reports into a row (never raises on a failed run)."""
+    run = start_and_wait(spec, out_dir, machine, data_path)
+    row = base_row(spec, run.run_id, "failed")
+    row.environment = dict(environment or results.environment())
+    row.oversubscribed = run.placement.oversubscribed
+    row.independent = spec.independent
+    row.notes.extend(run.placement.warnings)
+    if spec.device_type == "cpu" and spec.variant.cpu_limit_reason:
+        row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
+    if os.environ.get(FAULT_ENV):
+        row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
+    row.command, row.wall_s = run.command, run.wall_s
+
+    if run.status == "ok" and 0 not in spec.local_ranks:
         row.status = "ok"  # rank 0's host measures; this host only ran its share
         row.notes.append(f"node {spec.host_node}'s share of a multi-host run: the row is collected on node 0's host")
         return row
-    if status == "ok":
+    if run.status == "ok":
         try:
-            measured = results.fold(records, spec.world_size, spec.local_ranks, launch_time)
+            measured = results.fold(run.records, spec.world_size, spec.local_ranks, run.launch_time)
         except results.FoldError as exc:
             row.error = str(exc)
             return row
@@ -327,10 +352,10 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
             setattr(row, key, value)
         row.status = "ok"
         return row
-    row.status = status
-    rank_error = results.first_error(records) if status == "failed" else None
+    row.status = run.status
+    rank_error = results.first_error(run.records) if run.status == "failed" else None
     # Which process died and how, then the error a rank reported (or, without one, the log's last lines).
-    row.error = f"{reason.splitlines()[0]}\n{rank_error}" if rank_error else reason
+    row.error = f"{run.reason.splitlines()[0]}\n{rank_error}" if rank_error else run.reason
     return row
 
 
@@ -355,7 +380,12 @@ def _wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
         time.sleep(0.2)
 
 
-def scaling(store: results.ResultStore, row: results.ResultRow) -> float | None:
-    if row.status != "ok" or not row.throughput:
-        return None
-    return stats.scaling_efficiency(row.throughput["median"], row.world_size, store.baseline_throughput(row))
+def add_scaling(store: results.ResultStore, row: results.ResultRow, variant: Variant) -> None:
+    """Efficiency vs the variant's own 1-device run and vs its framework's plain single-device loop."""
+    if row.status != "ok" or not row.throughput or row.independent:
+        return
+    median = row.throughput["median"]
+    row.scaling_efficiency = stats.scaling_efficiency(median, row.world_size, store.baseline_throughput(row))
+    if variant.baseline:
+        single = store.baseline_throughput(row, variant.baseline)
+        row.scaling_efficiency_vs_single = stats.scaling_efficiency(median, row.world_size, single)

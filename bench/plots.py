@@ -51,16 +51,19 @@ def throughput(rows: list[ResultRow], path: Path) -> None:
 
 def efficiency(rows: list[ResultRow], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = False
     for label, rs in _series(rows).items():
         points = [(r.world_size, r.scaling_efficiency) for r in rs if r.scaling_efficiency is not None]
         if points:
             ax.plot(*zip(*points), marker="o", label=label)
+            drawn = True
     ax.axhline(1.0, ls="--", color="grey", lw=1)
     _device_axis(ax, rows)
     ax.set_ylim(0, 1.2)
     ax.set_ylabel("scaling efficiency = T(N) / (N x T(1))")
     ax.set_title(_title("Scaling efficiency (strong scaling, same global batch)", rows), fontsize=9)
-    ax.legend(fontsize=8)
+    if drawn:
+        ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     _save(fig, path)
 
@@ -110,6 +113,27 @@ def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
+    """Each multi-device run's step time next to its compute-only time and the all-reduce floor."""
+    if not entries:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    labels = [f"{e['row'].variant}\n{e['row'].world_size} dev" for e in entries]
+    width = 0.27
+    for offset, key, name in ((-width, "step_ms", "measured step"), (0, "compute_ms", "compute only (no sync)"),
+                              (width, "floor_ms", "all-reduce floor")):
+        values = [e[key] or 0 for e in entries]
+        ax.bar([i + offset for i in range(len(entries))], values, width, label=name)
+    ax.set_xticks(range(len(entries)), labels, fontsize=8)
+    ax.set_ylabel("time per step (ms)")
+    ax.set_title(_title("Where the step time goes (0 = not measured)", [e["row"] for e in entries]), fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    path = directory / f"{prefix}-step-breakdown.png"
+    _save(fig, path)
+    return [path]
 
 
 PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup}

@@ -56,7 +56,9 @@ class ResultRow:
     eval_samples: int | None = None
     time_to_accuracy_s: float | None = None
     peak_memory_mb: float | None = None
-    scaling_efficiency: float | None = None
+    scaling_efficiency: float | None = None             # vs the same variant's 1-device run
+    scaling_efficiency_vs_single: float | None = None   # vs the framework's plain single-device loop
+    independent: bool = False                           # gradient synchronisation off: the no-communication bound
     notes: list[str] = field(default_factory=list)
     git_sha: str | None = None
     host: str | None = None
@@ -186,11 +188,11 @@ class ResultStore:
             writer.writerows(rows)
         os.replace(tmp, self.csv)
 
-    def baseline_throughput(self, row: ResultRow) -> float | None:
-        """The same variant's latest ok 1-device throughput on the same task and device type."""
+    def baseline_throughput(self, row: ResultRow, variant: str | None = None) -> float | None:
+        """The latest ok 1-device throughput of `variant` (default: the row's own) on the same task and device type."""
         for old in reversed(self.rows()):
-            if (old.status == "ok" and old.variant == row.variant and old.world_size == 1
-                    and old.device_type == row.device_type and old.engine == row.engine
+            if (old.status == "ok" and old.variant == (variant or row.variant) and old.world_size == 1
+                    and old.device_type == row.device_type and old.engine == row.engine and not old.independent
                     and _same_task(old.task, row.task) and old.throughput):
                 return old.throughput["median"]
         return None
@@ -198,7 +200,7 @@ class ResultStore:
 
 def _same_task(a: dict, b: dict) -> bool:
     # The per-device batch is derived from the world size under strong scaling; everything else must match.
-    ignore = {"per_device_batch"}
+    ignore = {"per_device_batch", "params"}
     return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
 
 

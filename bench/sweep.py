@@ -1,11 +1,12 @@
 """A sweep: variants x device counts, checked up front, run one after another into one store."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
 
-from bench import data, launch, results
+from bench import allreduce, data, launch, results
 from bench.devices import Machine
 from bench.launch import RunSpec
 from bench.task import SpecError, TaskSpec
@@ -33,13 +34,24 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 
 
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
-         cores_per_slot: int = 1, timeout_s: float = 900.0) -> list[RunSpec]:
+         cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False) -> list[RunSpec]:
+    """Runs in order: baselines first (efficiency needs them), each variant's counts ascending, and with
+    `analysis` an independent (no gradient sync) run after each multi-device run that has one."""
     if nodes < 1:
         raise SpecError(f"nodes must be at least 1 (got {nodes})")
     if max(counts) % nodes:
         raise SpecError(f"GPUS={max(counts)} does not divide by NODES={nodes}: pick a multiple of {nodes}")
-    return [RunSpec(v, task, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot, timeout_s=timeout_s)
-            for v in variants for n in counts]
+    specs = []
+    for variant in sorted(variants, key=lambda v: v.baseline is not None):
+        for n in counts:
+            if variant.max_devices is not None and n > variant.max_devices:
+                continue
+            spec = RunSpec(variant, task, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
+                           timeout_s=timeout_s)
+            specs.append(spec)
+            if analysis and variant.independent and n > 1:
+                specs.append(dataclasses.replace(spec, independent=True))
+    return specs
 
 
 def check_all(specs: list[RunSpec], machine: Machine) -> None:
@@ -66,8 +78,17 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine) -> list[resul
             row.environment = environment
         else:
             row = launch.execute(spec, out_dir, machine, data_paths[spec.task], environment)
-            row.scaling_efficiency = launch.scaling(store, row)
+            launch.add_scaling(store, row, spec.variant)
         store.append(row)
         rows.append(row)
         log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
     return rows
+
+
+def measure_communication(rows: list[results.ResultRow], out_dir: Path, machine: Machine) -> None:
+    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on."""
+    topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
+                         if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")})
+    for device_type, nodes, per_node in topologies:
+        log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
+        allreduce.measure(out_dir, machine, device_type, nodes, per_node)

@@ -20,6 +20,9 @@ class Variant:
     cpu_limit_reason: str = ""
     processes_per_node_fixed: int | None = None  # e.g. one MWMS worker per node
     in_default_sweep: bool = True
+    max_devices: int | None = None  # on any device type (the single-device baselines)
+    baseline: str | None = None     # the framework's plain single-device loop, for efficiency vs no wrapper
+    independent: bool = False       # can run with gradient synchronisation off (the no-communication bound)
 
     def processes_per_node(self, devices_per_node: int) -> int:
         if self.single_process:
@@ -29,23 +32,34 @@ class Variant:
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False, spans_nodes=True,
-            extra="torch", summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)"),
+            extra="torch", summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
+            baseline="torch-single", independent=True),
     Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
             extra="torch", summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
-            cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module"),
+            cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
+            baseline="torch-single"),
     Variant("accelerate", "accelerate", "accelerate", "accelerate_impl.train", single_process=False,
             spans_nodes=True, extra="accelerate",
-            summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file"),
+            summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
+            baseline="torch-single", independent=True),
     Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
-            extra="tf", summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)"),
+            extra="tf", summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
+            baseline="tf-single"),
     Variant("tf-multiworker", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, extra="tf",
-            summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)"),
+            summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
+            baseline="tf-single"),
     Variant("tf-multiworker-node", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, extra="tf", processes_per_node_fixed=1, in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
             cpu_max_per_node=1,
-            cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)"),
+            cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
+            baseline="tf-single"),
+    # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
+    Variant("torch-single", "torch", "python", "torch_impl.single", single_process=True, spans_nodes=False,
+            extra="torch", max_devices=1, summary="PyTorch, the shared loop on one device with no wrapper"),
+    Variant("tf-single", "tensorflow-cpu", "python", "tf_impl.single", single_process=True, spans_nodes=False,
+            extra="tf", max_devices=1, summary="TensorFlow, the shared loop under the default (no-op) strategy"),
 )}
 
 
@@ -63,6 +77,8 @@ def not_applicable(variant: Variant, device_type: str, nodes: int, devices_per_n
     """Why this variant cannot run this topology (None when it can)."""
     if nodes > 1 and not variant.spans_nodes:
         return f"{variant.name} is a single process and cannot span {nodes} nodes"
+    if variant.max_devices is not None and nodes * devices_per_node > variant.max_devices:
+        return f"{variant.name} is a single-device baseline"
     limit = variant.cpu_max_per_node if device_type == "cpu" else None
     if limit is not None and devices_per_node > limit:
         return f"{variant.name} on cpu runs at most {limit} device slot(s) per node: {variant.cpu_limit_reason}"

@@ -50,6 +50,11 @@ class Worker:
     def planned_world_size(self) -> int:
         return self.spec["world_size"]
 
+    @property
+    def independent(self) -> bool:
+        """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
+        return bool(self.spec.get("independent"))
+
     def pin(self) -> int:
         """Pin this process to its slot's cores; return how many threads it should use."""
         # On a real multi-host run the spec holds only this host's node.
@@ -98,10 +103,14 @@ class Worker:
                              f"{needed}: raise epochs or lower windows/window_steps")
         target = self.task.get("target_accuracy")
         time_to_accuracy, evaluation = None, {}
+        if self.independent:
+            evaluate = None  # diverged replicas: accuracy means nothing
         clock.start()
         for epoch in range(epochs):
             run_epoch(epoch)
             clock.pause()
+            if self.independent and clock.done:
+                break
             if evaluate is not None:
                 evaluation = evaluate()
                 if time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
@@ -109,7 +118,7 @@ class Worker:
                 self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
             if epoch + 1 < epochs:
                 clock.resume()
-        result = {**clock.summary(), **evaluation, "epochs": epochs if evaluate else 0,
+        result = {**clock.summary(), **evaluation, "epochs": epoch + 1 if evaluate else 0,
                   "train_s": clock.train_seconds(), "time_to_accuracy_s": time_to_accuracy,
                   "peak_memory_mb": peak_memory_mb(), "params": params}
         self.record("result", **result)

@@ -44,8 +44,7 @@ def configure(worker: Worker, logical_cpus: int = 1):
 def device_info(strategy) -> dict:
     info = {"framework_version": tf.__version__, "keras": keras.__version__,
             "threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "replicas": strategy.num_replicas_in_sync,
-            "devices": list(strategy.extended.worker_devices)}
+            "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         details = tf.config.experimental.get_device_details(gpus[0])
@@ -54,6 +53,13 @@ def device_info(strategy) -> dict:
     else:
         info.update(device_name=cpu_model())
     return info
+
+
+def _replica_devices(strategy) -> list[str]:
+    try:
+        return list(strategy.extended.worker_devices)
+    except RuntimeError:  # the default strategy has no device list: it runs where TF places ops
+        return ["default"]
 
 
 def normalise(images):

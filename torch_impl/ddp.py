@@ -43,8 +43,11 @@ def main() -> None:
                 torch.cuda.synchronize(device)
             dist.barrier()
 
-        Trainer(worker, ddp_model, model, device, sync, dist.all_reduce,
-                shard_rank=rank, shard_count=world_size).fit()
+        trainer = Trainer(worker, ddp_model, model, device, sync, dist.all_reduce,
+                          shard_rank=rank, shard_count=world_size)
+        if worker.independent:  # the no-communication bound: DDP skips its all-reduce
+            trainer.no_sync = ddp_model.no_sync
+        trainer.fit()
         dist.destroy_process_group()
     exit_now(0)
 

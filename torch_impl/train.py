@@ -7,6 +7,7 @@ way for all of them.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import torch
@@ -67,11 +68,16 @@ class Trainer:
         x = data.to_model_input(images, self.device)
         y = labels.to(self.device, non_blocking=True)
         self.optimizer.zero_grad(set_to_none=True)
-        with self.autocast():
-            loss = F.cross_entropy(self.model(x), y)
-        self.backward_and_step(loss)
+        with self.no_sync():
+            with self.autocast():
+                loss = F.cross_entropy(self.model(x), y)
+            self.backward_and_step(loss)
         self._loss_sum += loss.detach().float()  # stays on the device: no sync inside a window
         self._batches += 1
+
+    def no_sync(self):
+        """Independent mode switches gradient synchronisation off here (see the variants); else a no-op."""
+        return contextlib.nullcontext()
 
     def autocast(self):
         return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
@@ -130,6 +136,8 @@ class Trainer:
             for images, labels in epochs[epoch]:
                 self._run_batch(images, labels)
                 clock.step_done()
+                if self.worker.independent and clock.done:
+                    return
 
         self.model.train()
         return self.worker.train(clock, len(epochs), len(epochs[0]), run_epoch,

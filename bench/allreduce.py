@@ -1,0 +1,66 @@
+"""The all-reduce microbenchmark per backend and topology, and the communication floor it implies.
+
+The floor for a model is the time a ring all-reduce of its gradients needs at the measured bus
+bandwidth: grad_bytes x 2(n-1)/n / busbw. A training step can hide communication behind the
+backward pass, but it cannot all-reduce faster than this.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import launch
+from bench.devices import Machine
+from bench.task import get_task
+from bench.variants import Variant
+
+log = logging.getLogger(__name__)
+
+ALLREDUCE = Variant("allreduce", "torch", "torchrun", "torch_impl.allreduce", single_process=False,
+                    spans_nodes=True, extra="torch", summary="all-reduce microbenchmark")
+
+
+def measure(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
+            timeout_s: float = 300) -> list[dict]:
+    """Run the benchmark on one topology; append its rows to OUT/allreduce.jsonl and return them."""
+    spec = launch.RunSpec(ALLREDUCE, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
+    run = launch.start_and_wait(spec, out_dir, machine, data_path=None)
+    events = [r for r in run.records.get(0, []) if r["event"] == "allreduce"]
+    if run.status != "ok" or not events:
+        log.warning("all-reduce benchmark %s failed: %s", spec.label, (run.reason or "no result").splitlines()[0])
+        return []
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows = [{"backend": events[0]["backend"], "device_type": device_type, "nodes": nodes,
+             "devices_per_node": devices_per_node, "world_size": spec.world_size, "started_at": stamp, **r}
+            for r in events[0]["results"]]
+    with open(out_dir / "allreduce.jsonl", "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return rows
+
+
+def load(out_dir: Path) -> list[dict]:
+    path = out_dir / "allreduce.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def busbw_at(table: list[dict], world_size: int, nodes: int, size_bytes: int) -> float | None:
+    """Bus bandwidth (bytes/s) at a message size on this topology, from the all-reduce time
+    interpolated linearly between the measured sizes around it (latency + size / bandwidth)."""
+    points = sorted((r["size_bytes"], r["seconds"]) for r in table
+                    if r["world_size"] == world_size and r["nodes"] == nodes)
+    if not points:
+        return None
+    below = [p for p in points if p[0] <= size_bytes] or points[:1]
+    above = [p for p in points if p[0] >= size_bytes] or points[-1:]
+    (s1, t1), (s2, t2) = below[-1], above[0]
+    seconds = t1 if s1 == s2 else t1 + (t2 - t1) * (size_bytes - s1) / (s2 - s1)
+    return size_bytes / seconds * 2 * (world_size - 1) / world_size
+
+
+def communication_floor_ms(grad_bytes: int, world_size: int, busbw: float | None) -> float | None:
+    """grad_bytes x 2(n-1)/n / busbw, in milliseconds."""
+    if not busbw or world_size < 2:
+        return None
+    return 1000 * grad_bytes * 2 * (world_size - 1) / world_size / busbw

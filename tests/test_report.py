@@ -1,0 +1,72 @@
+"""Report generation from a fixed results file: tables hold every row, every plot is written."""
+import json
+
+import pytest
+
+from bench import allreduce, report
+from bench.results import ResultRow, ResultStore
+
+TASK = {"name": "default", "model": "small-cnn", "dataset": "fashion-mnist", "precision": "fp32",
+        "target_accuracy": 0.85, "params": 105866}
+
+
+def row(variant, world, median, *, independent=False, status="ok", framework="torch", step=20.0):
+    figures = dict(throughput={"median": median, "ci_low": median * 0.9, "ci_high": median * 1.1,
+                               "windows": [median] * 6},
+                   per_device_throughput=median / world, step_time_ms={"median": step, "p90": step * 1.1},
+                   startup_s=4.0, test_accuracy=None if independent else 0.88, eval_samples=None if independent else 10000,
+                   time_to_accuracy_s=None if independent else 9.0) if status == "ok" else {}
+    return ResultRow(run_id=f"{variant}-{world}-{independent}", started_at="t", status=status, variant=variant,
+                     framework=framework, launcher="torchrun", device_type="cpu", nodes=1, devices_per_node=world,
+                     world_size=world, task=dict(TASK), independent=independent,
+                     error=None if status == "ok" else "not applicable: one slot", **figures)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ResultStore(tmp_path)
+    for r in (row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0, step=18.0),
+              row("torch-ddp", 2, 9000.0, independent=True, step=14.0),
+              row("tf-mirrored", 1, 8000.0, framework="tensorflow-cpu"),
+              row("tf-mirrored", 2, 10000.0, framework="tensorflow-cpu"),
+              row("torch-dp", 2, 0, status="skipped")):
+        s.append(r)
+    bench_rows = [{"backend": "gloo", "device_type": "cpu", "nodes": 1, "devices_per_node": 2, "world_size": 2,
+                   "size_bytes": size, "seconds": seconds, "algbw_gbps": size / seconds / 1e9,
+                   "busbw_gbps": size / seconds / 1e9} for size, seconds in ((262144, 0.001), (1048576, 0.002))]
+    (tmp_path / "allreduce.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bench_rows))
+    return s
+
+
+def test_report_has_every_row_every_plot_and_the_analysis(store):
+    path = report.write_report(store.directory)
+    text = path.read_text()
+    assert "| torch-ddp | 1 cpu | ok |" in text and "| torch-ddp | 2 cpu | ok |" in text
+    assert "| torch-ddp (no sync) | 2 cpu | ok |" in text
+    assert "| tf-mirrored | 2 cpu | ok |" in text and "| torch-dp | 2 cpu | n/a |" in text
+    for name in ("throughput", "efficiency", "accuracy", "startup", "step-breakdown"):
+        png = store.directory / f"default-fp32-{name}.png"
+        assert png.stat().st_size > 10_000, name
+        assert f"]({png.name})" in text
+    assert "**9,000" not in text  # a no-sync run never wins a column
+    assert "## All-reduce microbenchmark" in text and "Where the step time goes" in text
+    assert (store.directory / "results.csv").read_text().count("\n") == 7
+
+
+def test_breakdown_figures():
+    rows = [row("torch-ddp", 2, 7000.0, step=18.0), row("torch-ddp", 2, 9000.0, independent=True, step=14.0)]
+    table = [{"world_size": 2, "nodes": 1, "size_bytes": s, "seconds": t} for s, t in ((262144, 0.001), (1048576, 0.002))]
+    [entry] = report.breakdown(rows, table)
+    assert entry["compute_ms"] == 14.0
+    assert entry["comm_cost"] == pytest.approx(1 - 7000 / 9000)
+    grad_bytes = 105866 * 4  # between the two sizes: time interpolated linearly
+    seconds = 0.001 + 0.001 * (grad_bytes - 262144) / (1048576 - 262144)
+    assert entry["floor_ms"] == pytest.approx(1000 * seconds)
+
+
+def test_busbw_and_floor_formulas():
+    table = [{"world_size": 4, "nodes": 1, "size_bytes": 1 << 20, "seconds": 0.01}]
+    busbw = allreduce.busbw_at(table, 4, 1, 1 << 20)
+    assert busbw == pytest.approx((1 << 20) / 0.01 * 2 * 3 / 4)
+    assert allreduce.communication_floor_ms(1 << 20, 4, busbw) == pytest.approx(10.0)
+    assert allreduce.busbw_at(table, 8, 1, 1 << 20) is None

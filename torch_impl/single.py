@@ -1,0 +1,23 @@
+"""torch-single: the shared loop on one device with no wrapper, the baseline every torch variant is held to."""
+from __future__ import annotations
+
+import torch
+
+from bench.worker import Worker, spec_path_from_argv
+from torch_impl.model import build_model
+from torch_impl.train import Trainer, device_info, set_threads
+
+
+def main() -> None:
+    worker = Worker(spec_path_from_argv())
+    with worker.session():
+        set_threads(worker.pin())
+        cuda = worker.device_type == "cuda"
+        device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+        worker.joined(1, backend="none", **device_info(device))
+        model = build_model(worker.task).to(device)
+        Trainer(worker, model, model, device, sync=lambda: torch.cuda.synchronize(device) if cuda else None).fit()
+
+
+if __name__ == "__main__":
+    main()
