@@ -21,7 +21,7 @@ PY := $(VENV)/bin/python
 endif
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup packages data bench test report overhead clean
+.PHONY: setup packages data bench test report reference overhead clean
 
 setup: packages data
 
@@ -49,6 +49,13 @@ test: setup
 
 report:
 	$(PY) -m bench report $(OUT)
+
+# The committed reference report of this machine: the default sweep into results/reference-<device>.
+REFERENCE ?= results/reference-cpu
+reference: setup
+	rm -rf $(REFERENCE)
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --task $(TASK) --out $(REFERENCE) $(ARGS)
+	rm -rf $(REFERENCE)/runs
 
 overhead: setup
 	$(PY) -m bench overhead --task $(TASK) $(ARGS)

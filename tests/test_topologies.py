@@ -1,5 +1,6 @@
 """Fake nodes on one machine, and a 2-host run with its node agents as separate processes on loopback."""
 import json
+import os
 import subprocess
 import sys
 
@@ -45,7 +46,7 @@ def test_two_hosts_on_loopback(tmp_path, variant):
     agents = [subprocess.Popen([sys.executable, "-m", "bench", "run", "--variant", variant, "--devices", "2",
                                 "--nnodes", "2", "--node-rank", str(rank), "--master-addr", "127.0.0.1",
                                 "--master-port", str(port), "--task", "quick", "--out", str(tmp_path / f"host{rank}")],
-                               cwd=REPO, env={**__import__("os").environ, **CPU}, stdout=subprocess.PIPE,
+                               cwd=REPO, env={**os.environ, **CPU}, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
               for rank in (0, 1)]
     outputs = [agent.communicate(timeout=300) for agent in agents]
@@ -61,3 +62,14 @@ def test_multi_host_needs_a_shared_port(out):
     result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--nnodes", "2", "--node-rank", "1",
                    "--task", "quick", "--out", str(out), env=CPU)
     assert result.returncode == 2 and "--master-port" in result.stderr
+
+
+def test_two_runs_at_once_on_one_machine_do_not_collide(tmp_path):
+    agents = [subprocess.Popen([sys.executable, "-m", "bench", "run", "--variant", variant, "--devices", "2",
+                                "--task", "quick", "--out", str(tmp_path / variant)],
+                               cwd=REPO, env={**os.environ, **CPU}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+              for variant in ("torch-ddp", "accelerate")]
+    outputs = [agent.communicate(timeout=300) for agent in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    assert [rows(tmp_path / v)[0]["status"] for v in ("torch-ddp", "accelerate")] == ["ok", "ok"]
