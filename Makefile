@@ -21,7 +21,7 @@ PY := $(VENV)/bin/python
 endif
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup packages data bench test report reference overhead clean
+.PHONY: setup packages data bench test report reference benchmark regress overhead clean
 
 setup: packages data
 
@@ -56,6 +56,16 @@ reference: setup
 	rm -rf $(REFERENCE)
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --task $(TASK) --out $(REFERENCE) $(ARGS)
 	rm -rf $(REFERENCE)/runs
+
+# pytest-benchmark: per-step training functions, one framework per process; kept out of `make test`.
+benchmark: setup
+	$(PY) -m pytest benchmarks/test_torch_step.py --benchmark-only $(ARGS)
+	$(PY) -m pytest benchmarks/test_tf_step.py --benchmark-only $(ARGS)
+
+# Did the current tree slow training down against AGAINST (default origin/main)?
+AGAINST ?= origin/main
+regress: setup
+	$(PY) -m bench regress --against $(AGAINST) $(ARGS)
 
 overhead: setup
 	$(PY) -m bench overhead --task $(TASK) $(ARGS)

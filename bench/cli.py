@@ -130,6 +130,63 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 2 if failed and not args.install else 0
 
 
+def cmd_regress(args: argparse.Namespace) -> int:
+    from bench import ab, regress
+
+    out: Path = args.out
+    run_args = [["--variant", v.strip(), "--devices", str(args.devices), "--task", args.task, *args.run_args.split()]
+                for v in args.variants.split(",")]
+    if args.calibrate:
+        return _calibrate(args, run_args, out)
+    if args.against:
+        baseline_path, current_path = ab.against(args.against, run_args, args.repeats, out)
+    elif args.baseline and args.current:
+        baseline_path, current_path = Path(args.baseline), Path(args.current)
+    else:
+        raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
+    baseline, current = regress.load(baseline_path), regress.load(current_path)
+    machines = {"baseline": regress.fingerprint(baseline), "current": regress.fingerprint(current)}
+    if baseline and current and machines["baseline"] != machines["current"]:
+        print("WARNING: the baseline comes from another machine "
+              f"({machines['baseline']} vs {machines['current']}): absolute throughput is not comparable; "
+              "prefer --against REV on one machine", file=sys.stderr)
+    code, verdicts = regress.compare(baseline, current, args.threshold, args.alpha, args.accuracy_tolerance)
+    print(regress.render(verdicts))
+    regress.write_verdict(out / "verdict.json", code, verdicts,
+                          {"threshold": args.threshold, "alpha": args.alpha, "machines": machines})
+    print(f"\n{['no regression', 'REGRESSION', 'could not compare'][code]} (exit {code}); "
+          f"verdict in {out / 'verdict.json'}")
+    return code
+
+
+def _calibrate(args: argparse.Namespace, run_args: list[list[str]], out: Path) -> int:
+    """The check measured on this machine: false alarms over A/A comparisons of one tree, and
+    detection of 10 % and 20 % slowdowns injected by scaling the recorded windows of one side."""
+    import json
+    import statistics
+
+    from bench import ab, regress
+
+    runs = 2 * args.groups * args.repeats
+    ab.interleaved({"aa": (sys.executable, launch.REPO_ROOT)}, run_args, runs, out)
+    rows = regress.load(out / "aa")
+    summary = {"comparisons": args.groups, "runs_per_side": args.repeats, "threshold": args.threshold,
+               "alpha": args.alpha, "injection": "recorded windows scaled by (1 - slowdown)"}
+    for name, slowdown in (("false_alarm_rate", 0.0), ("detected_10pct", 0.10), ("detected_20pct", 0.20)):
+        hits = 0
+        for a, b in ab.split_groups(rows, args.groups, args.repeats):
+            code, _ = regress.compare(a, regress.slowed(b, slowdown) if slowdown else b, args.threshold, args.alpha)
+            hits += code == regress.REGRESSION
+        summary[name] = hits / args.groups
+    medians = [r.throughput["median"] for r in rows if r.status == "ok"]
+    summary["run_to_run_cv"] = statistics.pstdev(medians) / statistics.mean(medians)
+    (out / "calibration.json").write_text(json.dumps(summary, indent=1))
+    print(f"A/A false alarms: {summary['false_alarm_rate']:.0%} of {args.groups}; "
+          f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
+          f"({args.repeats} runs a side; run-to-run CV of throughput {summary['run_to_run_cv']:.1%})")
+    return 0
+
+
 def cmd_overhead(args: argparse.Namespace) -> int:
     from bench import overhead
 
@@ -176,6 +233,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--download", action="store_true", help="opt-in: download Fashion-MNIST (needs internet)")
     p.add_argument("--data-dir")
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("regress", help="did a change slow training down? A/B against a revision, or two files")
+    p.add_argument("--against", metavar="REV", help="A/B on this machine: REV (baseline) vs the current tree")
+    p.add_argument("--baseline", metavar="OLD.jsonl", help="a stored results file (or directory)")
+    p.add_argument("--current", metavar="NEW.jsonl", help="the results file to judge against it")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure the check itself: A/A false alarms, detection of injected slowdowns")
+    p.add_argument("--variants", default="torch-ddp", help="runs to compare (default torch-ddp)")
+    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--task", default="quick")
+    p.add_argument("--run-args", default="--epochs 8 --windows 20",
+                   help="more `bench run` options for every run (default: longer timing on the quick task)")
+    p.add_argument("--repeats", type=int, default=5, help="runs per side, interleaved (default 5)")
+    p.add_argument("--groups", type=int, default=10, help="A/A comparisons for --calibrate (default 10)")
+    p.add_argument("--threshold", type=float, default=0.05, help="smallest change that counts (default 0.05)")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--accuracy-tolerance", type=float, default=0.01, help="absolute accuracy drop allowed")
+    p.add_argument("--out", type=Path, default=Path("results/latest/regress"))
+    p.set_defaults(func=cmd_regress)
 
     p = sub.add_parser("overhead", help="harness torch-ddp (1 device) vs a plain loop, interleaved A/B")
     p.add_argument("--task", default="default")

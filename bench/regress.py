@@ -1,0 +1,226 @@
+"""Throughput regression checks that hold on noisy machines.
+
+A change is a regression only when both hold: the metric moved the wrong way by more than a
+threshold (default 5 %), and the move is statistically significant. With repeated runs on each
+side (A/B mode) the test is a one-sided exact Mann-Whitney U on the per-run figures: runs, not
+windows, are the samples, because the noise that matters on a shared machine is between runs
+(windows of one run share its luck). With one run a side (comparing two stored files) the test is
+whether the two runs' 95 % intervals over their windows do not overlap.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from bench.results import ResultRow, ResultStore, _same_task
+
+OK, REGRESSION, CANNOT_COMPARE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    higher_is_better: bool
+    unit: str
+
+    def value(self, row: ResultRow) -> float | None:
+        if self.name == "throughput":
+            return row.throughput["median"] if row.throughput else None
+        if self.name == "step_time_ms":
+            return row.step_time_ms["median"] if row.step_time_ms else None
+        return getattr(row, self.name)
+
+    def interval(self, row: ResultRow) -> tuple[float, float] | None:
+        """The run's own 95 % interval over its windows, where it has one."""
+        if self.name == "throughput" and row.throughput and "ci_low" in row.throughput:
+            return row.throughput["ci_low"], row.throughput["ci_high"]
+        if self.name == "step_time_ms" and row.throughput and "ci_low" in row.throughput and row.step_time_ms:
+            # Step time is the global batch over throughput: the same interval, inverted.
+            scale = row.step_time_ms["median"] * row.throughput["median"]
+            return scale / row.throughput["ci_high"], scale / row.throughput["ci_low"]
+        return None
+
+
+METRICS = (Metric("throughput", True, "samples/s"), Metric("step_time_ms", False, "ms"),
+           Metric("startup_s", False, "s"))
+ACCURACY = Metric("test_accuracy", True, "")
+
+
+def mann_whitney_p(baseline: list[float], current: list[float], current_worse_when_lower: bool) -> float:
+    """One-sided exact permutation p-value of the Mann-Whitney U statistic (ties count one half):
+    the chance, with no real difference, of `current` looking at least this much worse."""
+    sign = 1 if current_worse_when_lower else -1
+
+    def u(base: list[float], cur: list[float]) -> float:
+        return sum(1.0 if sign * (b - c) > 0 else 0.5 if b == c else 0.0 for b in base for c in cur)
+
+    observed = u(baseline, current)
+    pooled, m = baseline + current, len(current)
+    if math.comb(len(pooled), m) > 50_000:  # large samples: the normal approximation is accurate there
+        n = len(baseline)
+        mean, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
+        return 0.5 * math.erfc((observed - 0.5 - mean) / sd / math.sqrt(2))
+    splits = list(itertools.combinations(range(len(pooled)), m))
+    extreme = 0
+    for chosen in splits:
+        picked = set(chosen)
+        cur = [pooled[i] for i in chosen]
+        base = [pooled[i] for i in range(len(pooled)) if i not in picked]
+        extreme += u(base, cur) >= observed - 1e-12
+    return extreme / len(splits)
+
+
+@dataclass
+class Verdict:
+    key: str
+    metric: str
+    baseline: float | None
+    current: float | None
+    ratio: float | None
+    interval: str
+    test: str
+    p_value: float | None
+    verdict: str  # regression | improvement | no change | noise | missing | failed | mismatch
+
+
+def group(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
+    groups: dict[str, list[ResultRow]] = {}
+    for r in rows:
+        key = (f"{r.variant}{' (no sync)' if r.independent else ''} {r.nodes}x{r.devices_per_node} "
+               f"{r.device_type} {r.task['name']}/{r.task['precision']}")
+        groups.setdefault(key, []).append(r)
+    return groups
+
+
+def _judge(metric: Metric, base: list[ResultRow], cur: list[ResultRow], threshold: float,
+           alpha: float, key: str) -> Verdict:
+    a = [v for v in (metric.value(r) for r in base) if v is not None]
+    b = [v for v in (metric.value(r) for r in cur) if v is not None]
+    if not a or not b:
+        return Verdict(key, metric.name, None, None, None, "-", "-", None, "missing")
+    center_a, center_b = statistics.median(a), statistics.median(b)
+    ratio = center_b / center_a if center_a else None
+    worse = (ratio is not None) and ((1 - ratio) if metric.higher_is_better else (ratio - 1))
+    if len(a) >= 2 and len(b) >= 2:
+        p = mann_whitney_p(a, b, current_worse_when_lower=metric.higher_is_better)
+        p_better = mann_whitney_p(a, b, current_worse_when_lower=not metric.higher_is_better)
+        test = f"Mann-Whitney U ({len(a)} vs {len(b)} runs)"
+        significant_worse, significant_better = p <= alpha, p_better <= alpha
+        interval = f"{min(b):.4g}..{max(b):.4g}"
+    else:
+        ia, ib = metric.interval(base[-1]), metric.interval(cur[-1])
+        p = None
+        if ia and ib:
+            test = "95% CIs over windows"
+            apart = ib[1] < ia[0] or ib[0] > ia[1]
+            b_lower = ib[1] < ia[0]
+            significant_worse = apart and (b_lower == metric.higher_is_better)
+            significant_better = apart and not significant_worse
+            interval = f"{ib[0]:.4g}..{ib[1]:.4g}"
+        else:
+            test, interval = "one run a side: no test", "-"
+            significant_worse = significant_better = False
+    if worse is not None and worse > threshold and significant_worse:
+        verdict = "regression"
+    elif worse is not None and -worse > threshold and significant_better:
+        verdict = "improvement"
+    elif worse is not None and abs(worse) > threshold:
+        verdict = "noise"  # large but not significant
+    else:
+        verdict = "no change"
+    return Verdict(key, metric.name, center_a, center_b, ratio, interval, test, p, verdict)
+
+
+def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: float = 0.05, alpha: float = 0.05,
+            accuracy_tolerance: float = 0.01) -> tuple[int, list[Verdict]]:
+    """Every (variant, topology, task) in either file, judged metric by metric; and the exit code."""
+    verdicts: list[Verdict] = []
+    base_groups, cur_groups = group(baseline), group(current)
+    for key in sorted(set(base_groups) | set(cur_groups)):
+        base = [r for r in base_groups.get(key, []) if r.status == "ok"]
+        cur_all = cur_groups.get(key, [])
+        cur = [r for r in cur_all if r.status == "ok"]
+        if not base or not cur_all:
+            verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "missing"))
+            continue
+        if not cur:
+            verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "failed"))
+            continue
+        if not all(_same_task(base[0].task, r.task) for r in base + cur):
+            verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "mismatch"))
+            continue
+        for metric in METRICS:
+            verdicts.append(_judge(metric, base, cur, threshold, alpha, key))
+        verdicts.append(_judge_accuracy(base, cur, accuracy_tolerance, key))
+    if any(v.verdict in ("regression", "failed") for v in verdicts):
+        return REGRESSION, verdicts
+    if any(v.verdict in ("missing", "mismatch") for v in verdicts):
+        return CANNOT_COMPARE, verdicts
+    return OK, verdicts
+
+
+def _judge_accuracy(base: list[ResultRow], cur: list[ResultRow], tolerance: float, key: str) -> Verdict:
+    """Accuracy is exact over the whole test set: a drop beyond the tolerance fails, no test needed."""
+    a = [r.test_accuracy for r in base if r.test_accuracy is not None]
+    b = [r.test_accuracy for r in cur if r.test_accuracy is not None]
+    if not a or not b:
+        return Verdict(key, ACCURACY.name, None, None, None, "-", "-", None, "no change")
+    center_a, center_b = statistics.median(a), statistics.median(b)
+    drop = center_a - center_b
+    verdict = "regression" if drop > tolerance else "improvement" if -drop > tolerance else "no change"
+    return Verdict(key, ACCURACY.name, center_a, center_b, center_b / center_a, f"{min(b):.4f}..{max(b):.4f}",
+                   f"tolerance {tolerance:g} absolute", None, verdict)
+
+
+def fingerprint(rows: list[ResultRow]) -> dict:
+    """What must match for two machines' throughput to be comparable."""
+    env = rows[0].environment if rows else {}
+    return {"host": rows[0].host if rows else None, "cpu_model": env.get("cpu_model"),
+            "cores": env.get("cores_available"), "gpu_model": env.get("gpu_model"),
+            "gpu_count": env.get("gpu_count")}
+
+
+def render(verdicts: list[Verdict]) -> str:
+    headers = ("run", "metric", "baseline", "current", "ratio", "current range/CI", "test", "p", "verdict")
+    body = [[v.key, v.metric, _num(v.baseline), _num(v.current), _num(v.ratio, ".3f"), v.interval, v.test,
+             _num(v.p_value, ".3f"), v.verdict.upper() if v.verdict == "regression" else v.verdict] for v in verdicts]
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in [headers, *body])
+
+
+def _num(value, spec: str = ".4g") -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def write_verdict(path: Path, code: int, verdicts: list[Verdict], extra: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"exit_code": code, "regression": code == REGRESSION, **extra,
+                                "verdicts": [asdict(v) for v in verdicts]}, indent=1))
+
+
+def slowed(rows: list[ResultRow], slowdown: float) -> list[ResultRow]:
+    """The same runs as if every step had taken 1/(1 - slowdown) as long (calibration only)."""
+    out = []
+    for r in rows:
+        if r.status != "ok" or not r.throughput:
+            out.append(r)
+            continue
+        keep = 1 - slowdown
+        t = {k: (v * keep if k in ("median", "ci_low", "ci_high") else v) for k, v in r.throughput.items()}
+        t["windows"] = [w * keep for w in r.throughput.get("windows", [])]
+        step = {k: v / keep for k, v in r.step_time_ms.items()} if r.step_time_ms else None
+        out.append(replace(r, throughput=t, step_time_ms=step))
+    return out
+
+
+def load(path: Path) -> list[ResultRow]:
+    """A results file (any name), or a results directory."""
+    if path.is_dir():
+        return ResultStore(path).rows()
+    if not path.exists():
+        return []
+    return [ResultRow.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
