@@ -11,6 +11,7 @@ GPUS ?= 2
 NODES ?= 1
 VARIANTS ?= all
 TASK ?= default
+REPEATS ?= 1
 OUT ?= results/latest
 ARGS ?=
 
@@ -42,7 +43,7 @@ data:
 	@$(PY) -m bench data quick default --install
 
 bench: setup
-	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --out $(OUT) $(ARGS)
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(OUT) $(ARGS)
 
 test: setup
 	$(PY) -m pytest $(ARGS)
@@ -54,7 +55,7 @@ report:
 REFERENCE ?= results/reference-cpu
 reference: setup
 	rm -rf $(REFERENCE)
-	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --task $(TASK) --out $(REFERENCE) $(ARGS)
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE) $(ARGS)
 	rm -rf $(REFERENCE)/runs
 
 # pytest-benchmark: per-step training functions, one framework per process; kept out of `make test`.

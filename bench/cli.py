@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bench import data, devices, launch, report, sweep
+from bench import aggregate, data, devices, launch, report, sweep
 from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
 from bench.variants import VARIANTS, default_variants, get_variant
 
@@ -96,11 +96,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = sweep.device_counts(args.max_devices)
     specs = sweep.plan(variants, task, device_type, counts, args.nodes,
-                       args.cores_per_slot, args.timeout, analysis=args.analysis)
+                       args.cores_per_slot, args.timeout, analysis=args.analysis, repeats=args.repeats)
     rows = sweep.run_all(specs, args.out, machine)
     if args.analysis:
         sweep.measure_communication(rows, args.out, machine)
-    print(report.text_table(rows))
+    print(report.text_table(aggregate.fold_all(rows)))
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
     return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
@@ -217,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", default="all", help="comma-separated variant names (default all)")
     p.add_argument("--max-devices", type=int, default=2, help="largest device count (default 2)")
     p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run the whole sweep R times, round-robin; the report folds repeats (default 1)")
     p.add_argument("--no-analysis", dest="analysis", action="store_false",
                    help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
                         "the all-reduce microbenchmark")

@@ -26,7 +26,7 @@ from bench import devices, results, stats
 from bench.devices import Machine, Placement
 from bench.task import SpecError, TaskSpec
 from bench.variants import Variant, not_applicable
-from bench.worker import FAULT_ENV, LAUNCH_TIME_ENV, NODE_RANK_ENV, SPEC_ENV
+from bench.worker import FAULT_ENV, LAUNCH_TIME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench import allreduce, plots
+from bench import aggregate, allreduce, plots
 from bench.results import ResultRow, ResultStore
 
 
@@ -27,7 +27,8 @@ class Column:
 
 def _throughput_cell(r: ResultRow) -> str:
     t = r.throughput
-    return f"{t['median']:,.0f} [{t['ci_low']:,.0f}, {t['ci_high']:,.0f}]"
+    runs = f" ({t['runs']} runs)" if t.get("runs") else ""  # folded repeats: the range over runs
+    return f"{t['median']:,.0f} [{t['ci_low']:,.0f}, {t['ci_high']:,.0f}]{runs}"
 
 
 FIGURES = (
@@ -42,6 +43,7 @@ FIGURES = (
     Column("time to acc. s", lambda r: r.time_to_accuracy_s, ".1f", False),
 )
 HEADERS = ("variant", "devices", "status") + tuple(c.header for c in FIGURES)
+# Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
 
 
 def _label(r: ResultRow) -> str:
@@ -120,11 +122,18 @@ def breakdown(rows: list[ResultRow], table: list[dict]) -> list[dict]:
     return out
 
 
+def _cost_cell(cost: float | None) -> str:
+    if cost is None:
+        return "-"
+    # A no-sync run slower than its synced twin: run-to-run noise exceeds the communication cost.
+    return f"{100 * cost:.0f}%" + (" (noise)" if cost < 0 else "")
+
+
 def breakdown_table(entries: list[dict]) -> str:
     headers = ("variant", "devices", "step ms", "compute-only ms (no sync)", "communication cost",
                "all-reduce floor ms", "busbw GB/s at grad size", "gradients MiB")
     body = [[e["row"].variant, e["row"].world_size, _fmt(e["step_ms"], ".1f"), _fmt(e["compute_ms"], ".1f"),
-             _fmt(e["comm_cost"] and 100 * e["comm_cost"], ".0f") + ("%" if e["comm_cost"] is not None else ""),
+             _cost_cell(e["comm_cost"]),
              _fmt(e["floor_ms"], ".2f"), _fmt(e["busbw_gbps"], ".3f"), _fmt(e["grad_mb"], ".2f")]
             for e in entries]
     return _markdown(headers, body)
@@ -165,11 +174,14 @@ def footnotes(rows: list[ResultRow]) -> list[str]:
 
 def write_report(directory: Path) -> Path:
     store = ResultStore(directory)
-    rows = store.rows()
+    runs = store.rows()
+    rows = aggregate.fold_all(runs)
     table = allreduce.load(directory)
     env = rows[-1].environment if rows else {}
     header = ["# dtbench report", "",
-              f"{len(rows)} runs in `{store.jsonl.name}`.", "",
+              f"{len(runs)} runs in `{store.jsonl.name}`"
+              + (f", repeats folded into {len(rows)} rows (median of run medians [range over runs])"
+                 if len(rows) < len(runs) else "") + ".", "",
               f"- host: {rows[-1].host if rows else '-'}; commit: {rows[-1].git_sha if rows else '-'}",
               f"- CPU: {env.get('cpu_model', '-')} ({env.get('cores_available', '-')} cores available)",
               f"- GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; "
@@ -185,8 +197,9 @@ def write_report(directory: Path) -> Path:
         if entries:
             body += ["### Where the step time goes", "",
                      "Compute-only = the same run with gradient synchronisation off; communication cost = "
-                     "1 - throughput / no-sync throughput; all-reduce floor = gradient bytes x 2(n-1)/n / busbw "
-                     "from the microbenchmark below (torch backends).", "", breakdown_table(entries), ""]
+                     "1 - throughput / no-sync throughput (negative: the no-sync run was slower, i.e. run-to-run "
+                     "noise exceeded the cost; repeat the runs); all-reduce floor = gradient bytes x 2(n-1)/n / "
+                     "busbw from the microbenchmark below (torch backends).", "", breakdown_table(entries), ""]
         prefix = key.replace("/", "-")
         for png in plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix):
             body += [f"![{png.stem}]({png.name})", ""]

@@ -34,9 +34,14 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 
 
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
-         cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False) -> list[RunSpec]:
+         cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
+         repeats: int = 1) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending, and with
-    `analysis` an independent (no gradient sync) run after each multi-device run that has one."""
+    `analysis` an independent (no gradient sync) run after each multi-device run that has one. With
+    `repeats` the whole list runs that many times, round-robin, so that drifts of the machine spread
+    over every configuration instead of hitting one."""
+    if repeats < 1:
+        raise SpecError(f"repeats must be at least 1 (got {repeats})")
     if nodes < 1:
         raise SpecError(f"nodes must be at least 1 (got {nodes})")
     if max(counts) % nodes:
@@ -51,7 +56,7 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
             specs.append(spec)
             if analysis and variant.independent and n > 1:
                 specs.append(dataclasses.replace(spec, independent=True))
-    return specs
+    return specs * repeats
 
 
 def check_all(specs: list[RunSpec], machine: Machine) -> None:

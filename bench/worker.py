@@ -29,26 +29,21 @@ FAULT_ENV = "DTBENCH_FAULT"
 class Worker:
     """One process of a run: its identity, its slot and its report file."""
 
-    def __init__(self, spec_path: str | os.PathLike | None = None, rank: int | None = None):
+    def __init__(self, spec_path: str | os.PathLike | None = None):
         path = Path(spec_path or os.environ[SPEC_ENV])
         self.spec: dict = json.loads(path.read_text())
         self.task: dict = self.spec["task"]
         self.run_dir = Path(self.spec["run_dir"])
         env = os.environ
-        self.rank = int(env.get("RANK", 0)) if rank is None else rank
+        # Set by the launcher (torchrun, accelerate launch, or the harness for TF workers); 0 alone.
+        self.rank = int(env.get("RANK", 0))
         self.local_rank = int(env.get("LOCAL_RANK", 0))
-        self.world_size = int(env.get("WORLD_SIZE", 1))
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
-        self.is_main = self.rank == 0
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
 
     @property
     def device_type(self) -> str:
         return self.spec["device_type"]
-
-    @property
-    def planned_world_size(self) -> int:
-        return self.spec["world_size"]
 
     @property
     def independent(self) -> bool:

@@ -70,3 +70,31 @@ def test_busbw_and_floor_formulas():
     assert busbw == pytest.approx((1 << 20) / 0.01 * 2 * 3 / 4)
     assert allreduce.communication_floor_ms(1 << 20, 4, busbw) == pytest.approx(10.0)
     assert allreduce.busbw_at(table, 8, 1, 1 << 20) is None
+
+
+def test_repeats_fold_into_one_row_with_the_range_over_runs(tmp_path):
+    from bench import aggregate
+
+    runs = [row("torch-ddp", 1, m) for m in (1000.0, 2000.0, 1500.0)]
+    runs += [row("torch-ddp", 2, m) for m in (2400.0, 2600.0, 2500.0)]
+    one, two = aggregate.fold_all(runs)
+    assert one.throughput["median"] == 1500 and (one.throughput["ci_low"], one.throughput["ci_high"]) == (1000, 2000)
+    assert two.throughput["runs"] == 3 and two.per_device_throughput == 1250
+    assert two.scaling_efficiency == pytest.approx(2500 / (2 * 1500))
+    store = ResultStore(tmp_path)
+    for r in runs:
+        store.append(r)
+    text = report.write_report(tmp_path).read_text()
+    assert "6 runs in `results.jsonl`, repeats folded into 2 rows" in text
+    assert "1,500 [1,000, 2,000] (3 runs)" in text
+
+
+def test_sweep_repeats_round_robin():
+    from bench import sweep
+    from bench.task import get_task
+    from bench.variants import get_variant
+
+    specs = sweep.plan([get_variant("torch-ddp"), get_variant("accelerate")], get_task("quick"), "cpu", [1, 2],
+                       repeats=2)
+    labels = [(s.variant.name, s.world_size) for s in specs]
+    assert labels == [("torch-ddp", 1), ("torch-ddp", 2), ("accelerate", 1), ("accelerate", 2)] * 2

@@ -7,7 +7,6 @@ on-device normalisation as the PyTorch variants.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 

@@ -11,15 +11,14 @@ from torch import nn
 
 from bench.worker import Worker, spec_path_from_argv
 from torch_impl.model import build_model
-from torch_impl.train import Trainer, device_info, set_threads
+from torch_impl.train import Trainer, device_info, single_process_device
 
 
 def main() -> None:
     worker = Worker(spec_path_from_argv())
     with worker.session():
-        set_threads(worker.pin())
-        cuda = worker.device_type == "cuda"
-        device = torch.device("cuda", 0) if cuda else torch.device("cpu")
+        device = single_process_device(worker)
+        cuda = device.type == "cuda"
         model = build_model(worker.task).to(device)
         dp_model = nn.DataParallel(model)  # all visible GPUs; the plain module on CPU
         replicas = len(dp_model.device_ids) if cuda else 1

@@ -42,6 +42,12 @@ def set_threads(threads: int) -> None:
         pass  # already set by an earlier parallel op in this process
 
 
+def single_process_device(worker: Worker) -> torch.device:
+    """Pin this process and size its pools; it trains on the first visible GPU, or the CPU."""
+    set_threads(worker.pin())
+    return torch.device("cuda", 0) if worker.device_type == "cuda" else torch.device("cpu")
+
+
 def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
                            weight_decay=task["weight_decay"])
