@@ -53,8 +53,10 @@ def efficiency(rows: list[ResultRow], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = False
     for label, rs in _series(rows).items():
-        points = [(r.world_size, r.scaling_efficiency) for r in rs if r.scaling_efficiency is not None]
-        if points:
+        # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
+        points = [(r.world_size, 1.0 if r.world_size == 1 else r.scaling_efficiency) for r in rs
+                  if r.world_size == 1 or r.scaling_efficiency is not None]
+        if len(points) > 1 or any(x > 1 for x, _ in points):
             ax.plot(*zip(*points), marker="o", label=label)
             drawn = True
     ax.axhline(1.0, ls="--", color="grey", lw=1)
