@@ -61,11 +61,13 @@ def main(args: argparse.Namespace) -> int:
         log.info("pair %d: harness torch-ddp %.0f samples/s, plain loop %.0f samples/s, ratio %.3f",
                  i + 1, harness, plain, harness / plain)
     ratios = [h / p for h, p in pairs]
+    low, high, coverage = stats.median_interval(ratios)
     summary = {"task": task.name, "device_type": spec.device_type, "pairs": pairs, "ratios": ratios,
-               "ratio_median": statistics.median(ratios),
+               "ratio_median": statistics.median(ratios), "ratio_ci": [low, high], "ci_coverage": coverage,
                "ratio_of_medians": statistics.median(h for h, _ in pairs) / statistics.median(p for _, p in pairs)}
     out.mkdir(parents=True, exist_ok=True)
     (out / "overhead.json").write_text(json.dumps(summary, indent=1))
-    print(f"harness/plain throughput ratio: median {summary['ratio_median']:.3f} "
+    print(f"harness/plain throughput ratio: median {summary['ratio_median']:.3f}, "
+          f"{coverage:.0%} CI [{low:.3f}, {high:.3f}] over {len(ratios)} pairs "
           f"(pairs: {', '.join(f'{r:.3f}' for r in ratios)}; target >= 0.97)")
     return 0
