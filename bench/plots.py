@@ -17,8 +17,9 @@ def _series(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
     series = defaultdict(list)
     for r in rows:
         if r.status == "ok" and r.throughput:
-            label = r.variant + (f" ({r.nodes} nodes)" if r.nodes > 1 else "") + (
-                f" [{r.engine}]" if r.engine not in ("local", "torchrun") else "")
+            label = (r.variant + (" (no sync)" if r.independent else "")
+                     + (f" ({r.nodes} nodes)" if r.nodes > 1 else "")
+                     + (f" [{r.engine}]" if r.engine not in ("local", "torchrun") else ""))
             series[label].append(r)
     return {k: sorted(v, key=lambda r: r.world_size) for k, v in sorted(series.items())}
 

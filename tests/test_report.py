@@ -98,3 +98,12 @@ def test_sweep_repeats_round_robin():
                        repeats=2)
     labels = [(s.variant.name, s.world_size) for s in specs]
     assert labels == [("torch-ddp", 1), ("torch-ddp", 2), ("accelerate", 1), ("accelerate", 2)] * 2
+
+
+def test_no_sync_runs_are_their_own_series():
+    from bench import plots
+
+    series = plots._series([row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0),
+                            row("torch-ddp", 2, 9000.0, independent=True)])
+    assert {k: [r.world_size for r in v] for k, v in series.items()} == {"torch-ddp": [1, 2],
+                                                                         "torch-ddp (no sync)": [2]}
