@@ -43,9 +43,10 @@ def test_dp_on_one_cpu_slot_says_so(out):
 
 
 def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
-    result = bench("sweep", "--task", "quick", "--max-devices", "2", "--out", str(out), env=CPU)
+    result = bench("sweep", "--task", "quick", "--max-devices", "2", "--no-analysis", "--out", str(out), env=CPU)
     assert result.returncode == 0, result.stderr
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
+    assert not any(r["independent"] for r in rows(out))  # --no-analysis: no no-sync runs
     assert by_key[("torch-ddp", 2)]["scaling_efficiency"] > 0
     assert by_key[("torch-dp", 2)]["status"] == "skipped"
     assert "not applicable" in by_key[("torch-dp", 2)]["error"]
