@@ -65,8 +65,8 @@ def fold_all(rows: list[ResultRow]) -> list[ResultRow]:
             variant = VARIANTS.get(r.variant)
             single = one_device.get((variant.baseline, *base)) if variant and variant.baseline else None
             r = dataclasses.replace(
-                r, scaling_efficiency=stats.scaling_efficiency(r.throughput["median"], r.world_size,
-                                                               one_device.get((r.variant, *base))),
+                r, scaling_efficiency=None if r.world_size == 1 else stats.scaling_efficiency(
+                    r.throughput["median"], r.world_size, one_device.get((r.variant, *base))),
                 scaling_efficiency_vs_single=stats.scaling_efficiency(r.throughput["median"], r.world_size, single))
         out.append(r)
     return out
