@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bench.results import ResultRow, ResultStore, _same_task
+from bench.results import ResultRow, ResultStore, same_task
 
 OK, REGRESSION, CANNOT_COMPARE = 0, 1, 2
 
@@ -150,7 +150,7 @@ def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: floa
         if not cur:
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "failed"))
             continue
-        if not all(_same_task(base[0].task, r.task) for r in base + cur):
+        if not all(same_task(base[0].task, r.task) for r in base + cur):
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "mismatch"))
             continue
         for metric in METRICS:

@@ -193,12 +193,12 @@ class ResultStore:
         for old in reversed(self.rows()):
             if (old.status == "ok" and old.variant == (variant or row.variant) and old.world_size == 1
                     and old.device_type == row.device_type and old.engine == row.engine and not old.independent
-                    and _same_task(old.task, row.task) and old.throughput):
+                    and same_task(old.task, row.task) and old.throughput):
                 return old.throughput["median"]
         return None
 
 
-def _same_task(a: dict, b: dict) -> bool:
+def same_task(a: dict, b: dict) -> bool:
     # The per-device batch is derived from the world size under strong scaling; everything else must match.
     ignore = {"per_device_batch", "params"}
     return {k: v for k, v in a.items() if k not in ignore} == {k: v for k, v in b.items() if k not in ignore}
