@@ -83,8 +83,9 @@ def test_slowed_scales_throughput_and_step_time():
 
 def test_cli_files_exit_codes_and_json(tmp_path):
     base, cur = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
-    base.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (1000, 1010, 990)))
-    cur.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (700, 710, 690)))
+    # Five runs a side: with three, no ordering can reach the CLI's default alpha of 0.01 (min p = 1/20).
+    base.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (1000, 1010, 990, 1005, 995)))
+    cur.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (700, 710, 690, 705, 695)))
     result = bench("regress", "--baseline", str(base), "--current", str(cur), "--out", str(tmp_path / "v"))
     assert result.returncode == 1 and "REGRESSION" in result.stdout
     data = json.loads((tmp_path / "v" / "verdict.json").read_text())
