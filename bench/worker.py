@@ -46,6 +46,11 @@ class Worker:
         return self.spec["device_type"]
 
     @property
+    def timed_steps(self) -> int:
+        """Warm-up plus every timing window: the fewest steps a run must train."""
+        return self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
+
+    @property
     def independent(self) -> bool:
         """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
         return bool(self.spec.get("independent"))
@@ -92,7 +97,7 @@ class Worker:
               evaluate: Callable[[], dict] | None, peak_memory_mb: Callable[[], float], params: int) -> dict:
         """The epoch loop every framework shares: train (each step calls clock.step_done()), pause
         the clock, evaluate exactly, note time-to-accuracy, record the result."""
-        needed = self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
+        needed = self.timed_steps
         if epochs * steps_per_epoch < needed:
             raise ValueError(f"the task trains {epochs * steps_per_epoch} steps but warm-up and windows need "
                              f"{needed}: raise epochs or lower windows/window_steps")

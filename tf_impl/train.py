@@ -159,14 +159,13 @@ class Trainer:
     # ------------------------------------------------------------ the run
     def fit(self) -> dict:
         task, worker = self.task, self.worker
-        timed = task["warmup_steps"] + task["window_steps"] * task["windows"]
         if task["dataset"] == "synthetic":
             rng = np.random.default_rng(task["seed"])
             side, ch = task["image_size"], task["channels"]
             train_x = rng.integers(0, 256, (self.global_batch, side, side, ch), dtype=np.uint8)
             train_y = rng.integers(0, task["classes"], self.global_batch).astype(np.int64)
             test = None
-            steps_per_epoch, epochs = timed, 1
+            steps_per_epoch, epochs = worker.timed_steps, 1
         else:
             arrays = cache.load(worker.spec["data_path"], mmap=False)
             train_x, train_y = arrays["train_x"], arrays["train_y"]

@@ -106,7 +106,7 @@ class Trainer:
         """Per epoch an iterable of (images, labels); a set_epoch hook; the test set (None: no eval)."""
         task = self.task
         if task["dataset"] == "synthetic":
-            steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
+            steps = self.worker.timed_steps
             return [data.synthetic_batches(task, self.batch, self.device, steps, self.shard_rank)], lambda e: None, None
         train_set, test_set = data.load_splits(self.worker.spec)
         loader = data.train_loader(train_set, self.batch, self.shard_rank, self.shard_count, task["seed"])
