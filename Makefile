@@ -55,7 +55,7 @@ report:
 REFERENCE ?= results/reference-cpu
 reference: setup
 	rm -rf $(REFERENCE)
-	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE) $(ARGS)
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE) $(ARGS)
 	rm -rf $(REFERENCE)/runs
 
 # pytest-benchmark: per-step training functions, one framework per process; kept out of `make test`.

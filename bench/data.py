@@ -217,6 +217,10 @@ def install_fashion_mnist() -> bool:
     """Install Debian's dataset-fashion-mnist (needs root or passwordless sudo)."""
     if all((FASHION_SYSTEM_DIR / f"{stem}.gz").exists() for stem in FASHION_FILES):
         return True
+    # A cache carried to a box without a registry (a GPU machine, SETUP=none) needs no package:
+    # apt-get there would fail or hang on a network it cannot reach.
+    if (cache_root() / "fashion-mnist" / "manifest.json").exists():
+        return True
     if shutil.which("apt-get") is None:
         return False
     prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]

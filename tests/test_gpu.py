@@ -1,0 +1,46 @@
+"""On a CUDA machine: every torch variant trains on the GPU it was given, with nccl, synchronised clocks
+and the precision GPUs default to. Skipped with a reason where no GPU is visible (CI has none)."""
+from __future__ import annotations
+
+import pytest
+
+from bench import devices
+from tests.conftest import bench, rows
+
+MACHINE = devices.discover()
+pytestmark = [pytest.mark.gpu, pytest.mark.slow,
+              pytest.mark.skipif(not MACHINE.gpus, reason="needs a CUDA GPU: nvidia-smi finds none here")]
+
+TORCH_VARIANTS = ("torch-single", "torch-dp", "torch-ddp", "accelerate")
+
+
+@pytest.mark.parametrize("variant", TORCH_VARIANTS)
+def test_variant_trains_on_the_gpu(variant, out):
+    result = bench("run", "--variant", variant, "--devices", "1", "--task", "quick", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(out)
+    assert row["status"] == "ok", row["error"]
+    assert row["device_type"] == "cuda"
+    assert row["task"]["precision"] == "bf16"  # GPUs default to bf16
+    assert row["device_name"] == MACHINE.gpu_names[0]
+    assert row["environment"]["device"] == "cuda:0"
+    # The node saw exactly the first visible GPU, whatever the process itself reports.
+    assert set(row["environment"]["cuda_visible"].values()) == {MACHINE.gpus[0]}
+    assert row["eval_samples"] == 397 and row["test_accuracy"] > 0.5
+    assert row["peak_memory_mb"] > 0
+
+
+def test_ddp_on_gpu_uses_nccl(out):
+    result = bench("run", "--variant", "torch-ddp", "--devices", "1", "--task", "quick", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(out)
+    assert row["environment"]["backend"] == "nccl"
+    assert row["environment"]["nccl"]
+
+
+def test_more_gpus_than_visible_is_refused(out):
+    result = bench("run", "--variant", "torch-ddp", "--devices", str(len(MACHINE.gpus) + 1), "--task", "quick",
+                   "--out", str(out))
+    assert result.returncode == 2
+    assert "GPUs but" in result.stderr and "lower GPUS" in result.stderr
+    assert rows(out) == []
