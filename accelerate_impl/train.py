@@ -7,9 +7,11 @@ starts the processes from the config file the harness wrote into the run directo
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
 from accelerate.utils import DataLoaderConfiguration
 from torch.utils.data import DataLoader
 
@@ -67,15 +69,24 @@ class AccelerateTrainer(Trainer):
                 "train_loss": (train[0] / train[1].clamp(min=1)).item()}
 
 
-def main() -> None:
-    worker = Worker(spec_path_from_argv())
+MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+
+
+def train(spec_path: str) -> dict:
+    """One rank. Under `accelerate launch` the launcher set the environment from the config file;
+    under an engine (`bench.distributed.run`) the process group exists and this sets what the launcher would."""
+    worker = Worker(spec_path)
+    if not os.environ.get("ACCELERATE_MIXED_PRECISION"):  # not launched by `accelerate launch`
+        os.environ["ACCELERATE_MIXED_PRECISION"] = MIXED_PRECISION[worker.task["precision"]]
+        if worker.device_type == "cpu":
+            os.environ["ACCELERATE_USE_CPU"] = "true"
     with worker.session():
         set_threads(worker.pin())
         task = worker.task
         # The data order: one seeded random order, its batches dealt out to the processes.
         accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True,
                                                                             data_seed=task["seed"]))
-        expected = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[task["precision"]]
+        expected = MIXED_PRECISION[task["precision"]]
         if accelerator.mixed_precision != expected:
             raise RuntimeError(f"accelerate launched with mixed_precision={accelerator.mixed_precision}, "
                                f"the task asks for {expected}")
@@ -96,8 +107,13 @@ def main() -> None:
             model, optimizer, train_loader, eval_loader = accelerator.prepare(
                 model, optimizer, train_loader, eval_loader)
 
-        AccelerateTrainer(worker, accelerator, model, optimizer, train_loader, eval_loader).fit()
-        accelerator.end_training()
+        result = AccelerateTrainer(worker, accelerator, model, optimizer, train_loader, eval_loader).fit()
+    return result
+
+
+def main() -> None:
+    train(spec_path_from_argv())
+    PartialState().destroy_process_group()
     exit_now(0)  # the same gloo abort at exit as torch-ddp
 
 

@@ -63,7 +63,9 @@ def fold_all(rows: list[ResultRow]) -> list[ResultRow]:
         if r.status == "ok" and r.throughput and not r.independent:
             base = (r.device_type, r.engine, r.task["name"], r.task["precision"])
             variant = VARIANTS.get(r.variant)
-            single = one_device.get((variant.baseline, *base)) if variant and variant.baseline else None
+            # The plain single-device loop has no engine: any engine's run is held to the same one.
+            single = (one_device.get((variant.baseline, r.device_type, "local", *base[2:]))
+                      if variant and variant.baseline else None)
             r = dataclasses.replace(
                 r, scaling_efficiency=None if r.world_size == 1 else stats.scaling_efficiency(
                     r.throughput["median"], r.world_size, one_device.get((r.variant, *base))),

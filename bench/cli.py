@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
 
 from bench import aggregate, data, devices, launch, report, sweep
+from bench.distributed import ENGINES
 from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
 from bench.variants import VARIANTS, default_variants, get_variant
 
@@ -38,6 +40,29 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed (default 900)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
+
+
+def _add_engine_options(p: argparse.ArgumentParser, several: bool) -> None:
+    p.add_argument("--engine", default="torchrun",
+                   help=f"what starts the ranks of torch-ddp and accelerate: {' | '.join(ENGINES)} "
+                        + ("(comma-separated: each is a dimension of the report) " if several else "")
+                        + "(default torchrun: the variant's own launcher)")
+    p.add_argument("--ray-address", help="--engine ray: an existing Ray cluster (default: a local one per run)")
+    p.add_argument("--spark-master", help="--engine spark: a master URL, e.g. local-cluster[2,1,1024] "
+                                          "(default: a local session, TorchDistributor local_mode)")
+    p.add_argument("--dask-scheduler", help="--engine dask: a scheduler address (default: a LocalCluster per run)")
+    p.add_argument("--mlflow", metavar="URI", help="also log each run to MLflow, e.g. sqlite:///mlruns.db "
+                                                   "(spec as params, figures as metrics)")
+
+
+def _engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """(engine, the cluster address given for it) for every engine named."""
+    addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
+    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
+    for engine in engines:
+        if engine not in ENGINES:
+            raise SpecError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    return [(engine, addresses.get(engine)) for engine in engines]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -73,6 +98,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
                          independent=args.independent)
+    engines = _engines(args)
+    if len(engines) != 1:
+        raise SpecError("bench run takes one --engine: use bench sweep to compare several")
+    [(engine, address)] = engines
+    spec = dataclasses.replace(spec, engine=engine, engine_address=address)
     reason = spec.inapplicable()
     if reason:
         raise SpecError(f"{reason}: choose another variant or fewer devices")
@@ -80,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         row = launch.execute(spec, args.out, machine, data.prepare(task))
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == "ok" else 1
-    rows = sweep.run_all([spec], args.out, machine)
+    rows = sweep.run_all([spec], args.out, machine, args.mlflow)
     print(report.text_table(rows))
     return 0 if rows[0].status == "ok" else 1
 
@@ -95,9 +125,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = sweep.device_counts(args.max_devices)
-    specs = sweep.plan(variants, task, device_type, counts, args.nodes,
-                       args.cores_per_slot, args.timeout, analysis=args.analysis, repeats=args.repeats)
-    rows = sweep.run_all(specs, args.out, machine)
+    engines = _engines(args)
+    if args.variants not in ("all", "") and any(e != "torchrun" for e, _ in engines):
+        for v in variants:
+            if not v.engine_entry:
+                raise SpecError(f"{v.name} runs only under its own launcher: drop it from --variants or use "
+                                "--engine torchrun")
+    specs = sweep.plan(variants, task, device_type, counts, args.nodes, engines=engines,
+                       cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
+                       repeats=args.repeats)
+    rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
         sweep.measure_communication(rows, args.out, machine)
     print(report.text_table(aggregate.fold_all(rows)))
@@ -210,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
+    _add_engine_options(p, several=False)
     _add_task_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -222,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-analysis", dest="analysis", action="store_false",
                    help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
                         "the all-reduce microbenchmark")
+    _add_engine_options(p, several=True)
     _add_task_options(p)
     p.set_defaults(func=cmd_sweep)
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from bench import devices, results, stats
 from bench.devices import Machine, Placement
 from bench.task import SpecError, TaskSpec
-from bench.variants import Variant, not_applicable
+from bench.distributed import ENGINES
+from bench.variants import VARIANTS, Variant, not_applicable
 from bench.worker import FAULT_ENV, LAUNCH_TIME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,19 @@ class RunSpec:
     master_port: int | None = None
     # Gradient synchronisation off (each replica trains its own shard): the no-communication bound.
     independent: bool = False
+    # What starts the ranks: torchrun (the variant's own launcher), or ray | spark | dask through
+    # bench.distributed; engine_address joins an existing cluster instead of starting a local one.
+    engine: str = "torchrun"
+    engine_address: str | None = None
+
+    @property
+    def on_engine(self) -> bool:
+        return self.engine != "torchrun"
+
+    @property
+    def all_local(self) -> bool:
+        """Every node on this host: every listening socket can stay on loopback."""
+        return self.host_node is None and self.engine_address is None
 
     @property
     def local_nodes(self) -> list[int]:
@@ -71,7 +85,9 @@ class RunSpec:
     @property
     def label(self) -> str:
         mode = " (independent)" if self.independent else ""
-        return f"{self.variant.name}{mode} {self.nodes}x{self.devices_per_node} {self.device_type} {self.task.name}"
+        engine = f" [{self.engine}]" if self.on_engine else ""
+        return (f"{self.variant.name}{mode}{engine} {self.nodes}x{self.devices_per_node} {self.device_type} "
+                f"{self.task.name}")
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
@@ -88,6 +104,15 @@ class RunSpec:
         if self.independent and not self.variant.independent:
             raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
                             "use torch-ddp or accelerate")
+        if self.engine not in ENGINES:
+            raise SpecError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
+        if self.on_engine and not self.variant.engine_entry:
+            engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
+            raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
+                            f"{engines_ok}")
+        if self.on_engine and self.host_node is not None:
+            raise SpecError(f"--engine {self.engine} starts every node itself: drop --node-rank, or use "
+                            "the engine's cluster address (--ray-address, --spark-master, --dask-scheduler)")
         if self.host_node is not None:
             if not 0 <= self.host_node < self.nodes:
                 raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
@@ -181,15 +206,32 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
     }
 
 
-def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path) -> list[Process]:
-    """What to start for each node, with the variant's own launcher."""
+def loopback_store_env(port: int) -> dict[str, str]:
+    """torchrun's agents join the run's store at 127.0.0.1:port as clients;
+    gloo and nccl bootstrap on loopback. See torch_impl/store.py."""
+    return {"TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+
+
+def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path,
+              store_port: int | None = None) -> list[Process]:
+    """What to start for each node, with the variant's own launcher (or one engine driver)."""
     python, variant = sys.executable, spec.variant
-    master_port = spec.master_port or free_port()
+    if spec.on_engine:  # the engine starts every rank itself; ranks pin themselves from the spec
+        env = node_environment(spec, placement.nodes[0], run_id, run_dir)
+        env.pop("OMP_NUM_THREADS"), env.pop("MKL_NUM_THREADS")  # sized per rank from its slot
+        cmd = [python, "-m", "bench.engines.driver", "--spec", str(spec_path), "--engine", spec.engine]
+        if spec.engine_address:
+            cmd += ["--address", spec.engine_address]
+        return [Process(cmd, env, "driver.log")]
+    master_port = store_port or spec.master_port or free_port()
     per_node = spec.processes_per_node
     tf_ports = [free_port() for _ in range(spec.nodes * per_node)] if variant.launcher == "tf-config" else []
     out = []
     for plan in placement.nodes:
         env = node_environment(spec, plan, run_id, run_dir)
+        if store_port:
+            env.update(loopback_store_env(store_port))
         if variant.launcher == "torchrun":
             cmd = [python, "-m", "torch.distributed.run",
                    f"--nnodes={spec.nodes}", f"--node-rank={plan.node_rank}",
@@ -248,6 +290,7 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
         "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
+        "engine": spec.engine,
         "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
                        for p in placement.nodes],
     }
@@ -265,6 +308,23 @@ def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 
 # ---------------------------------------------------------------- one run
 
+def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subprocess.Popen, int] | None:
+    """For torchrun runs all on this host: the rendezvous store on a socket bound to 127.0.0.1 (torch's
+    own would listen on every interface). Killed with the run. Not for `accelerate launch`: it checks
+    that its port is free first, and on one machine moves to another port, on several refuses."""
+    if spec.on_engine or not spec.all_local or spec.variant.launcher != "torchrun":
+        return None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # agents that connect before the store is up wait in the backlog
+    with sock, open(run_dir / "store.log", "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())], pass_fds=[sock.fileno()],
+            env={**os.environ, RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
+            stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return proc, sock.getsockname()[1]
+
+
 def new_run_id(spec: RunSpec) -> str:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{spec.variant.name}-{spec.nodes}x{spec.devices_per_node}-{uuid.uuid4().hex[:6]}"
@@ -274,7 +334,10 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
     return results.ResultRow(
         run_id=run_id, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), status=status,
         error=error, variant=spec.variant.name, framework=spec.variant.framework,
-        launcher=spec.variant.launcher, device_type=spec.device_type, nodes=spec.nodes,
+        launcher=spec.engine if spec.on_engine else spec.variant.launcher,
+        # Variants no engine runs keep "local": their own launcher is all there is.
+        engine=spec.engine if spec.variant.engine_entry else "local",
+        device_type=spec.device_type, nodes=spec.nodes,
         devices_per_node=spec.devices_per_node, world_size=spec.world_size,
         task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size},
         warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
@@ -302,7 +365,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     (run_dir / "tmp").mkdir(parents=True)
     spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
-    procs_to_start = processes(spec, placement, run_id, run_dir, spec_path)
+    store = start_store_host(spec, run_id, run_dir)
+    procs_to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None)
     background = " &" if len(procs_to_start) > 1 else ""
     command = " ; ".join(
         "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
@@ -316,7 +380,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
                 p.command, env={**os.environ, **p.env, LAUNCH_TIME_ENV: repr(launch_time)}, cwd=REPO_ROOT,
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
     status, reason = _wait(procs, launch_time, spec.timeout_s, logs)
-    kill_run(run_id, procs)
+    kill_run(run_id, procs + ([store[0]] if store else []))
     return Launched(run_id, run_dir, placement, command, status, reason, results.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time)
 

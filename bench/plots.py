@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on benchmark machines
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.results import ResultRow  # noqa: E402
+from bench.results import ResultRow, display_name  # noqa: E402
 
 
 def _series(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
@@ -17,9 +17,7 @@ def _series(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
     series = defaultdict(list)
     for r in rows:
         if r.status == "ok" and r.throughput:
-            label = (r.variant + (" (no sync)" if r.independent else "")
-                     + (f" ({r.nodes} nodes)" if r.nodes > 1 else "")
-                     + (f" [{r.engine}]" if r.engine not in ("local", "torchrun") else ""))
+            label = display_name(r) + (f" ({r.nodes} nodes)" if r.nodes > 1 else "")
             series[label].append(r)
     return {k: sorted(v, key=lambda r: r.world_size) for k, v in sorted(series.items())}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench import aggregate, allreduce, plots
-from bench.results import ResultRow, ResultStore
+from bench.results import ResultRow, ResultStore, display_name
 
 
 def _fmt(value, spec: str = ".0f", none: str = "-") -> str:
@@ -47,7 +47,7 @@ HEADERS = ("variant", "devices", "status") + tuple(c.header for c in FIGURES)
 
 
 def _label(r: ResultRow) -> str:
-    return r.variant + (" (no sync)" if r.independent else "")
+    return display_name(r)
 
 
 def _cells(r: ResultRow) -> list[str]:
@@ -94,7 +94,7 @@ def markdown_table(rows: list[ResultRow]) -> str:
 
 def _independent_twin(row: ResultRow, rows: list[ResultRow]) -> ResultRow | None:
     for other in reversed(rows):
-        if (other.independent and other.status == "ok" and other.variant == row.variant
+        if (other.independent and other.status == "ok" and other.variant == row.variant and other.engine == row.engine
                 and (other.nodes, other.devices_per_node) == (row.nodes, row.devices_per_node)
                 and other.device_type == row.device_type and other.task["name"] == row.task["name"]
                 and other.task["precision"] == row.task["precision"]):

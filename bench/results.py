@@ -73,6 +73,12 @@ class ResultRow:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def display_name(r: ResultRow) -> str:
+    """How tables and plots name a row's series: variant, (no sync), [engine] when not the own launcher."""
+    engine = f" [{r.engine}]" if r.engine not in ("local", "torchrun") else ""
+    return r.variant + (" (no sync)" if r.independent else "") + engine
+
+
 _ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
                          "cuda_visible", "framework_version", "device_name", "threads"}
 
@@ -192,7 +198,8 @@ class ResultStore:
         """The latest ok 1-device throughput of `variant` (default: the row's own) on the same task and device type."""
         for old in reversed(self.rows()):
             if (old.status == "ok" and old.variant == (variant or row.variant) and old.world_size == 1
-                    and old.device_type == row.device_type and old.engine == row.engine and not old.independent
+                    and old.device_type == row.device_type and not old.independent
+                    and (variant is not None or old.engine == row.engine)  # baselines have no engine
                     and same_task(old.task, row.task) and old.throughput):
                 return old.throughput["median"]
         return None

@@ -35,7 +35,7 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
-         repeats: int = 1) -> list[RunSpec]:
+         repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),)) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending, and with
     `analysis` an independent (no gradient sync) run after each multi-device run that has one. With
     `repeats` the whole list runs that many times, round-robin, so that drifts of the machine spread
@@ -47,15 +47,18 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
     if max(counts) % nodes:
         raise SpecError(f"GPUS={max(counts)} does not divide by NODES={nodes}: pick a multiple of {nodes}")
     specs = []
-    for variant in sorted(variants, key=lambda v: v.baseline is not None):
-        for n in counts:
-            if variant.max_devices is not None and n > variant.max_devices:
-                continue
-            spec = RunSpec(variant, task, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
-                           timeout_s=timeout_s)
-            specs.append(spec)
-            if analysis and variant.independent and n > 1:
-                specs.append(dataclasses.replace(spec, independent=True))
+    for engine, address in engines:
+        for variant in sorted(variants, key=lambda v: v.baseline is not None):
+            if engine != "torchrun" and not variant.engine_entry:
+                continue  # an engine runs the torch-ddp and accelerate training functions only
+            for n in counts:
+                if variant.max_devices is not None and n > variant.max_devices:
+                    continue
+                spec = RunSpec(variant, task, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
+                               timeout_s=timeout_s, engine=engine, engine_address=address)
+                specs.append(spec)
+                if analysis and variant.independent and n > 1:
+                    specs.append(dataclasses.replace(spec, independent=True))
     return specs * repeats
 
 
@@ -66,7 +69,8 @@ def check_all(specs: list[RunSpec], machine: Machine) -> None:
             spec.check(machine)
 
 
-def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine) -> list[results.ResultRow]:
+def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
+            mlflow_uri: str | None = None) -> list[results.ResultRow]:
     check_all(specs, machine)
     store = results.ResultStore(out_dir)
     environment = results.environment()
@@ -86,8 +90,22 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine) -> list[resul
             launch.add_scaling(store, row, spec.variant)
         store.append(row)
         rows.append(row)
+        if mlflow_uri:
+            _track(mlflow_uri, row)
         log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
     return rows
+
+
+def _track(uri: str, row: results.ResultRow) -> None:
+    """After the row is stored: a tracking server that is down must not cost a measurement."""
+    from bench import tracking
+
+    try:
+        tracking.log_row(uri, row)
+    except SpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
+        log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
 
 
 def measure_communication(rows: list[results.ResultRow], out_dir: Path, machine: Machine) -> None:

@@ -23,6 +23,7 @@ class Variant:
     max_devices: int | None = None  # on any device type (the single-device baselines)
     baseline: str | None = None     # the framework's plain single-device loop, for efficiency vs no wrapper
     independent: bool = False       # can run with gradient synchronisation off (the no-communication bound)
+    engine_entry: str | None = None  # "module:function" an engine (Ray, Spark, Dask) runs on every rank
 
     def processes_per_node(self, devices_per_node: int) -> int:
         if self.single_process:
@@ -33,7 +34,7 @@ class Variant:
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False, spans_nodes=True,
             extra="torch", summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
-            baseline="torch-single", independent=True),
+            baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
     Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
             extra="torch", summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
@@ -41,7 +42,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("accelerate", "accelerate", "accelerate", "accelerate_impl.train", single_process=False,
             spans_nodes=True, extra="accelerate",
             summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
-            baseline="torch-single", independent=True),
+            baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train"),
     Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
             extra="tf", summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single"),

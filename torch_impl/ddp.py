@@ -22,12 +22,15 @@ from torch_impl.train import Trainer, device_info, set_threads
 warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
 
 
-def main() -> None:
-    worker = Worker(spec_path_from_argv())
+def train(spec_path: str) -> dict:
+    """One rank of a run. Under torchrun it makes the process group from torchrun's environment;
+    under an engine (`bench.distributed.run`) the group already exists and is the engine's to close."""
+    worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
         cuda = worker.device_type == "cuda"
-        dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
         rank, world_size = dist.get_rank(), dist.get_world_size()
         device = torch.device("cuda", worker.local_rank) if cuda else torch.device("cpu")
         if cuda:
@@ -47,8 +50,12 @@ def main() -> None:
                           shard_rank=rank, shard_count=world_size)
         if worker.independent:  # the no-communication bound: DDP skips its all-reduce
             trainer.no_sync = ddp_model.no_sync
-        trainer.fit()
-        dist.destroy_process_group()
+        return trainer.fit()
+
+
+def main() -> None:
+    train(spec_path_from_argv())
+    dist.destroy_process_group()
     exit_now(0)
 
 

@@ -1,0 +1,166 @@
+"""Run a function on N ranks with the process group already initialised, through an engine.
+
+    from bench import distributed
+    values = distributed.run(fn, 3, devices=2, engine="dask")   # [fn(3) on rank 0, fn(3) on rank 1]
+
+In the spirit of Spark's `TorchDistributor(...).run(fn, *args)`: `fn` runs once per rank with
+`torch.distributed` initialised (gloo on CPU, nccl on CUDA) and `RANK`, `LOCAL_RANK`, `WORLD_SIZE` set,
+and the group is torn down after it. Every rank's return value comes back, all-gathered over the
+group (Spark returns only one rank's value, Ray Train none). A rank that raises fails the call with a
+`RankFailed` naming that rank; the engine stops the other ranks rather than let them wait in a collective.
+
+When every rank is on this host the group meets through a `file://` store in a fresh temporary
+directory, so no rendezvous socket listens on any interface; across hosts it uses the engine's address.
+This module imports no framework at top level: torch is imported inside the ranks.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.task import SpecError
+from bench.worker import NODE_RANK_ENV
+
+ENGINES = ("torchrun", "ray", "spark", "dask")
+# Which pip extra brings each engine, for the one-line error when it is missing.
+ENGINE_EXTRAS = {"ray": "ray", "spark": "spark", "dask": "dask", "torchrun": "torch"}
+LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+
+
+class RankFailed(RuntimeError):
+    """A rank's function raised: which rank, and its traceback."""
+
+    def __init__(self, rank: int, message: str):
+        super().__init__(f"rank {rank} failed: {message}")
+        self.rank = rank
+
+    def __reduce__(self):  # picklable across engine boundaries with its fields
+        return (RankFailed, (self.rank, str(self).split(": ", 1)[1]))
+
+
+@dataclass(frozen=True)
+class Group:
+    """What every rank needs to join the process group."""
+    world_size: int
+    nodes: int
+    device_type: str           # cpu | cuda
+    rendezvous: str | None     # file://... when all ranks are local; None: the engine's own (env://)
+    timeout_s: float
+    failure_dir: str | None = None  # all ranks local: a failing rank also leaves its error here
+
+    @property
+    def per_node(self) -> int:
+        return self.world_size // self.nodes
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.device_type == "cuda" else "gloo"
+
+
+def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) -> list | None:
+    """Inside one rank: set the environment, join the group, run fn, gather every value to rank 0."""
+    import torch
+    import torch.distributed as dist
+
+    local_rank = rank % group.per_node
+    node = str(rank // group.per_node)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(group.world_size),
+                      LOCAL_WORLD_SIZE=str(group.per_node), GROUP_RANK=node, **{NODE_RANK_ENV: node})
+    if group.rendezvous:
+        os.environ.update(LOOPBACK_ENV)
+    if group.device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():  # Ray Train's backend (ours) may have done it already
+        dist.init_process_group(group.backend, init_method=group.rendezvous or "env://", rank=rank,
+                                world_size=group.world_size, timeout=timedelta(seconds=group.timeout_s))
+    try:
+        value = fn(*args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - name the rank, keep the traceback
+        message = "".join(traceback.format_exception(exc))[-3000:].strip()
+        if group.failure_dir:  # for engines that hand back only "see the logs" (Spark)
+            Path(group.failure_dir, f"failed-rank{rank}.txt").write_text(message)
+        # The group is left as it is: tearing it down would fail the peers' collectives with errors of
+        # their own that could reach the engine first and hide this one. The engine stops them.
+        raise RankFailed(rank, message) from None
+    try:
+        # Every rank gets every value: Spark's local mode lets each rank write its return value to one
+        # shared output file (the last writer wins), so each must hold the whole list.
+        values = [None] * group.world_size
+        dist.all_gather_object(values, value)
+        return values
+    finally:
+        dist.destroy_process_group()
+
+
+def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str = "dask",
+        device_type: str = "cpu", timeout_s: float = 600.0, address: str | None = None,
+        run_dir: str | os.PathLike | None = None, **kwargs: Any) -> list:
+    """fn(*args, **kwargs) on `devices` ranks over `nodes` nodes through `engine`; every rank's value.
+
+    `address`: an existing cluster (a Ray address, a Spark master URL, a Dask scheduler); None starts a
+    local one for this call and shuts it down after. `run_dir` holds the engine's files (default: a
+    fresh temporary directory)."""
+    if engine not in ENGINES:
+        raise SpecError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if devices < 1 or nodes < 1 or devices % nodes:
+        raise SpecError(f"devices ({devices}) must be a positive multiple of nodes ({nodes})")
+    work = Path(run_dir or tempfile.mkdtemp(prefix="dtbench-dist-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    local = address is None
+    # A fresh file per call: a FileStore file left from an earlier group would be joined by mistake.
+    rendezvous = f"file://{work / f'rendezvous-{uuid.uuid4().hex[:8]}'}" if local else None
+    group = Group(devices, nodes, device_type, rendezvous, timeout_s, str(work) if local else None)
+    backend = _engine(engine)
+    try:
+        values = backend.run(group, fn, args, kwargs, address=address, work=work)
+    except Exception as exc:  # noqa: BLE001 - engines wrap a rank's error in their own types
+        failure = rank_failure(exc) or first_failure_file(work)
+        if failure is None:
+            raise
+        raise failure from None
+    if not isinstance(values, list) or len(values) != devices:
+        raise RuntimeError(f"engine {engine} returned {values!r}, not one value per rank")
+    return values
+
+
+def rank_failure(exc: BaseException) -> RankFailed | None:
+    """The RankFailed inside an engine's error: in its cause chain (Dask, Ray), or only in its text
+    (Spark and torchrun hand back the failed process's output)."""
+    seen = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, RankFailed):
+            return current
+        stack += [current.__cause__, current.__context__, *getattr(current, "worker_failures", {}).values()]
+    match = re.search(r"rank (\d+) failed: (.*)", str(exc), re.DOTALL)
+    return RankFailed(int(match.group(1)), match.group(2).strip()) if match else None
+
+
+def first_failure_file(work: Path) -> RankFailed | None:
+    """The earliest error a local rank left in the work folder."""
+    files = sorted(work.glob("failed-rank*.txt"), key=lambda f: f.stat().st_mtime)
+    return RankFailed(int(files[0].stem.removeprefix("failed-rank")), files[0].read_text()) if files else None
+
+
+def _engine(name: str):
+    """The engine's adapter module; a missing extra is a one-line error naming it."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"bench.engines.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("bench"):
+            raise
+        raise SpecError(f"engine {name} needs the {ENGINE_EXTRAS[name]!r} extra ({exc.name} is missing): "
+                        f"pip install 'dtbench[{ENGINE_EXTRAS[name]}]'") from None

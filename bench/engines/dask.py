@@ -1,0 +1,46 @@
+"""Dask: one rank per `distributed` worker, dispatched with `client.submit(..., workers=[w], pure=False)`.
+
+Written on `distributed` itself rather than dask-pytorch-ddp 0.2.2, which defaults to nccl, fails on
+positional arguments, always uses port 23456, and submits pure tasks (a second identical call returns
+the cached result without training).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+
+from distributed import Client, LocalCluster, as_completed
+
+from bench.distributed import Group, rank_main
+from bench.task import SpecError
+
+
+def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:
+    cluster = None
+    if address is None:
+        # Scheduler, nannies and workers on loopback; no dashboard (it would be one more listener).
+        cluster = LocalCluster(n_workers=group.world_size, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None, local_directory=str(work / "dask"),
+                               silence_logs=logging.ERROR)
+    client = Client(cluster or address)
+    try:
+        workers = sorted(client.scheduler_info()["workers"])
+        if len(workers) < group.world_size:
+            raise SpecError(f"the Dask cluster has {len(workers)} workers, the run needs {group.world_size}: "
+                            "add workers or lower --devices")
+        tag = uuid.uuid4().hex[:8]
+        futures = [client.submit(rank_main, group, rank, fn, args, kwargs, workers=[workers[rank]],
+                                 allow_other_workers=False, pure=False, key=f"dtbench-{tag}-rank{rank}")
+                   for rank in range(group.world_size)]
+        for future in as_completed(futures):
+            if future.status == "error":
+                try:
+                    future.result()  # re-raises the rank's error as Dask carried it
+                finally:  # the others may be waiting for it in a collective: cancel, don't wait
+                    client.cancel([f for f in futures if f is not future], force=True)
+        return futures[0].result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()  # stops the worker processes, even one stuck in a collective

@@ -1,0 +1,50 @@
+"""Optional MLflow tracking (`--mlflow URI`): each run's spec as params, its figures as metrics.
+
+Logged by the harness once the row is folded, so every variant and engine is tracked the same way and
+the figures are the row's own (median and interval over windows, exact accuracy), not one rank's view.
+Works offline: `sqlite:///path.db` or a folder (`file:` stores need MLFLOW_ALLOW_FILE_STORE, set here).
+"""
+from __future__ import annotations
+
+import os
+
+from bench.results import ResultRow, flatten
+from bench.task import SpecError
+
+METRICS = {
+    "throughput_median": lambda r: (r.throughput or {}).get("median"),
+    "throughput_ci_low": lambda r: (r.throughput or {}).get("ci_low"),
+    "throughput_ci_high": lambda r: (r.throughput or {}).get("ci_high"),
+    "per_device_throughput": lambda r: r.per_device_throughput,
+    "step_time_ms_median": lambda r: (r.step_time_ms or {}).get("median"),
+    "startup_s": lambda r: r.startup_s,
+    "train_s": lambda r: r.train_s,
+    "wall_s": lambda r: r.wall_s,
+    "test_accuracy": lambda r: r.test_accuracy,
+    "test_loss": lambda r: r.test_loss,
+    "time_to_accuracy_s": lambda r: r.time_to_accuracy_s,
+    "peak_memory_mb": lambda r: r.peak_memory_mb,
+    "scaling_efficiency": lambda r: r.scaling_efficiency,
+}
+
+
+def log_row(uri: str, row: ResultRow, experiment: str = "dtbench") -> None:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
+    try:
+        import mlflow
+    except ModuleNotFoundError:
+        raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'") from None
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment)
+    params = {"variant": row.variant, "engine": row.engine, "launcher": row.launcher,
+              "device_type": row.device_type, "nodes": row.nodes, "devices_per_node": row.devices_per_node,
+              "world_size": row.world_size, "independent": row.independent, "git_sha": row.git_sha,
+              **flatten(row.task, "task.")}
+    with mlflow.start_run(run_name=row.run_id, tags={"status": row.status, "host": row.host or ""}):
+        mlflow.log_params({k: v for k, v in params.items() if v is not None})
+        mlflow.log_metrics({name: float(get(row)) for name, get in METRICS.items() if get(row) is not None})
+        for step, value in enumerate((row.throughput or {}).get("windows", [])):
+            mlflow.log_metric("window_throughput", value, step=step)
+        if row.error:
+            mlflow.set_tag("error", row.error[:4000])

@@ -1,0 +1,43 @@
+"""Functions the engine tests hand to `bench.distributed.run`: importable by every engine's workers."""
+from __future__ import annotations
+
+import os
+
+
+def rank_report(offset: int, scale: float = 1.0) -> dict:
+    """What this rank sees of the group, and a sum over it (proves the group really exists)."""
+    import torch
+    import torch.distributed as dist
+
+    total = torch.tensor([float(dist.get_rank() + offset)])
+    dist.all_reduce(total)
+    return {"rank": dist.get_rank(), "world": dist.get_world_size(), "backend": dist.get_backend(),
+            "env_rank": int(os.environ["RANK"]), "sum": total.item() * scale}
+
+
+def fail_on_rank_one() -> int:
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        raise ValueError("rank one was told to fail")
+    dist.barrier()  # rank 0 waits here for a peer that will never come: the engine must not hang
+    return 0
+
+
+if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fail: one API call, JSON out
+    import json
+    import sys
+
+    from bench import distributed
+    from tests.engine_functions import fail_on_rank_one, rank_report  # pickled by reference, not as __main__
+
+    engine, what = sys.argv[1], sys.argv[2]
+    try:
+        if what == "report":
+            values = distributed.run(rank_report, 10, devices=2, engine=engine, timeout_s=120, scale=2.0)
+        else:
+            values = distributed.run(fail_on_rank_one, devices=2, engine=engine, timeout_s=120)
+    except distributed.RankFailed as exc:
+        print(json.dumps({"rank": exc.rank, "error": str(exc)}))
+        sys.exit(3)
+    print(json.dumps({"values": values}))

@@ -1,0 +1,127 @@
+"""The torch variants under Ray, Spark and Dask (and torchrun's machinery as a function API): the same
+training as torchrun, every rank's value back, a failing rank named, nothing left running, and no
+socket listening beyond loopback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from bench.launch import RUN_ID_ENV, processes_of_run
+from tests.conftest import REPO, bench, rows
+from tests.listening import ListenerWatch
+
+pytestmark = pytest.mark.slow
+
+ENGINES = ("torchrun", "dask", "ray", "spark")
+# Ray's servers (gcs_server, raylet, core workers) and Spark's (TorchDistributor's own torchrun agent,
+# its Python daemon in cluster mode) bind every interface whatever dtbench asks; see the README.
+LOOPBACK_ENGINES = ("torchrun", "dask")
+
+
+def api_call(engine: str, what: str) -> tuple[subprocess.CompletedProcess, str]:
+    """`bench.distributed.run` in a fresh interpreter, marked so that its leftovers can be found."""
+    marker = f"api-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, RUN_ID_ENV: marker, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "tests.engine_functions", engine, what], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=300)
+    return result, marker
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_function_api_returns_every_ranks_value(engine):
+    with ListenerWatch() as watch:
+        result, marker = api_call(engine, "report")
+    assert result.returncode == 0, result.stderr[-3000:]
+    values = json.loads(result.stdout.strip().splitlines()[-1])["values"]
+    assert [v["rank"] for v in values] == [0, 1]
+    assert all(v["world"] == 2 and v["backend"] == "gloo" and v["env_rank"] == v["rank"] for v in values)
+    assert [v["sum"] for v in values] == [(10 + 11) * 2.0] * 2  # args, kwargs and a real all-reduce
+    assert processes_of_run(marker) == []
+    if engine in LOOPBACK_ENGINES:
+        assert watch.beyond_loopback() == set(), watch.seen
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_rank_that_raises_fails_the_call_with_its_error(engine):
+    result, marker = api_call(engine, "fail")  # the timeout of api_call is the "no hang" check
+    assert result.returncode == 3, result.stderr[-3000:]
+    failure = json.loads(result.stdout.strip().splitlines()[-1])
+    assert failure["rank"] == 1
+    assert "rank one was told to fail" in failure["error"]
+    assert processes_of_run(marker) == []
+
+
+@pytest.fixture(scope="module")
+def torchrun_row(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("torchrun")
+    with ListenerWatch() as watch:
+        result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [row] = rows(out)
+    # torchrun's rendezvous store is hosted on 127.0.0.1 (torch's own would listen on every interface).
+    assert watch.beyond_loopback() == set(), watch.seen
+    assert row["engine"] == "torchrun"
+    return row
+
+
+ENGINE_RUNS = [("dask", ()), ("ray", ()), ("spark", ()),
+               ("spark", ("--spark-master", "local-cluster[2,1,1024]"))]
+
+
+@pytest.mark.parametrize("engine,extra", ENGINE_RUNS, ids=["dask", "ray", "spark-local", "spark-cluster"])
+def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
+    with ListenerWatch() as watch:
+        result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--engine", engine,
+                       *extra, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [row] = rows(out)
+    assert row["status"] == "ok", row["error"]
+    assert (row["engine"], row["launcher"], row["world_size"]) == (engine, engine, 2)
+    # Same seed, data order and all-reduce: the same training, to float tolerance.
+    assert row["test_loss"] == pytest.approx(torchrun_row["test_loss"], rel=1e-5)
+    assert row["test_accuracy"] == torchrun_row["test_accuracy"]
+    assert row["eval_samples"] == 397
+    assert row["throughput"]["median"] > 0 and row["startup_s"] > 0 and row["wall_s"] > row["startup_s"]
+    assert f"bench.engines.driver --spec" in row["command"] and f"--engine {engine}" in row["command"]
+    assert sorted(row["environment"]["cores"]) == ["0", "1"]
+    assert processes_of_run(row["run_id"]) == []
+    if engine in LOOPBACK_ENGINES:
+        assert watch.beyond_loopback() == set(), watch.seen
+
+
+def test_accelerate_runs_on_an_engine(out):
+    result = bench("run", "--variant", "accelerate", "--devices", "2", "--task", "quick", "--engine", "dask",
+                   "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    [row] = rows(out)
+    assert row["status"] == "ok", row["error"]
+    assert row["engine"] == "dask" and row["environment"]["distributed_type"] == "DistributedType.MULTI_CPU"
+    assert row["eval_samples"] == 397
+
+
+def test_a_crashing_rank_fails_the_engine_run_with_its_error(out):
+    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--engine", "dask",
+                   "--timeout", "240", "--out", str(out), env={"DTBENCH_FAULT": "crash:rank=1:step=3"})
+    assert result.returncode == 1
+    [row] = rows(out)
+    assert row["status"] == "failed"
+    assert "rank 1: RuntimeError: injected crash at step 3" in row["error"]
+    assert processes_of_run(row["run_id"]) == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--variant", "tf-mirrored", "--engine", "ray"), "runs only under its own launcher"),
+    (("--variant", "torch-ddp", "--engine", "slurm"), "unknown engine 'slurm'"),
+    (("--variant", "torch-ddp", "--engine", "dask", "--nodes", "2", "--devices", "2", "--node-rank", "0",
+      "--master-port", "29500"), "drop --node-rank"),
+])
+def test_engine_requests_that_cannot_run_are_refused(args, message, out):
+    result = bench("run", *args, "--task", "quick", "--out", str(out))
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert rows(out) == []

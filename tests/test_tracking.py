@@ -1,0 +1,37 @@
+"""--mlflow URI: every run is logged to MLflow, offline, with the row's own figures."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, bench, rows
+
+READ_BACK = """
+import json, sys, mlflow
+mlflow.set_tracking_uri(sys.argv[1])
+[run] = mlflow.search_runs(experiment_names=["dtbench"], output_format="list")
+history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "window_throughput")
+print(json.dumps({"name": run.info.run_name, "params": run.data.params, "metrics": run.data.metrics,
+                  "windows": [m.value for m in sorted(history, key=lambda m: m.step)]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_run_is_logged_to_mlflow_offline(out, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = bench("run", "--variant", "torch-single", "--task", "quick", "--out", str(out), "--mlflow", uri,
+                   env={"MLFLOW_DISABLE_TELEMETRY": "true"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(out)
+    logged = subprocess.run([sys.executable, "-c", READ_BACK, uri], cwd=REPO, capture_output=True, text=True,
+                            env={"MLFLOW_DISABLE_TELEMETRY": "true", "PATH": "/usr/bin:/bin"})
+    assert logged.returncode == 0, logged.stderr[-2000:]
+    run = json.loads(logged.stdout.strip().splitlines()[-1])
+    assert run["name"] == row["run_id"]
+    assert run["params"]["variant"] == "torch-single" and run["params"]["task.name"] == "quick"
+    assert run["metrics"]["throughput_median"] == pytest.approx(row["throughput"]["median"])
+    assert run["metrics"]["test_accuracy"] == pytest.approx(row["test_accuracy"])
+    assert run["windows"] == pytest.approx(row["throughput"]["windows"])

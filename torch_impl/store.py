@@ -1,0 +1,53 @@
+"""A run's rendezvous store, listening on loopback only.
+
+torch's TCPStore listens on every interface even when its address is 127.0.0.1. For runs whose nodes
+are all on this host, the store is created on a socket we bind to 127.0.0.1 (`master_listen_fd`), and
+torchrun's agents are told (TORCHELASTIC_USE_AGENT_STORE with the same MASTER_ADDR/MASTER_PORT) to
+join it as clients: when its own bind then fails, torch's TCPStore connects instead of failing.
+
+`python -m torch_impl.store --fd N` serves the store on an inherited, already bound socket until killed.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+from datetime import timedelta
+
+from bench.launch import loopback_store_env
+
+
+def serve(fd: int):
+    import torch.distributed as dist
+
+    with socket.socket(fileno=os.dup(fd)) as probe:  # a socket object closes its fd when collected
+        port = probe.getsockname()[1]
+    return dist.TCPStore("127.0.0.1", port, is_master=True, master_listen_fd=fd, use_libuv=True,
+                         wait_for_workers=False, multi_tenant=True, timeout=timedelta(hours=2))
+
+
+@contextlib.contextmanager
+def loopback_store():
+    """A store in this process on 127.0.0.1: (port, the environment torchrun's agents need)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    store = serve(sock.detach())
+    try:
+        yield port, loopback_store_env(port)
+    finally:
+        del store
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--fd", type=int, required=True, help="a socket bound to 127.0.0.1 and listening")
+    store = serve(parser.parse_args().fd)  # noqa: F841 - serves while referenced
+    signal.pause()
+
+
+if __name__ == "__main__":
+    main()
