@@ -15,6 +15,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import DataLoaderConfiguration
 from torch.utils.data import DataLoader
 
+from bench.task import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import data
 from torch_impl.model import build_model
@@ -69,15 +70,12 @@ class AccelerateTrainer(Trainer):
                 "train_loss": (train[0] / train[1].clamp(min=1)).item()}
 
 
-MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
-
-
 def train(spec_path: str) -> dict:
     """One rank. Under `accelerate launch` the launcher set the environment from the config file;
     under an engine (`bench.distributed.run`) the process group exists and this sets what the launcher would."""
     worker = Worker(spec_path)
     if not os.environ.get("ACCELERATE_MIXED_PRECISION"):  # not launched by `accelerate launch`
-        os.environ["ACCELERATE_MIXED_PRECISION"] = MIXED_PRECISION[worker.task["precision"]]
+        os.environ["ACCELERATE_MIXED_PRECISION"] = ACCELERATE_MIXED_PRECISION[worker.task["precision"]]
         if worker.device_type == "cpu":
             os.environ["ACCELERATE_USE_CPU"] = "true"
     with worker.session():
@@ -86,7 +84,7 @@ def train(spec_path: str) -> dict:
         # The data order: one seeded random order, its batches dealt out to the processes.
         accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True,
                                                                             data_seed=task["seed"]))
-        expected = MIXED_PRECISION[task["precision"]]
+        expected = ACCELERATE_MIXED_PRECISION[task["precision"]]
         if accelerator.mixed_precision != expected:
             raise RuntimeError(f"accelerate launched with mixed_precision={accelerator.mixed_precision}, "
                                f"the task asks for {expected}")

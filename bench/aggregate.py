@@ -64,7 +64,7 @@ def fold_all(rows: list[ResultRow]) -> list[ResultRow]:
             base = (r.device_type, r.engine, r.task["name"], r.task["precision"])
             variant = VARIANTS.get(r.variant)
             # The plain single-device loop has no engine: any engine's run is held to the same one.
-            single = (one_device.get((variant.baseline, r.device_type, "local", *base[2:]))
+            single = (one_device.get((variant.baseline, r.device_type, "local", r.task["name"], r.task["precision"]))
                       if variant and variant.baseline else None)
             r = dataclasses.replace(
                 r, scaling_efficiency=None if r.world_size == 1 else stats.scaling_efficiency(

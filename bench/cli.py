@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from bench import aggregate, data, devices, launch, report, sweep
-from bench.distributed import ENGINES
+from bench.distributed import ENGINES, check_engine
 from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
 from bench.variants import VARIANTS, default_variants, get_variant
 
@@ -60,8 +60,7 @@ def _engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
     engines = [e.strip() for e in args.engine.split(",") if e.strip()]
     for engine in engines:
-        if engine not in ENGINES:
-            raise SpecError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        check_engine(engine)
     return [(engine, addresses.get(engine)) for engine in engines]
 
 
@@ -125,13 +124,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = sweep.device_counts(args.max_devices)
-    engines = _engines(args)
-    if args.variants not in ("all", "") and any(e != "torchrun" for e, _ in engines):
-        for v in variants:
-            if not v.engine_entry:
-                raise SpecError(f"{v.name} runs only under its own launcher: drop it from --variants or use "
-                                "--engine torchrun")
-    specs = sweep.plan(variants, task, device_type, counts, args.nodes, engines=engines,
+    specs = sweep.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
+                       variants_named=args.variants not in ("all", ""),
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
                        repeats=args.repeats)
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)

@@ -34,6 +34,11 @@ ENGINE_EXTRAS = {"ray": "ray", "spark": "spark", "dask": "dask", "torchrun": "to
 LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 
 
+def check_engine(name: str) -> None:
+    if name not in ENGINES:
+        raise SpecError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
+
+
 class RankFailed(RuntimeError):
     """A rank's function raised: which rank, and its traceback."""
 
@@ -64,8 +69,8 @@ class Group:
         return "nccl" if self.device_type == "cuda" else "gloo"
 
 
-def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) -> list | None:
-    """Inside one rank: set the environment, join the group, run fn, gather every value to rank 0."""
+def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) -> list:
+    """Inside one rank: set the environment, join the group, run fn, all-gather every rank's value."""
     import torch
     import torch.distributed as dist
 
@@ -107,8 +112,7 @@ def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str 
     `address`: an existing cluster (a Ray address, a Spark master URL, a Dask scheduler); None starts a
     local one for this call and shuts it down after. `run_dir` holds the engine's files (default: a
     fresh temporary directory)."""
-    if engine not in ENGINES:
-        raise SpecError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    check_engine(engine)
     if devices < 1 or nodes < 1 or devices % nodes:
         raise SpecError(f"devices ({devices}) must be a positive multiple of nodes ({nodes})")
     work = Path(run_dir or tempfile.mkdtemp(prefix="dtbench-dist-")).resolve()

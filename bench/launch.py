@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench import devices, results, stats
 from bench.devices import Machine, Placement
-from bench.task import SpecError, TaskSpec
-from bench.distributed import ENGINES
+from bench.task import ACCELERATE_MIXED_PRECISION, SpecError, TaskSpec
+from bench.distributed import LOOPBACK_ENV, check_engine
 from bench.variants import VARIANTS, Variant, not_applicable
 from bench.worker import FAULT_ENV, LAUNCH_TIME_ENV, NODE_RANK_ENV
 
@@ -104,8 +104,7 @@ class RunSpec:
         if self.independent and not self.variant.independent:
             raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
                             "use torch-ddp or accelerate")
-        if self.engine not in ENGINES:
-            raise SpecError(f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
+        check_engine(self.engine)
         if self.on_engine and not self.variant.engine_entry:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
             raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
@@ -130,6 +129,14 @@ class RunSpec:
 
 
 # ---------------------------------------------------------------- ports and processes
+
+def loopback_listener() -> socket.socket:
+    """A socket listening on 127.0.0.1 at a port the OS picks; clients that come early wait in its backlog."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
 
 def free_port() -> int:
     """A port free on loopback right now (the OS picks it, so concurrent sweeps don't collide)."""
@@ -200,7 +207,7 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
         "num_processes": spec.world_size, "num_machines": spec.nodes, "machine_rank": node_rank,
         "main_process_ip": spec.master_addr, "main_process_port": master_port, "rdzv_backend": "static",
         "same_network": True, "gpu_ids": "all", "use_cpu": False, "debug": False,
-        "mixed_precision": {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[spec.task.precision],
+        "mixed_precision": ACCELERATE_MIXED_PRECISION[spec.task.precision],
         "downcast_bf16": "no", "main_training_function": "main", "enable_cpu_affinity": False,
         "tpu_use_cluster": False, "tpu_use_sudo": False,
     }
@@ -210,7 +217,7 @@ def loopback_store_env(port: int) -> dict[str, str]:
     """torchrun's agents join the run's store at 127.0.0.1:port as clients;
     gloo and nccl bootstrap on loopback. See torch_impl/store.py."""
     return {"TORCHELASTIC_USE_AGENT_STORE": "True", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-            "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+            **LOOPBACK_ENV}
 
 
 def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path,
@@ -314,10 +321,7 @@ def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subproc
     that its port is free first, and on one machine moves to another port, on several refuses."""
     if spec.on_engine or not spec.all_local or spec.variant.launcher != "torchrun":
         return None
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)  # agents that connect before the store is up wait in the backlog
-    with sock, open(run_dir / "store.log", "wb") as log_file:
+    with loopback_listener() as sock, open(run_dir / "store.log", "wb") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())], pass_fds=[sock.fileno()],
             env={**os.environ, RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,

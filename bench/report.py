@@ -46,19 +46,15 @@ HEADERS = ("variant", "devices", "status") + tuple(c.header for c in FIGURES)
 # Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
 
 
-def _label(r: ResultRow) -> str:
-    return display_name(r)
-
-
 def _cells(r: ResultRow) -> list[str]:
     topo = f"{r.world_size}" + (f" ({r.nodes}x{r.devices_per_node})" if r.nodes > 1 else "")
     device = r.device_type + ("*" if _cpu_limits(r) else "")
     status = r.status if r.status != "skipped" else "n/a"
     if r.status != "ok":
         reason = (r.error or "-").splitlines()[0][:70]
-        return [_label(r), f"{topo} {device}", status, reason] + ["-"] * (len(FIGURES) - 1)
+        return [display_name(r), f"{topo} {device}", status, reason] + ["-"] * (len(FIGURES) - 1)
     figures = [_throughput_cell(r) if c.fmt == "throughput" else _fmt(c.value(r), c.fmt) for c in FIGURES]
-    return [_label(r), f"{topo} {device}", status, *figures]
+    return [display_name(r), f"{topo} {device}", status, *figures]
 
 
 def text_table(rows: list[ResultRow]) -> str:

@@ -35,7 +35,8 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
-         repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),)) -> list[RunSpec]:
+         repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),),
+         variants_named: bool = False) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending, and with
     `analysis` an independent (no gradient sync) run after each multi-device run that has one. With
     `repeats` the whole list runs that many times, round-robin, so that drifts of the machine spread
@@ -49,8 +50,8 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
     specs = []
     for engine, address in engines:
         for variant in sorted(variants, key=lambda v: v.baseline is not None):
-            if engine != "torchrun" and not variant.engine_entry:
-                continue  # an engine runs the torch-ddp and accelerate training functions only
+            if engine != "torchrun" and not variant.engine_entry and not variants_named:
+                continue  # the default list under an engine: only what an engine can run (named: refused)
             for n in counts:
                 if variant.max_devices is not None and n > variant.max_devices:
                     continue
@@ -72,6 +73,10 @@ def check_all(specs: list[RunSpec], machine: Machine) -> None:
 def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
             mlflow_uri: str | None = None) -> list[results.ResultRow]:
     check_all(specs, machine)
+    if mlflow_uri:
+        from bench import tracking
+
+        tracking.require()
     store = results.ResultStore(out_dir)
     environment = results.environment()
     data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
@@ -102,8 +107,6 @@ def _track(uri: str, row: results.ResultRow) -> None:
 
     try:
         tracking.log_row(uri, row)
-    except SpecError:
-        raise
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
 

@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+# The same precisions in Accelerate's words (its config file and ACCELERATE_MIXED_PRECISION).
+ACCELERATE_MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 OPTIMIZERS = ("sgd",)
 DATASETS = ("fashion-mnist", "digits", "synthetic", "imagefolder")
 MODELS = ("small-cnn", "mnist-cnn", "resnet50")

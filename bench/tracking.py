@@ -6,6 +6,7 @@ Works offline: `sqlite:///path.db` or a folder (`file:` stores need MLFLOW_ALLOW
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from bench.results import ResultRow, flatten
@@ -28,13 +29,16 @@ METRICS = {
 }
 
 
+def require() -> None:
+    """Before anything runs: a missing extra is a one-line error, not a failure after the first run."""
+    if importlib.util.find_spec("mlflow") is None:
+        raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'")
+
+
 def log_row(uri: str, row: ResultRow, experiment: str = "dtbench") -> None:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
-    try:
-        import mlflow
-    except ModuleNotFoundError:
-        raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'") from None
+    import mlflow
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment)
     params = {"variant": row.variant, "engine": row.engine, "launcher": row.launcher,

@@ -125,3 +125,11 @@ def test_engine_requests_that_cannot_run_are_refused(args, message, out):
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert rows(out) == []
+
+
+def test_a_sweep_naming_a_variant_no_engine_runs_is_refused(out):
+    result = bench("sweep", "--variants", "torch-ddp,tf-mirrored", "--engine", "torchrun,ray", "--max-devices", "1",
+                   "--task", "quick", "--no-analysis", "--out", str(out))
+    assert result.returncode == 2
+    assert "tf-mirrored runs only under its own launcher: --engine ray runs torch-ddp, accelerate" in result.stderr
+    assert rows(out) == []

@@ -35,3 +35,12 @@ def test_a_run_is_logged_to_mlflow_offline(out, tmp_path):
     assert run["metrics"]["throughput_median"] == pytest.approx(row["throughput"]["median"])
     assert run["metrics"]["test_accuracy"] == pytest.approx(row["test_accuracy"])
     assert run["windows"] == pytest.approx(row["throughput"]["windows"])
+
+
+def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
+    from bench import tracking
+    from bench.task import SpecError
+
+    monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'dtbench\[mlflow\]'"):
+        tracking.require()

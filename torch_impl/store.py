@@ -16,7 +16,7 @@ import signal
 import socket
 from datetime import timedelta
 
-from bench.launch import loopback_store_env
+from bench.launch import loopback_listener, loopback_store_env
 
 
 def serve(fd: int):
@@ -31,9 +31,7 @@ def serve(fd: int):
 @contextlib.contextmanager
 def loopback_store():
     """A store in this process on 127.0.0.1: (port, the environment torchrun's agents need)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock = loopback_listener()
     port = sock.getsockname()[1]
     store = serve(sock.detach())
     try:
