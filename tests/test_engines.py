@@ -117,6 +117,7 @@ def test_a_crashing_rank_fails_the_engine_run_with_its_error(out):
 @pytest.mark.parametrize("args,message", [
     (("--variant", "tf-mirrored", "--engine", "ray"), "runs only under its own launcher"),
     (("--variant", "torch-ddp", "--engine", "slurm"), "unknown engine 'slurm'"),
+    (("--variant", "torch-ddp", "--engine", "dask,ray"), "bench run takes one --engine"),
     (("--variant", "torch-ddp", "--engine", "dask", "--nodes", "2", "--devices", "2", "--node-rank", "0",
       "--master-port", "29500"), "drop --node-rank"),
 ])
