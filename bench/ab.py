@@ -1,20 +1,26 @@
-"""A/B on one machine: the current tree against a git revision, interleaved, each run a fresh process.
+"""A/B on one machine: the current tree against a git revision, each run a fresh process.
 
-This is how asv's `continuous` avoids machine-to-machine noise: both sides share the machine and
-its drifts, one run of each after the other. The revision is checked out in a temporary git
-worktree and uses this environment when its dependencies match (else it sets up its own venv).
+Both sides share the machine, as in asv's `continuous`, which keeps machine-to-machine noise out.
+On top of that, the two sides' runs are started together as a duet and take turns window by
+window (`bench.turns`), so that the machine's drift from one second to the next hits both alike;
+who goes first alternates from duet to duet. A revision older than turn-taking falls back to runs
+one after the other (A B, B A, ...). The revision is checked out in a temporary git worktree and
+uses this environment when its dependencies match (else it sets up its own venv).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 from typing import Iterator
 
+from bench import turns
 from bench.launch import REPO_ROOT
 from bench.results import ResultRow
 from bench.task import SpecError
@@ -49,12 +55,50 @@ def python_for(tree: Path) -> str:
     return str(tree / ".venv" / "bin" / "python")
 
 
-def run_once(python: str, tree: Path, args: list[str], out: Path) -> None:
+def supports_turns(tree: Path) -> bool:
+    return (tree / "bench" / "turns.py").exists()
+
+
+def start_run(python: str, tree: Path, args: list[str], out: Path, env: dict[str, str]) -> subprocess.Popen:
     """One `bench run` in a fresh process; a failed run is recorded as a failed row by the harness."""
-    result = subprocess.run([python, "-m", "bench", "run", *args, "--out", str(out)], cwd=tree,
-                            capture_output=True, text=True)
-    if result.returncode == 2:
-        raise SpecError(result.stderr.strip().splitlines()[-1].removeprefix("error: "))
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "bench-run.log", "ab") as log_file:
+        return subprocess.Popen([python, "-m", "bench", "run", *args, "--out", str(out)], cwd=tree,
+                                env={**os.environ, **env}, stdout=log_file, stderr=subprocess.STDOUT)
+
+
+def check_started(proc: subprocess.Popen, out: Path) -> None:
+    """Exit code 2 is bad input (nothing recorded): stop the whole comparison with its one line."""
+    if proc.returncode == 2:
+        last = (out / "bench-run.log").read_text().strip().splitlines()[-1]
+        raise SpecError(last.removeprefix("error: "))
+
+
+def run_once(python: str, tree: Path, args: list[str], out: Path) -> None:
+    proc = start_run(python, tree, args, out, {})
+    proc.wait()
+    check_started(proc, out)
+
+
+def duets(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repeats: int, out: Path) -> None:
+    """`repeats` duets of each run: both sides started together, taking turns window by window."""
+    names = list(sides)
+    for i in range(repeats):
+        first = i % 2  # whoever goes first (and starts first) alternates
+        for args in runs:
+            log.info("[%d/%d] duet, %s first: bench run %s", i + 1, repeats, names[first], " ".join(args))
+            with turns.baton(first) as baton:
+                procs = {side: start_run(*sides[names[side]], args, out / names[side], baton.environment(side))
+                         for side in (first, 1 - first)}
+                live = dict(procs)
+                while live:
+                    for side, proc in list(live.items()):
+                        if proc.poll() is not None:
+                            del live[side]
+                            baton.release(1 - side)  # its partner must not wait for a run that has ended
+                    time.sleep(0.05)
+            for side, proc in procs.items():
+                check_started(proc, out / names[side])
 
 
 def interleaved(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repeats: int, out: Path) -> None:
@@ -68,18 +112,22 @@ def interleaved(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repea
                 run_once(python, tree, args, out / name)
 
 
-def against(rev: str, runs: list[list[str]], repeats: int, out: Path) -> tuple[Path, Path]:
-    """Run the chosen runs for REV (baseline) and the current tree, interleaved; return both stores."""
+def against(rev: str, runs: list[list[str]], repeats: int, out: Path) -> tuple[Path, Path, bool]:
+    """Run the chosen runs for REV (baseline) and the current tree; return both stores, and whether
+    their runs are paired duets (else interleaved one after the other)."""
     with worktree(rev) as tree:
-        interleaved({"baseline": (python_for(tree), tree), "current": (sys.executable, REPO_ROOT)},
-                    runs, repeats, out)
-    return out / "baseline", out / "current"
+        sides = {"baseline": (python_for(tree), tree), "current": (sys.executable, REPO_ROOT)}
+        paired = supports_turns(tree)
+        if paired:
+            duets(sides, runs, repeats, out)
+        else:
+            log.warning("%s predates turn-taking: its runs and ours run one after the other, which is "
+                        "noisier on a shared machine", rev)
+            interleaved(sides, runs, repeats, out)
+    return out / "baseline", out / "current", paired
 
 
-def split_groups(rows: list[ResultRow], groups: int, repeats: int) -> list[tuple[list[ResultRow], list[ResultRow]]]:
-    """Consecutive runs of one tree dealt into A/A comparisons: group g's A and B alternate run by run."""
-    pairs = []
-    for g in range(groups):
-        chunk = rows[g * 2 * repeats:(g + 1) * 2 * repeats]
-        pairs.append((chunk[0::2], chunk[1::2]))
-    return pairs
+def split_groups(a: list[ResultRow], b: list[ResultRow], groups: int,
+                 repeats: int) -> list[tuple[list[ResultRow], list[ResultRow]]]:
+    """Two sides' duets dealt into `groups` A/A comparisons of `repeats` consecutive duets each."""
+    return [(a[g * repeats:(g + 1) * repeats], b[g * repeats:(g + 1) * repeats]) for g in range(groups)]

@@ -170,9 +170,9 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.calibrate:
         return _calibrate(args, run_args, out)
     if args.against:
-        baseline_path, current_path = ab.against(args.against, run_args, args.repeats, out)
+        baseline_path, current_path, duets = ab.against(args.against, run_args, args.repeats, out)
     elif args.baseline and args.current:
-        baseline_path, current_path = Path(args.baseline), Path(args.current)
+        baseline_path, current_path, duets = Path(args.baseline), Path(args.current), False
     else:
         raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
     baseline, current = regress.load(baseline_path), regress.load(current_path)
@@ -181,40 +181,40 @@ def cmd_regress(args: argparse.Namespace) -> int:
         print("WARNING: the baseline comes from another machine "
               f"({machines['baseline']} vs {machines['current']}): absolute throughput is not comparable; "
               "prefer --against REV on one machine", file=sys.stderr)
-    code, verdicts = regress.compare(baseline, current, args.threshold, args.alpha, args.accuracy_tolerance)
+    code, verdicts = regress.compare(baseline, current, args.threshold, args.alpha, args.accuracy_tolerance, duets)
     print(regress.render(verdicts))
-    regress.write_verdict(out / "verdict.json", code, verdicts,
-                          {"threshold": args.threshold, "alpha": args.alpha, "machines": machines})
+    regress.write_verdict(out / "verdict.json", code, verdicts, {"threshold": args.threshold, "alpha": args.alpha,
+                                                                 "duets": duets, "machines": machines})
     print(f"\n{['no regression', 'REGRESSION', 'could not compare'][code]} (exit {code}); "
           f"verdict in {out / 'verdict.json'}")
     return code
 
 
 def _calibrate(args: argparse.Namespace, run_args: list[list[str]], out: Path) -> int:
-    """The check measured on this machine: false alarms over A/A comparisons of one tree, and
-    detection of 10 % and 20 % slowdowns injected by scaling the recorded windows of one side."""
+    """The check measured on this machine: false alarms over A/A comparisons of one tree (duets of
+    the tree with itself), and detection of 10 % and 20 % slowdowns injected by scaling the recorded
+    windows of one side."""
     import json
-    import statistics
 
     from bench import ab, regress
 
-    runs = 2 * args.groups * args.repeats
-    ab.interleaved({"aa": (sys.executable, launch.REPO_ROOT)}, run_args, runs, out)
-    rows = regress.load(out / "aa")
-    summary = {"comparisons": args.groups, "runs_per_side": args.repeats, "threshold": args.threshold,
-               "alpha": args.alpha, "injection": "recorded windows scaled by (1 - slowdown)"}
+    tree = (sys.executable, launch.REPO_ROOT)
+    ab.duets({"a": tree, "b": tree}, run_args, args.groups * args.repeats, out)
+    sides = regress.load(out / "a"), regress.load(out / "b")
+    summary = {"comparisons": args.groups, "duets_per_comparison": args.repeats, "threshold": args.threshold,
+               "alpha": args.alpha, "injection": "recorded windows of side b scaled by (1 - slowdown)"}
     for name, slowdown in (("false_alarm_rate", 0.0), ("detected_10pct", 0.10), ("detected_20pct", 0.20)):
         hits = 0
-        for a, b in ab.split_groups(rows, args.groups, args.repeats):
-            code, _ = regress.compare(a, regress.slowed(b, slowdown) if slowdown else b, args.threshold, args.alpha)
+        for a, b in ab.split_groups(*sides, args.groups, args.repeats):
+            code, _ = regress.compare(a, regress.slowed(b, slowdown), args.threshold, args.alpha, duets=True)
             hits += code == regress.REGRESSION
         summary[name] = hits / args.groups
-    medians = [r.throughput["median"] for r in rows if r.status == "ok"]
-    summary["run_to_run_cv"] = statistics.pstdev(medians) / statistics.mean(medians)
+    summary.update(regress.noise(*sides))
     (out / "calibration.json").write_text(json.dumps(summary, indent=1))
     print(f"A/A false alarms: {summary['false_alarm_rate']:.0%} of {args.groups}; "
           f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
-          f"({args.repeats} runs a side; run-to-run CV of throughput {summary['run_to_run_cv']:.1%})")
+          f"({args.repeats} duets a comparison). Noise: throughput of runs varies {summary['run_to_run_cv']:.1%} "
+          f"(CV) from run to run, a duet's paired ratio {summary['duet_ratio_sd']:.1%} (sd)")
     return 0
 
 

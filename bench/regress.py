@@ -1,11 +1,14 @@
 """Throughput regression checks that hold on noisy machines.
 
 A change is a regression only when both hold: the metric moved the wrong way by more than a
-threshold (default 5 %), and the move is statistically significant. With repeated runs on each
-side (A/B mode) the test is a one-sided exact Mann-Whitney U on the per-run figures: runs, not
-windows, are the samples, because the noise that matters on a shared machine is between runs
-(windows of one run share its luck). With one run a side (comparing two stored files) the test is
-whether the two runs' 95 % intervals over their windows do not overlap.
+threshold (default 5 %), and the move is statistically significant. Three cases:
+- Duets (A/B mode: the two sides' runs took turns window by window, `bench.turns`): each duet's
+  ratio is the median of its paired windows' ratios, free of the machine's drift; the test is a
+  one-sided Student t on the duets' log ratios, whose spread is the noise left between processes.
+- Several runs a side timed apart (stored files, or a revision older than turn-taking): a one-sided
+  exact Mann-Whitney U on the per-run figures. Runs, not windows, are the samples: the windows of
+  one run share its luck.
+- One run a side: whether the two runs' 95 % intervals over their windows do not overlap.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from bench import stats
 from bench.results import ResultRow, ResultStore, same_task
 
 OK, REGRESSION, CANNOT_COMPARE = 0, 1, 2
@@ -98,13 +102,13 @@ def group(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
 
 def _judge(metric: Metric, base: list[ResultRow], cur: list[ResultRow], threshold: float,
            alpha: float, key: str) -> Verdict:
+    """Runs timed one after the other (or two stored files): the two sides' runs as samples."""
     a = [v for v in (metric.value(r) for r in base) if v is not None]
     b = [v for v in (metric.value(r) for r in cur) if v is not None]
     if not a or not b:
         return Verdict(key, metric.name, None, None, None, "-", "-", None, "missing")
     center_a, center_b = statistics.median(a), statistics.median(b)
     ratio = center_b / center_a if center_a else None
-    worse = (ratio is not None) and ((1 - ratio) if metric.higher_is_better else (ratio - 1))
     if len(a) >= 2 and len(b) >= 2:
         p = mann_whitney_p(a, b, current_worse_when_lower=metric.higher_is_better)
         p_better = mann_whitney_p(a, b, current_worse_when_lower=not metric.higher_is_better)
@@ -124,20 +128,70 @@ def _judge(metric: Metric, base: list[ResultRow], cur: list[ResultRow], threshol
         else:
             test, interval = "one run a side: no test", "-"
             significant_worse = significant_better = False
-    if worse is not None and worse > threshold and significant_worse:
-        verdict = "regression"
-    elif worse is not None and -worse > threshold and significant_better:
-        verdict = "improvement"
-    elif worse is not None and abs(worse) > threshold:
-        verdict = "noise"  # large but not significant
-    else:
-        verdict = "no change"
+    verdict = _verdict(metric, ratio, threshold, significant_worse, significant_better)
     return Verdict(key, metric.name, center_a, center_b, ratio, interval, test, p, verdict)
 
 
+def duet_log_ratio(metric: Metric, base: ResultRow, cur: ResultRow) -> float | None:
+    """log(current / baseline) for one duet. Throughput and step time come from the paired
+    windows (window i of each run was timed within milliseconds of the other), the rest from
+    the runs' own figures."""
+    wa, wb = (base.throughput or {}).get("windows"), (cur.throughput or {}).get("windows")
+    if metric.name in ("throughput", "step_time_ms") and wa and wb and len(wa) == len(wb):
+        log_ratio = statistics.median(math.log(y / x) for x, y in zip(wa, wb))
+        return log_ratio if metric.name == "throughput" else -log_ratio
+    a, b = metric.value(base), metric.value(cur)
+    return math.log(b / a) if a and b else None
+
+
+def _judge_duets(metric: Metric, duets: list[tuple[ResultRow, ResultRow]], threshold: float,
+                 alpha: float, key: str) -> Verdict:
+    """Duets (runs that took turns): a one-sided one-sample Student t-test on the duets' log
+    ratios. Each duet's ratio is free of the machine's drift; their spread is the noise that
+    remains between processes, which the test weighs."""
+    logs = [v for v in (duet_log_ratio(metric, a, b) for a, b in duets) if v is not None]
+    if not logs:
+        return Verdict(key, metric.name, None, None, None, "-", "-", None, "missing")
+    center_a = _median_or_none([metric.value(a) for a, _ in duets])
+    center_b = _median_or_none([metric.value(b) for _, b in duets])
+    mean = statistics.mean(logs)
+    ratio = math.exp(mean)
+    interval = f"ratio {math.exp(min(logs)):.3f}..{math.exp(max(logs)):.3f}"
+    if len(logs) < 2:
+        verdict = _verdict(metric, ratio, threshold, False, False)
+        return Verdict(key, metric.name, center_a, center_b, ratio, interval, "one duet: no test", None, verdict)
+    spread = statistics.stdev(logs) / math.sqrt(len(logs))
+    t = mean / spread if spread > 0 else math.copysign(math.inf, mean) if mean else 0.0
+    p_lower = stats.student_t_cdf(t, len(logs) - 1)  # P(a mean this far below 1 or further, by chance)
+    p_worse, p_better = (p_lower, 1 - p_lower) if metric.higher_is_better else (1 - p_lower, p_lower)
+    verdict = _verdict(metric, ratio, threshold, p_worse <= alpha, p_better <= alpha)
+    return Verdict(key, metric.name, center_a, center_b, ratio, interval,
+                   f"paired t ({len(logs)} duets)", p_worse, verdict)
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _verdict(metric: Metric, ratio: float | None, threshold: float, significant_worse: bool,
+             significant_better: bool) -> str:
+    if ratio is None:
+        return "no change"
+    worse = (1 - ratio) if metric.higher_is_better else (ratio - 1)
+    if worse > threshold and significant_worse:
+        return "regression"
+    if -worse > threshold and significant_better:
+        return "improvement"
+    if abs(worse) > threshold:
+        return "noise"  # large but not significant
+    return "no change"
+
+
 def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: float = 0.05, alpha: float = 0.05,
-            accuracy_tolerance: float = 0.01) -> tuple[int, list[Verdict]]:
-    """Every (variant, topology, task) in either file, judged metric by metric; and the exit code."""
+            accuracy_tolerance: float = 0.01, duets: bool = False) -> tuple[int, list[Verdict]]:
+    """Every (variant, topology, task) in either file, judged metric by metric; and the exit code.
+    With `duets`, the i-th baseline and current runs of each group took turns with each other."""
     verdicts: list[Verdict] = []
     base_groups, cur_groups = group(baseline), group(current)
     for key in sorted(set(base_groups) | set(cur_groups)):
@@ -153,8 +207,10 @@ def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: floa
         if not all(same_task(base[0].task, r.task) for r in base + cur):
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "mismatch"))
             continue
+        pairs = [(a, b) for a, b in zip(base_groups[key], cur_all) if a.status == b.status == "ok"]
         for metric in METRICS:
-            verdicts.append(_judge(metric, base, cur, threshold, alpha, key))
+            verdicts.append(_judge_duets(metric, pairs, threshold, alpha, key) if duets
+                            else _judge(metric, base, cur, threshold, alpha, key))
         verdicts.append(_judge_accuracy(base, cur, accuracy_tolerance, key))
     if any(v.verdict in ("regression", "failed") for v in verdicts):
         return REGRESSION, verdicts
@@ -200,6 +256,15 @@ def write_verdict(path: Path, code: int, verdicts: list[Verdict], extra: dict) -
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"exit_code": code, "regression": code == REGRESSION, **extra,
                                 "verdicts": [asdict(v) for v in verdicts]}, indent=1))
+
+
+def noise(a: list[ResultRow], b: list[ResultRow]) -> dict:
+    """How much throughput varies from run to run, and how much a duet's paired ratio varies."""
+    medians = [r.throughput["median"] for r in a + b if r.status == "ok" and r.throughput]
+    logs = [duet_log_ratio(METRICS[0], x, y) for x, y in zip(a, b) if x.status == y.status == "ok"]
+    logs = [v for v in logs if v is not None]
+    return {"run_to_run_cv": statistics.pstdev(medians) / statistics.mean(medians) if medians else None,
+            "duet_ratio_sd": statistics.stdev(logs) if len(logs) >= 2 else None}
 
 
 def slowed(rows: list[ResultRow], slowdown: float) -> list[ResultRow]:

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
+from bench.turns import Turns
+
 SPEC_ENV = "DTBENCH_SPEC"
 NODE_RANK_ENV = "DTBENCH_NODE_RANK"
 LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
@@ -76,7 +78,8 @@ class Worker:
     def clock(self, samples_per_step: int, sync: Callable[[], None]) -> "StepClock":
         t = self.task
         return StepClock(t["warmup_steps"], t["window_steps"], t["windows"], samples_per_step, sync,
-                         on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault)
+                         on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
+                         turns=Turns.from_environment(self.rank))
 
     def _inject_fault(self, step: int) -> None:
         spec = os.environ.get(FAULT_ENV)
@@ -160,17 +163,20 @@ class StepClock:
     `sync` (device synchronise + barrier) is called only at window boundaries,
     at the end of the first step (for startup time) and around pauses; never
     inside a window. Time spent paused (evaluation) counts in no window and in
-    no training time.
+    no training time. With `turns` (a regression duet) the clock hands the
+    machine to a partner run at each boundary, also after the last window so
+    that the partner's last window is not shared with this run's evaluation.
     """
 
     def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
                  sync: Callable[[], None], on_first_step: Callable[[], None] = lambda: None,
-                 on_step: Callable[[int], None] = lambda step: None):
+                 on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None):
         if warmup < 1:
             raise ValueError("at least one warm-up step: the first step compiles and allocates")
         self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
         self.samples_per_step = samples_per_step
         self._sync, self._on_first_step, self._on_step = sync, on_first_step, on_step
+        self._turns = turns or Turns()
         self.steps = 0
         self.window_seconds: list[float] = []
         self._train_seconds = 0.0
@@ -203,10 +209,19 @@ class StepClock:
             return
         self._sync()
         now = time.perf_counter()
-        if self.timing:
+        timed_one = self.timing
+        if timed_one:
             self.window_seconds.append(now - self._window_start - self._window_paused)
-        self._window_start = None if self.done else now
-        self._window_paused = 0.0
+        self._window_start, self._window_paused = None, 0.0
+        if self._turns.active:
+            # A partner run times its window now; the wait counts in no window and no training time.
+            self._turns.hand_over() if timed_one else self._turns.take()
+            self._sync()
+            resumed = time.perf_counter()
+            self._running_since += resumed - now
+            now = resumed
+        if not self.done:
+            self._window_start = now
 
     def pause(self) -> None:
         self._sync()

@@ -66,3 +66,47 @@ def test_first_step_is_reported_for_startup_time():
 def test_zero_warm_up_is_refused():
     with pytest.raises(ValueError, match="warm-up"):
         StepClock(warmup=0, window_steps=1, windows=1, samples_per_step=1, sync=lambda: None)
+
+
+def test_two_clocks_taking_turns_never_time_at_once():
+    """A regression duet: each clock's windows run while the other waits, waits are not timed."""
+    import threading
+
+    from bench.turns import Turns, baton
+
+    steps: list[tuple[str, float]] = []
+    with baton(first=0) as shared:
+        sides = {name: Turns(shared.environment(side)["DTBENCH_TURNS"]) for side, name in enumerate("ab")}
+        clocks = {name: StepClock(warmup=1, window_steps=3, windows=4, samples_per_step=1, sync=lambda: None,
+                                  turns=turns) for name, turns in sides.items()}
+
+        def train(name: str) -> None:
+            clock = clocks[name]
+            clock.start()
+            while not clock.done:
+                time.sleep(0.01 if name == "a" else 0.05)  # b's steps are five times slower
+                if clock.timing:
+                    steps.append((name, time.perf_counter()))
+                clock.step_done()
+
+        threads = [threading.Thread(target=train, args=(name,)) for name in "ab"]
+        for thread in threads:
+            thread.start()
+        threads[0].join()
+        shared.release(1)  # a has ended: b must not wait for it after its last window
+        threads[1].join(timeout=10)
+        assert not threads[1].is_alive()
+    owners = "".join(name for name, _ in steps)
+    assert owners == "aaabbb" * 4  # whole windows, alternating, a first
+    a, b = clocks["a"], clocks["b"]
+    # Had a's windows or training time included its waits, they would hold b's slow windows.
+    assert max(a.window_seconds) < min(b.window_seconds)
+    assert a.train_seconds() < sum(b.window_seconds)
+
+
+def test_turns_without_a_partner_cost_nothing():
+    clock = StepClock(warmup=1, window_steps=1, windows=2, samples_per_step=1, sync=lambda: None)
+    clock.start()
+    for _ in range(3):
+        clock.step_done()
+    assert clock.done and len(clock.window_seconds) == 2

@@ -1,9 +1,13 @@
 """The regression check's verdicts on fixed numbers, its exit codes, and the worktree A/B path."""
 import json
+import math
+import statistics
+import subprocess
 
 import pytest
 
-from bench import regress
+from bench import ab, regress, stats
+from bench.launch import REPO_ROOT
 from bench.results import ResultRow
 from conftest import bench
 
@@ -70,6 +74,73 @@ def test_a_failed_current_run_is_a_regression():
     assert regress.compare([run(1000)], [run(1, status="failed")])[0] == regress.REGRESSION
 
 
+def duet(ratio, speed, jitter=0.005):
+    """One duet's two runs: the machine's speed drifts window by window (`speed`), both runs see it,
+    the current run's windows are `ratio` times the baseline's up to a small jitter."""
+    base = [1000 * s for s in speed]
+    cur = [w * ratio * (1 + jitter * (-1) ** i) for i, w in enumerate(base)]
+    rows = []
+    for windows in (base, cur):
+        row = run(statistics.median(windows))
+        row.throughput["windows"] = windows
+        rows.append(row)
+    return rows
+
+
+# The machine's speed over 20 windows of five duets, as on a busy 2-core box: each duet at its own
+# level (±40 %), wandering ±10 % within it.
+DRIFTS = [[level * (1 + 0.1 * math.sin(k + i / 3)) for i in range(20)]
+          for k, level in enumerate((0.6, 1.4, 0.8, 1.2, 1.0))]
+
+
+def duets(ratio, drifts=DRIFTS, jitter=0.005):
+    pairs = [duet(ratio, d, jitter) for d in drifts]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def test_duets_see_a_regression_through_the_drift():
+    base, cur = duets(0.9)
+    code, verdicts = regress.compare(base, cur, alpha=0.01, duets=True)
+    assert code == regress.REGRESSION and verdict(verdicts, "throughput") == "regression"
+    assert next(v for v in verdicts if v.metric == "throughput").ratio == pytest.approx(0.9, abs=0.005)
+    # The same runs judged as unpaired samples: the drift drowns the 10 %.
+    assert regress.compare(base, cur, alpha=0.01)[0] == regress.OK
+
+
+def test_duets_of_one_tree_are_not_a_regression():
+    base, cur = duets(1.0, jitter=0.02)
+    code, verdicts = regress.compare(base, cur, alpha=0.01, duets=True)
+    assert code == regress.OK and verdict(verdicts, "throughput") == "no change"
+    assert next(v for v in verdicts if v.metric == "throughput").test == "paired t (5 duets)"
+
+
+def test_duets_report_an_improvement_and_a_small_change_passes():
+    assert verdict(regress.compare(*duets(1.2), duets=True)[1], "throughput") == "improvement"
+    code, verdicts = regress.compare(*duets(0.97), duets=True)
+    assert code == regress.OK and verdict(verdicts, "throughput") == "no change"
+
+
+def test_duets_whose_ratios_disagree_are_noise():
+    # Two duets say 20 % slower, three say 5 % faster: the mean ratio (0.94) is past the threshold,
+    # but the duets disagree too much for it to be significant.
+    pairs = [duet(r, d) for r, d in zip((0.8, 0.8, 1.05, 1.05, 1.05), DRIFTS)]
+    code, verdicts = regress.compare([a for a, _ in pairs], [b for _, b in pairs], alpha=0.01, duets=True)
+    assert code == regress.OK and verdict(verdicts, "throughput") == "noise"
+
+
+def test_one_duet_has_no_test():
+    code, verdicts = regress.compare(*duets(0.5, DRIFTS[:1]), duets=True)
+    v = next(v for v in verdicts if v.metric == "throughput")
+    assert code == regress.OK and v.test == "one duet: no test" and v.verdict == "noise"
+
+
+def test_student_t_p_values():
+    assert 1 - stats.student_t_cdf(2.776445, 4) == pytest.approx(0.025, abs=1e-6)
+    assert stats.student_t_cdf(-3.746947, 4) == pytest.approx(0.01, abs=1e-6)
+    assert 1 - stats.student_t_cdf(63.65674, 1) == pytest.approx(0.005, abs=1e-6)
+    assert stats.student_t_cdf(0.0, 3) == 0.5
+
+
 def test_mann_whitney_exact_p_values():
     assert regress.mann_whitney_p([3, 4, 5], [0, 1, 2], current_worse_when_lower=True) == pytest.approx(1 / 20)
     assert regress.mann_whitney_p([0, 1, 2], [3, 4, 5], current_worse_when_lower=True) == 1.0
@@ -111,11 +182,35 @@ def test_cross_machine_comparison_warns(tmp_path):
 def test_ab_against_a_revision_end_to_end(tmp_path):
     result = bench("regress", "--against", "HEAD", "--repeats", "2", "--run-args", "--windows 5",
                    "--out", str(tmp_path / "ab"), env={"CUDA_VISIBLE_DEVICES": ""}, timeout=600)
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr  # the same code on both sides
     data = json.loads((tmp_path / "ab" / "verdict.json").read_text())
+    assert data["duets"] is True
     assert {v["metric"] for v in data["verdicts"]} >= {"throughput", "step_time_ms", "test_accuracy"}
-    assert all(v["test"].startswith("Mann-Whitney U (2 vs 2") for v in data["verdicts"] if v["metric"] == "throughput")
-    assert len(regress.load(tmp_path / "ab" / "baseline")) == 2 and len(regress.load(tmp_path / "ab" / "current")) == 2
+    assert all(v["test"] == "paired t (2 duets)" for v in data["verdicts"] if v["metric"] == "throughput")
+    for side in ("baseline", "current"):
+        rows = regress.load(tmp_path / "ab" / side)
+        assert len(rows) == 2 and all(any("taking turns" in n for n in r.notes) for r in rows)
+
+
+def test_a_revision_older_than_turn_taking_falls_back_to_runs_in_turn():
+    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "bench/turns.py"],
+                           cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    with ab.worktree(f"{added[-1]}^") as older:
+        assert not ab.supports_turns(older)
+    with ab.worktree("HEAD") as current:
+        assert ab.supports_turns(current)
+
+
+@pytest.mark.slow
+def test_calibrate_measures_the_check_on_duets_of_one_tree(tmp_path):
+    result = bench("regress", "--calibrate", "--groups", "1", "--repeats", "2", "--run-args", "--windows 5",
+                   "--out", str(tmp_path / "cal"), env={"CUDA_VISIBLE_DEVICES": ""}, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert summary["comparisons"] == 1 and summary["duets_per_comparison"] == 2
+    assert summary["false_alarm_rate"] == 0.0  # one tree against itself
+    assert 0 <= summary["detected_20pct"] <= 1 and summary["duet_ratio_sd"] >= 0
+    assert "A/A false alarms" in result.stdout
 
 
 def test_unknown_revision_is_a_clear_error(tmp_path):
