@@ -282,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     # run's median, and run-to-run noise was 14-16 % instead of ~4 %.
     p.add_argument("--run-args", default="--epochs 20 --windows 100",
                    help="more `bench run` options for every run (default: longer timing on the quick task)")
-    p.add_argument("--repeats", type=int, default=5, help="runs per side, interleaved (default 5)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="duets: runs a side, each taking turns with one of the other side (default 5)")
     p.add_argument("--groups", type=int, default=10, help="A/A comparisons for --calibrate (default 10)")
     p.add_argument("--threshold", type=float, default=0.05, help="smallest change that counts (default 0.05)")
     p.add_argument("--alpha", type=float, default=0.01,

@@ -241,7 +241,7 @@ def fingerprint(rows: list[ResultRow]) -> dict:
 
 
 def render(verdicts: list[Verdict]) -> str:
-    headers = ("run", "metric", "baseline", "current", "ratio", "current range/CI", "test", "p", "verdict")
+    headers = ("run", "metric", "baseline", "current", "ratio", "range or CI", "test", "p", "verdict")
     body = [[v.key, v.metric, _num(v.baseline), _num(v.current), _num(v.ratio, ".3f"), v.interval, v.test,
              _num(v.p_value, ".3f"), v.verdict.upper() if v.verdict == "regression" else v.verdict] for v in verdicts]
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *body)]
