@@ -24,33 +24,34 @@ WAIT_LIMIT_S = 600.0  # a partner that keeps the baton longer than this is taken
 
 
 class Turns:
-    """A run's side of the baton. Without the environment variable every call returns at once."""
+    """A run's side of the baton. Without the environment variable every call returns at once.
 
-    def __init__(self, fifos: str | None = None):
-        mine, theirs = fifos.split(",") if fifos else (None, None)
+    Every rank of a run in a duet knows it is in one (`in_duet`), so that all of them wait at the
+    same barriers; only the holder (global rank 0) touches the baton.
+    """
+
+    def __init__(self, fifos: str | None = None, holder: bool = True):
+        self.in_duet = fifos is not None
+        mine, theirs = fifos.split(",") if fifos and holder else (None, None)
         # O_RDWR: opening a FIFO never blocks, and a partner that exits does not close it under us.
         self._mine = os.open(mine, os.O_RDWR) if mine else None
         self._theirs = os.open(theirs, os.O_RDWR) if theirs else None
 
     @classmethod
     def from_environment(cls, rank: int) -> "Turns":
-        return cls(os.environ.get(TURNS_ENV) if rank == 0 else None)
-
-    @property
-    def active(self) -> bool:
-        return self._mine is not None
+        return cls(os.environ.get(TURNS_ENV), holder=rank == 0)
 
     def take(self) -> None:
         """Wait until it is this run's turn (or the partner has gone)."""
-        if not self.active:
+        if self._mine is None:
             return
         ready, _, _ = select.select([self._mine], [], [], WAIT_LIMIT_S)
         if not ready or os.read(self._mine, 1) == RUN_FREE:
-            self._mine = self._theirs = None
+            self._mine = self._theirs = None  # from now on this run runs alone
 
     def hand_over(self) -> None:
         """Give the partner its turn and wait for ours."""
-        if self.active:
+        if self._theirs is not None:
             os.write(self._theirs, YOUR_TURN)
         self.take()
 

@@ -213,7 +213,7 @@ class StepClock:
         if timed_one:
             self.window_seconds.append(now - self._window_start - self._window_paused)
         self._window_start, self._window_paused = None, 0.0
-        if self._turns.active:
+        if self._turns.in_duet:
             # A partner run times its window now; the wait counts in no window and no training time.
             self._turns.hand_over() if timed_one else self._turns.take()
             self._sync()

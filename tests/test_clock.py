@@ -110,3 +110,27 @@ def test_turns_without_a_partner_cost_nothing():
     for _ in range(3):
         clock.step_done()
     assert clock.done and len(clock.window_seconds) == 2
+
+
+def test_every_rank_of_a_duet_run_waits_at_the_same_barriers(monkeypatch):
+    """Only rank 0 holds the baton, but all ranks must sync as often, or their barriers mismatch."""
+    from bench.turns import TURNS_ENV, Turns, baton
+
+    with baton(first=0) as shared:
+        shared.release(0)  # after its first window, rank 0 finds its partner gone and runs free
+        monkeypatch.setenv(TURNS_ENV, shared.environment(0)[TURNS_ENV])
+        counts = []
+        for rank in (0, 1):
+            sync = CountingSync()
+            clock = StepClock(warmup=1, window_steps=1, windows=3, samples_per_step=1, sync=sync,
+                              turns=Turns.from_environment(rank))
+            clock.start()
+            while not clock.done:
+                clock.step_done()
+            counts.append(sync.calls)
+    plain = CountingSync()
+    clock = StepClock(warmup=1, window_steps=1, windows=3, samples_per_step=1, sync=plain)
+    clock.start()
+    while not clock.done:
+        clock.step_done()
+    assert counts[0] == counts[1] > plain.calls
