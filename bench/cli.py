@@ -172,10 +172,13 @@ def cmd_regress(args: argparse.Namespace) -> int:
     if args.against:
         baseline_path, current_path, duets = ab.against(args.against, run_args, args.repeats, out)
     elif args.baseline and args.current:
-        baseline_path, current_path, duets = Path(args.baseline), Path(args.current), False
+        baseline_path, current_path, duets = Path(args.baseline), Path(args.current), args.duets
     else:
         raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
     baseline, current = regress.load(baseline_path), regress.load(current_path)
+    if args.duets and not regress.timed_as_duets(baseline, current):
+        raise SpecError("--duets: these files' runs were not timed as partners (the baseline/ and current/ "
+                        "folders of one `regress --against` are): drop --duets")
     machines = {"baseline": regress.fingerprint(baseline), "current": regress.fingerprint(current)}
     if baseline and current and machines["baseline"] != machines["current"]:
         print("WARNING: the baseline comes from another machine "
@@ -273,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--against", metavar="REV", help="A/B on this machine: REV (baseline) vs the current tree")
     p.add_argument("--baseline", metavar="OLD.jsonl", help="a stored results file (or directory)")
     p.add_argument("--current", metavar="NEW.jsonl", help="the results file to judge against it")
+    p.add_argument("--duets", action="store_true",
+                   help="with --baseline/--current: judge the files' runs as duets (the baseline/ and current/ "
+                        "folders an earlier --against wrote), e.g. again with another threshold")
     p.add_argument("--calibrate", action="store_true",
                    help="measure the check itself: A/A false alarms, detection of injected slowdowns")
     p.add_argument("--variants", default="torch-ddp", help="runs to compare (default torch-ddp)")

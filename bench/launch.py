@@ -27,7 +27,7 @@ from bench.devices import Machine, Placement
 from bench.task import ACCELERATE_MIXED_PRECISION, SpecError, TaskSpec
 from bench.distributed import LOOPBACK_ENV, check_engine
 from bench.variants import VARIANTS, Variant, not_applicable
-from bench.turns import TURNS_ENV
+from bench.turns import DUET_NOTE, TURNS_ENV
 from bench.worker import FAULT_ENV, LAUNCH_TIME_ENV, NODE_RANK_ENV
 
 log = logging.getLogger(__name__)
@@ -404,8 +404,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     if os.environ.get(FAULT_ENV):
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
     if os.environ.get(TURNS_ENV):
-        row.notes.append("timed taking turns with a partner run (a regression duet): compare it with its "
-                         "partner, not with runs that had the machine to themselves")
+        row.notes.append(DUET_NOTE)
     row.command, row.wall_s = run.command, run.wall_s
 
     if run.status == "ok" and 0 not in spec.local_ranks:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bench import stats
+from bench.turns import DUET_NOTE
 from bench.results import ResultRow, ResultStore, same_task
 
 OK, REGRESSION, CANNOT_COMPARE = 0, 1, 2
@@ -280,6 +281,13 @@ def slowed(rows: list[ResultRow], slowdown: float) -> list[ResultRow]:
         step = {k: v / keep for k, v in r.step_time_ms.items()} if r.step_time_ms else None
         out.append(replace(r, throughput=t, step_time_ms=step))
     return out
+
+
+def timed_as_duets(baseline: list[ResultRow], current: list[ResultRow]) -> bool:
+    """Both files hold the same number of runs, each timed in a duet (their i-th runs are partners
+    when they are the baseline/ and current/ folders of one `--against`)."""
+    rows = baseline + current
+    return len(baseline) == len(current) > 0 and all(DUET_NOTE in r.notes for r in rows)
 
 
 def load(path: Path) -> list[ResultRow]:

@@ -8,6 +8,7 @@ import pytest
 
 from bench import ab, regress, stats
 from bench.launch import REPO_ROOT
+from bench.turns import DUET_NOTE
 from bench.results import ResultRow
 from conftest import bench
 
@@ -166,6 +167,26 @@ def test_cli_files_exit_codes_and_json(tmp_path):
     missing = bench("regress", "--baseline", str(base), "--current", str(tmp_path / "none.jsonl"),
                     "--out", str(tmp_path / "x"))
     assert missing.returncode == 2
+
+
+def test_stored_duets_are_judged_again_as_duets_only_when_asked_and_true(tmp_path):
+    base, cur = duets(0.9)
+    for row in base + cur:
+        row.notes.append(DUET_NOTE)
+    files = {}
+    for name, rows in (("baseline", base), ("current", cur)):
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    args = ("regress", "--baseline", str(files["baseline"]), "--current", str(files["current"]))
+    paired = bench(*args, "--duets", "--out", str(tmp_path / "p"))
+    assert paired.returncode == 1 and "paired t (5 duets)" in paired.stdout
+    # Unpaired, the duets' different machine speeds hide the 10 %.
+    assert bench(*args, "--out", str(tmp_path / "u")).returncode == 0
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (1000, 990, 1010, 1005, 995)))
+    refused = bench("regress", "--baseline", str(plain), "--current", str(files["current"]), "--duets",
+                    "--out", str(tmp_path / "r"))
+    assert refused.returncode == 2 and "drop --duets" in refused.stderr
 
 
 def test_cross_machine_comparison_warns(tmp_path):
