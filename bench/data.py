@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPLITS = ("train", "test")
+# What every framework does with the cached uint8 images, so that all variants see the same input
+# and count the same test set: x/255 -> [-1, 1] on the device, evaluation in batches of 512.
+PIXEL_MEAN, PIXEL_STD = 0.5, 0.5
+EVAL_BATCH = 512
 
 # Debian's package `dataset-fashion-mnist` installs the idx files here.
 FASHION_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")

@@ -16,8 +16,7 @@ from bench.worker import Worker, cpu_model, peak_rss_mb
 # Imported after the worker has pinned itself and sized TF's pools (see configure()).
 tf = None
 keras = None
-MEAN, STD = 0.5, 0.5
-EVAL_BATCH = 512
+EVAL_BATCH = cache.EVAL_BATCH
 
 
 def configure(worker: Worker, logical_cpus: int = 1):
@@ -62,7 +61,7 @@ def _replica_devices(strategy) -> list[str]:
 
 
 def normalise(images):
-    return (tf.cast(images, tf.float32) / 255.0 - MEAN) / STD
+    return (tf.cast(images, tf.float32) / 255.0 - cache.PIXEL_MEAN) / cache.PIXEL_STD
 
 
 class Trainer:

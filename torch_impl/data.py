@@ -9,9 +9,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from bench import data as cache
 
-EVAL_BATCH = 512
-# Normalisation happens on the device, identically in every framework: x/255 -> [-1, 1].
-MEAN, STD = 0.5, 0.5
+EVAL_BATCH = cache.EVAL_BATCH
 
 
 class InMemoryImages(Dataset):
@@ -84,4 +82,4 @@ def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, 
 def to_model_input(images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """uint8 NHWC on the host -> normalised float NCHW on the device."""
     x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().contiguous()
-    return x.div_(255.0).sub_(MEAN).div_(STD)
+    return x.div_(255.0).sub_(cache.PIXEL_MEAN).div_(cache.PIXEL_STD)
