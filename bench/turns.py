@@ -20,9 +20,10 @@ from typing import Iterator
 
 TURNS_ENV = "DTBENCH_TURNS"  # "MINE,THEIRS": the two FIFOs of this run and of its partner
 YOUR_TURN, RUN_FREE = b"t", b"x"  # RUN_FREE: the partner has ended (or died): stop waiting for it
-WAIT_LIMIT_S = 600.0
+WAIT_LIMIT_S = 600.0  # a partner that keeps the baton longer than this is taken for hung
+# What a row timed in a duet says in its notes.
 DUET_NOTE = ("timed taking turns with a partner run (a regression duet): compare it with its partner, "
-             "not with runs that had the machine to themselves")  # a partner that keeps the baton longer than this is taken for hung
+             "not with runs that had the machine to themselves")
 
 
 class Turns:
