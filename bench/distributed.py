@@ -104,6 +104,12 @@ def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) 
         dist.destroy_process_group()
 
 
+def rank_main_from_env(group: Group, fn: Callable, args: tuple, kwargs: dict) -> list:
+    """`rank_main` for engines whose ranks are torchrun processes (Spark's TorchDistributor, our
+    torchrun engine): the rank comes from the RANK torchrun set."""
+    return rank_main(group, int(os.environ["RANK"]), fn, args, kwargs)
+
+
 def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str = "dask",
         device_type: str = "cpu", timeout_s: float = 600.0, address: str | None = None,
         run_dir: str | os.PathLike | None = None, **kwargs: Any) -> list:

@@ -10,12 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.distributed import Group, rank_main
-
-
-def _spark_rank(group: Group, fn, args: tuple, kwargs: dict):
-    # TorchDistributor starts each rank under torchrun, which sets RANK.
-    return rank_main(group, int(os.environ["RANK"]), fn, args, kwargs)
+from bench.distributed import Group, rank_main_from_env
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:
@@ -38,6 +33,6 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
     try:
         distributor = TorchDistributor(num_processes=group.world_size, local_mode=local_mode,
                                        use_gpu=group.device_type == "cuda")
-        return distributor.run(_spark_rank, group, fn, args, kwargs)
+        return distributor.run(rank_main_from_env, group, fn, args, kwargs)
     finally:
         session.stop()

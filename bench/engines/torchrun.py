@@ -10,12 +10,8 @@ import os
 import uuid
 from pathlib import Path
 
-from bench.distributed import Group, RankFailed, rank_main
+from bench.distributed import Group, RankFailed, rank_main_from_env
 from bench.task import SpecError
-
-
-def _torchrun_rank(group: Group, fn, args: tuple, kwargs: dict):
-    return rank_main(group, int(os.environ["RANK"]), fn, args, kwargs)
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:
@@ -35,7 +31,7 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
                               rdzv_endpoint=f"127.0.0.1:{port}", rdzv_configs={"rank": 0}, max_restarts=0,
                               monitor_interval=0.5, start_method="spawn", log_line_prefix_template=None)
         try:
-            returned = elastic_launch(config, _torchrun_rank)(group, fn, args, kwargs)
+            returned = elastic_launch(config, rank_main_from_env)(group, fn, args, kwargs)
         except ChildFailedError as exc:
             rank, failure = exc.get_first_failure()
             raise RankFailed(rank, failure.message if isinstance(failure.message, str)
