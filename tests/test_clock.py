@@ -134,3 +134,33 @@ def test_every_rank_of_a_duet_run_waits_at_the_same_barriers(monkeypatch):
     while not clock.done:
         clock.step_done()
     assert counts[0] == counts[1] > plain.calls
+
+
+def test_a_partner_that_dies_mid_run_is_released_and_one_that_hangs_is_given_up(monkeypatch):
+    """A run must not wait forever for a partner that crashed (the coordinator releases it) or
+    that keeps the baton (the wait limit): it goes on timing alone."""
+    import threading
+
+    from bench import turns
+
+    with turns.baton(first=0) as shared:
+        survivor = turns.Turns(shared.environment(1)[turns.TURNS_ENV])
+        done = threading.Event()
+
+        def run_alone():
+            survivor.take()  # the crashed partner never hands the baton over
+            survivor.hand_over()
+            done.set()
+
+        thread = threading.Thread(target=run_alone, daemon=True)
+        thread.start()
+        assert not done.wait(0.3)  # waiting for a baton that is not coming
+        shared.release(1)  # the coordinator saw the partner exit
+        thread.join(timeout=10)
+        assert done.is_set()
+
+    monkeypatch.setattr(turns, "WAIT_LIMIT_S", 0.2)
+    with turns.baton(first=0) as shared:
+        waiting = turns.Turns(shared.environment(1)[turns.TURNS_ENV])
+        waiting.take()  # side 0 holds the baton and never passes it: given up after the limit
+        waiting.hand_over()  # from then on nothing waits
