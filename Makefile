@@ -1,6 +1,7 @@
 # Thin wrappers over `python -m bench`. Both `make bench` and `make test` set themselves up first.
 #   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [ARGS=...]
-#   make test
+#   make test        the whole suite (what CI runs)
+#   make test-fast   the tests that start no training run: the edit loop (under 2 minutes)
 #   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled).
 SHELL := /bin/bash
 SETUP ?= venv
@@ -22,7 +23,7 @@ PY := $(VENV)/bin/python
 endif
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup packages data bench test report reference benchmark regress overhead clean
+.PHONY: setup packages data bench test test-fast report reference benchmark regress overhead clean
 
 setup: packages data
 
@@ -47,6 +48,9 @@ bench: setup
 
 test: setup
 	$(PY) -m pytest $(ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow" $(ARGS)
 
 report:
 	$(PY) -m bench report $(OUT)

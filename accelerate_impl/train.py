@@ -1,12 +1,14 @@
-"""accelerate: the shared PyTorch loop with what Hugging Face Accelerate adds.
+"""accelerate: the PyTorch loop as Hugging Face Accelerate users write it.
 
-The model, data and loop are torch_impl's; this file shows the Accelerate lines:
-`Accelerator()`, `accelerator.prepare(...)`, `accelerator.backward(loss)` and
-`accelerator.gather_for_metrics(...)` for exact evaluation. `accelerate launch`
-starts the processes from the config file the harness wrote into the run directory.
+Read top to bottom as accelerate's `examples/nlp_example.py`: `Accelerator()`, `accelerator.prepare(...)`
+of the model, optimizer and data loaders, `accelerator.backward(loss)` in the step, and
+`accelerator.gather_for_metrics(...)` for exact evaluation. The model, the data and the clock are
+those every PyTorch variant uses. `accelerate launch` starts the processes from the config file the
+harness wrote into the run directory.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -15,64 +17,16 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import DataLoaderConfiguration
 from torch.utils.data import DataLoader
 
-from bench.task import ACCELERATE_MIXED_PRECISION
+from bench.spec.task import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import data
-from torch_impl.model import build_model
-from torch_impl.train import Trainer, device_info, make_optimizer, set_threads
-
-
-class AccelerateTrainer(Trainer):
-    def __init__(self, worker: Worker, accelerator: Accelerator, model, optimizer, train_loader, eval_loader):
-        def sync() -> None:
-            if accelerator.device.type == "cuda":
-                torch.cuda.synchronize(accelerator.device)
-            accelerator.wait_for_everyone()
-
-        super().__init__(worker, model, accelerator.unwrap_model(model), accelerator.device, sync,
-                         shard_rank=accelerator.process_index, shard_count=accelerator.num_processes,
-                         optimizer=optimizer)
-        self.accelerator, self.train_loader, self.eval_loader = accelerator, train_loader, eval_loader
-
-    def no_sync(self):
-        return self.accelerator.no_sync(self.model) if self.worker.independent else super().no_sync()
-
-    def autocast(self):
-        return self.accelerator.autocast()
-
-    def backward_and_step(self, loss: torch.Tensor) -> None:
-        self.accelerator.backward(loss)
-        self.optimizer.step()
-
-    def epochs(self):
-        if self.train_loader is None:  # synthetic data: the shared on-device batches, no evaluation
-            return super().epochs()
-        return [self.train_loader] * self.task["epochs"], self.train_loader.set_epoch, self.eval_loader
-
-    @torch.no_grad()
-    def evaluate(self, eval_loader) -> dict:
-        """gather_for_metrics drops the samples Accelerate repeats to even out the last batches."""
-        self.module.eval()
-        correct, losses = [], []
-        for images, labels in eval_loader:
-            with self.autocast():
-                logits = self.module(data.to_model_input(images, self.device))
-            hits, loss = self.accelerator.gather_for_metrics(
-                ((logits.argmax(1) == labels).double(), F.cross_entropy(logits.float(), labels, reduction="none").double()))
-            correct.append(hits)
-            losses.append(loss)
-        self.module.train()
-        loss_sum, batches = self.take_train_loss()
-        train = torch.stack([loss_sum.double(), torch.tensor(float(batches), dtype=torch.float64, device=self.device)])
-        train = self.accelerator.reduce(train, reduction="sum")
-        hits, loss = torch.cat(correct), torch.cat(losses)
-        return {"test_accuracy": hits.mean().item(), "test_loss": loss.mean().item(), "eval_samples": len(hits),
-                "train_loss": (train[0] / train[1].clamp(min=1)).item()}
+from torch_impl.model import build_model, count_parameters
+from torch_impl.train import RunningLoss, device_info, make_optimizer, peak_memory_mb, set_threads
 
 
 def train(spec_path: str) -> dict:
     """One rank. Under `accelerate launch` the launcher set the environment from the config file;
-    under an engine (`bench.distributed.run`) the process group exists and this sets what the launcher would."""
+    under an engine (`bench.engines.run`) the process group exists and this sets what the launcher would."""
     worker = Worker(spec_path)
     if not os.environ.get("ACCELERATE_MIXED_PRECISION"):  # not launched by `accelerate launch`
         os.environ["ACCELERATE_MIXED_PRECISION"] = ACCELERATE_MIXED_PRECISION[worker.task["precision"]]
@@ -90,23 +44,78 @@ def train(spec_path: str) -> dict:
                                f"the task asks for {expected}")
         worker.joined(accelerator.num_processes, distributed_type=str(accelerator.distributed_type),
                       backend=accelerator.state.backend, **device_info(accelerator.device))
+        device, per_process_batch = accelerator.device, task["global_batch"] // accelerator.num_processes
 
         model = build_model(task)
         optimizer = make_optimizer(model, task)
-        if task["dataset"] == "synthetic":
+        if task["dataset"] == "synthetic":  # one batch made on the device: no input pipeline, no evaluation
             model, optimizer = accelerator.prepare(model, optimizer)
-            train_loader = eval_loader = None
+            train_loader = data.synthetic_batches(task, per_process_batch, device, worker.timed_steps,
+                                                  accelerator.process_index)
+            eval_loader, epochs = None, 1
         else:
             train_set, test_set = data.load_splits(worker.spec)
-            per_process_batch = task["global_batch"] // accelerator.num_processes
             train_loader = DataLoader(train_set, batch_size=per_process_batch, shuffle=True, drop_last=True,
                                       collate_fn=data.whole_batch)
             eval_loader = DataLoader(test_set, batch_size=data.EVAL_BATCH, collate_fn=data.whole_batch)
             model, optimizer, train_loader, eval_loader = accelerator.prepare(
                 model, optimizer, train_loader, eval_loader)
+            epochs = task["epochs"]
+        raw_model = accelerator.unwrap_model(model)
 
-        result = AccelerateTrainer(worker, accelerator, model, optimizer, train_loader, eval_loader).fit()
-    return result
+        def sync() -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            accelerator.wait_for_everyone()
+
+        clock = worker.clock(task["global_batch"], sync, steps=epochs * len(train_loader))
+        running_loss = RunningLoss(device)
+        evaluate_exactly = None if eval_loader is None else (
+            lambda: evaluate(accelerator, raw_model, eval_loader, running_loss))
+        # Independent runs are the no-communication bound: no gradient all-reduce.
+        no_sync = (lambda: accelerator.no_sync(model)) if worker.independent else contextlib.nullcontext
+
+        model.train()
+        clock.start()
+        for epoch in range(epochs):
+            if eval_loader is not None:
+                train_loader.set_epoch(epoch)
+            for images, labels in clock.timed(train_loader):
+                x = data.to_model_input(images, device)
+                y = labels.to(device, non_blocking=True)
+                optimizer.zero_grad(set_to_none=True)
+                with no_sync():
+                    with accelerator.autocast():
+                        loss = F.cross_entropy(model(x), y)
+                    accelerator.backward(loss)
+                    optimizer.step()
+                running_loss.add(loss)
+            evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly)  # the clock pauses meanwhile
+            if clock.stop:
+                break
+        return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model))
+
+
+@torch.no_grad()
+def evaluate(accelerator: Accelerator, raw_model: torch.nn.Module, eval_loader: DataLoader,
+             running_loss: RunningLoss) -> dict:
+    """gather_for_metrics drops the samples Accelerate repeats to even out the last batches."""
+    raw_model.eval()
+    correct, losses = [], []
+    for images, labels in eval_loader:
+        with accelerator.autocast():
+            logits = raw_model(data.to_model_input(images, accelerator.device))
+        hits, loss = accelerator.gather_for_metrics(
+            ((logits.argmax(1) == labels).double(), F.cross_entropy(logits.float(), labels, reduction="none").double()))
+        correct.append(hits)
+        losses.append(loss)
+    raw_model.train()
+    loss_sum, batches = running_loss.take()
+    train = torch.stack([loss_sum.double(), torch.tensor(float(batches), dtype=torch.float64, device=accelerator.device)])
+    train = accelerator.reduce(train, reduction="sum")
+    hits, loss = torch.cat(correct), torch.cat(losses)
+    return {"test_accuracy": hits.mean().item(), "test_loss": loss.mean().item(), "eval_samples": len(hits),
+            "train_loss": (train[0] / train[1].clamp(min=1)).item()}
 
 
 def main() -> None:

@@ -7,10 +7,11 @@ import logging
 import sys
 from pathlib import Path
 
-from bench import aggregate, data, devices, launch, report, sweep
-from bench.distributed import ENGINES, check_engine
-from bench.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
-from bench.variants import VARIANTS, default_variants, get_variant
+from bench.run import plan
+from bench.run.runspec import RunSpec
+from bench.spec import devices
+from bench.spec.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
+from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
@@ -84,6 +85,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_table(rows) -> None:
+    from bench.analysis import aggregate, report
+    from bench.results import frame
+
+    print(report.text_table(aggregate.configurations(frame.frame([r.to_dict() for r in rows]))))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     machine = devices.discover()
     device_type = _device_type(args, machine)
@@ -93,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--devices and --nodes must be at least 1")
     if args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
-    spec = sweep.RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
+    spec = RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
                          independent=args.independent)
@@ -105,12 +113,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     reason = spec.inapplicable()
     if reason:
         raise SpecError(f"{reason}: choose another variant or fewer devices")
+    from bench.run import data, sweep
+    from bench.run.execute import execute
+
     if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
-        row = launch.execute(spec, args.out, machine, data.prepare(task))
+        row = execute(spec, args.out, machine, data.prepare(task))
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == "ok" else 1
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
-    print(report.text_table(rows))
+    _print_table(rows)
     return 0 if rows[0].status == "ok" else 1
 
 
@@ -123,27 +134,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
-    counts = sweep.device_counts(args.max_devices)
-    specs = sweep.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
+    counts = plan.device_counts(args.max_devices)
+    specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
                        variants_named=args.variants not in ("all", ""),
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
                        repeats=args.repeats)
+    from bench.analysis import report
+    from bench.run import sweep
+
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
         sweep.measure_communication(rows, args.out, machine)
-    print(report.text_table(aggregate.fold_all(rows)))
+    _print_table(rows)
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
     return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from bench.analysis import report
+
     path = report.write_report(args.dir)
     print(path.read_text())
     return 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    from bench.run import data
+
     if args.download:
         log.info("downloaded to %s", data.download_fashion_mnist())
     elif args.install and not data.install_fashion_mnist():
@@ -162,67 +180,33 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_regress(args: argparse.Namespace) -> int:
-    from bench import ab, regress
+    from bench.regress import calibrate, compare, duets
 
     out: Path = args.out
     run_args = [["--variant", v.strip(), "--devices", str(args.devices), "--task", args.task, *args.run_args.split()]
                 for v in args.variants.split(",")]
     if args.calibrate:
-        return _calibrate(args, run_args, out)
+        summary = calibrate.calibrate(run_args, args.groups, args.repeats, args.threshold, args.alpha, out)
+        print(f"A/A false alarms: {summary['false_alarm_rate']:.0%} of {args.groups}; "
+              f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
+              f"({args.repeats} duets a comparison). Noise: throughput of runs varies {summary['run_to_run_cv']:.1%} "
+              f"(CV) from run to run, a duet's paired ratio {summary['duet_ratio_sd']:.1%} (sd)")
+        return 0
     if args.against:
-        baseline_path, current_path, duets = ab.against(args.against, run_args, args.repeats, out)
+        baseline, current, paired = duets.against(args.against, run_args, args.repeats, out)
     elif args.baseline and args.current:
-        baseline_path, current_path, duets = Path(args.baseline), Path(args.current), args.duets
+        baseline, current, paired = Path(args.baseline), Path(args.current), args.duets
     else:
         raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
-    baseline, current = regress.load(baseline_path), regress.load(current_path)
-    if not args.against and args.duets and not regress.timed_as_duets(baseline, current):
-        raise SpecError("--duets: these files' runs were not timed as partners (the baseline/ and current/ "
-                        "folders of one `regress --against` are): drop --duets")
-    machines = {"baseline": regress.fingerprint(baseline), "current": regress.fingerprint(current)}
-    if baseline and current and machines["baseline"] != machines["current"]:
-        print("WARNING: the baseline comes from another machine "
-              f"({machines['baseline']} vs {machines['current']}): absolute throughput is not comparable; "
-              "prefer --against REV on one machine", file=sys.stderr)
-    code, verdicts = regress.compare(baseline, current, args.threshold, args.alpha, args.accuracy_tolerance, duets)
-    print(regress.render(verdicts))
-    regress.write_verdict(out / "verdict.json", code, verdicts, {"threshold": args.threshold, "alpha": args.alpha,
-                                                                 "duets": duets, "machines": machines})
-    print(f"\n{['no regression', 'REGRESSION', 'could not compare'][code]} (exit {code}); "
-          f"verdict in {out / 'verdict.json'}")
+    # Runs of one --against are partners by construction; stored files must show that they are.
+    code, text = compare.judge(baseline, current, paired, args.threshold, args.alpha, args.accuracy_tolerance, out,
+                               check_pairs=not args.against)
+    print(text)
     return code
 
 
-def _calibrate(args: argparse.Namespace, run_args: list[list[str]], out: Path) -> int:
-    """The check measured on this machine: false alarms over A/A comparisons of one tree (duets of
-    the tree with itself), and detection of 10 % and 20 % slowdowns injected by scaling the recorded
-    windows of one side."""
-    import json
-
-    from bench import ab, regress
-
-    tree = (sys.executable, launch.REPO_ROOT)
-    ab.duets({"a": tree, "b": tree}, run_args, args.groups * args.repeats, out)
-    sides = regress.load(out / "a"), regress.load(out / "b")
-    summary = {"comparisons": args.groups, "duets_per_comparison": args.repeats, "threshold": args.threshold,
-               "alpha": args.alpha, "injection": "recorded windows of side b scaled by (1 - slowdown)"}
-    for name, slowdown in (("false_alarm_rate", 0.0), ("detected_10pct", 0.10), ("detected_20pct", 0.20)):
-        hits = 0
-        for a, b in ab.split_groups(*sides, args.groups, args.repeats):
-            code, _ = regress.compare(a, regress.slowed(b, slowdown), args.threshold, args.alpha, duets=True)
-            hits += code == regress.REGRESSION
-        summary[name] = hits / args.groups
-    summary.update(regress.noise(*sides))
-    (out / "calibration.json").write_text(json.dumps(summary, indent=1))
-    print(f"A/A false alarms: {summary['false_alarm_rate']:.0%} of {args.groups}; "
-          f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
-          f"({args.repeats} duets a comparison). Noise: throughput of runs varies {summary['run_to_run_cv']:.1%} "
-          f"(CV) from run to run, a duet's paired ratio {summary['duet_ratio_sd']:.1%} (sd)")
-    return 0
-
-
 def cmd_overhead(args: argparse.Namespace) -> int:
-    from bench import overhead
+    from bench.analysis import overhead
 
     return overhead.main(args)
 

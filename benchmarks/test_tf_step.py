@@ -1,4 +1,4 @@
-"""pytest-benchmark: one training step of the shared TensorFlow loop (default task, default strategy).
+"""pytest-benchmark: one training step of the TensorFlow loop (default task, default strategy).
 
     pytest benchmarks/test_tf_step.py --benchmark-only [--benchmark-autosave | --benchmark-compare-fail=mean:5%]
 """
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bench.task import get_task
+from bench.spec.task import get_task
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -18,14 +18,15 @@ def test_tf_training_step(benchmark, precision):
     task = get_task("default", precision=precision).to_dict()
     worker = SimpleNamespace(task=task, device_type="cpu", pin=lambda: len(os.sched_getaffinity(0)))
     tf = train.configure(worker)
-    trainer = train.Trainer(worker, tf.distribute.get_strategy(), num_workers=1, worker_index=0)
+    strategy = tf.distribute.get_strategy()
+    _, _, train_step = train.build_training(task, strategy)
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (task["global_batch"] * 4, 28, 28, 1), dtype=np.uint8)
     labels = rng.integers(0, task["classes"], task["global_batch"] * 4).astype(np.int64)
-    batches = iter(trainer._train_dataset(images, labels))
+    batches = iter(train.train_dataset(strategy, images, labels, task["seed"], task["global_batch"]))
 
     def step():
-        trainer._train_step(batches).numpy()  # fetching the loss waits for the step
+        train_step(batches).numpy()  # fetching the loss waits for the step
 
     benchmark.extra_info.update(samples_per_step=task["global_batch"])
     benchmark(step)

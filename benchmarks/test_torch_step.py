@@ -1,18 +1,16 @@
-"""pytest-benchmark: one training step of the shared PyTorch loop (default task, one device).
+"""pytest-benchmark: one training step of the PyTorch loop (default task, one device).
 
     pytest benchmarks/test_torch_step.py --benchmark-only [--benchmark-autosave | --benchmark-compare-fail=mean:5%]
 
 Kept out of `make test` (run `make benchmark`); TensorFlow's step lives in its own file so that the
 two frameworks never share a process.
 """
-from types import SimpleNamespace
-
 import pytest
 import torch
 
-from bench.task import get_task
+from bench.spec.task import get_task
 from torch_impl.model import build_model
-from torch_impl.train import Trainer
+from torch_impl.train import AMP_DTYPES, make_optimizer, train_step
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -22,13 +20,14 @@ def test_torch_training_step(benchmark, precision):
     device = torch.device("cuda" if cuda else "cpu")
     model = build_model(task).to(device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    trainer = Trainer(SimpleNamespace(task=task), model, model, device, sync=sync)
+    optimizer = make_optimizer(model, task)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (task["global_batch"], 28, 28, 1), dtype=torch.uint8, generator=generator)
     labels = torch.randint(0, task["classes"], (task["global_batch"],), generator=generator)
 
     def step():
-        trainer.run_batch(images, labels)
+        train_step(model, optimizer, scaler, AMP_DTYPES.get(precision), images, labels, device)
         sync()  # the benchmark times whole steps: wait for the device
 
     benchmark.extra_info.update(samples_per_step=task["global_batch"], device=str(device))

@@ -1,28 +1,11 @@
-"""Shared helpers. Framework tests that need a framework in-process import it themselves;
-TensorFlow and torchvision/timm never meet in this interpreter (they segfault together),
-so end-to-end tests drive `python -m bench` in subprocesses."""
+"""Fixtures. Shared helpers live in helpers.py. TensorFlow and torchvision/timm never meet in this
+interpreter (they segfault together), so end-to-end tests drive `python -m bench` in subprocesses."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run `python -m bench ARGS` as a user would, from the repo root."""
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
-
-
-def rows(out: Path) -> list[dict]:
-    path = out / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.fixture

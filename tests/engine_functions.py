@@ -1,4 +1,4 @@
-"""Functions the engine tests hand to `bench.distributed.run`: importable by every engine's workers."""
+"""Functions the engine tests hand to `bench.engines.api.run`: importable by every engine's workers."""
 from __future__ import annotations
 
 import os
@@ -28,16 +28,16 @@ if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fai
     import json
     import sys
 
-    from bench import distributed
+    from bench import engines
     from tests.engine_functions import fail_on_rank_one, rank_report  # pickled by reference, not as __main__
 
     engine, what = sys.argv[1], sys.argv[2]
     try:
         if what == "report":
-            values = distributed.run(rank_report, 10, devices=2, engine=engine, timeout_s=120, scale=2.0)
+            values = engines.run(rank_report, 10, devices=2, engine=engine, timeout_s=120, scale=2.0)
         else:
-            values = distributed.run(fail_on_rank_one, devices=2, engine=engine, timeout_s=120)
-    except distributed.RankFailed as exc:
+            values = engines.run(fail_on_rank_one, devices=2, engine=engine, timeout_s=120)
+    except engines.RankFailed as exc:
         print(json.dumps({"rank": exc.rank, "error": str(exc)}))
         sys.exit(3)
     print(json.dumps({"values": values}))

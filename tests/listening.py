@@ -5,7 +5,7 @@ import os
 import threading
 from pathlib import Path
 
-from bench.launch import RUN_ID_ENV
+from bench.run.processes import RUN_ID_ENV
 
 LOOPBACK_V6 = "00000000000000000000000001000000"  # ::1
 V4_MAPPED_PREFIX = "0000000000000000FFFF0000"        # ::ffff:a.b.c.d

@@ -1,13 +1,12 @@
 """The scaling analysis end to end: baselines, the no-communication bound, the all-reduce benchmark."""
 import pytest
 
-from bench import allreduce, devices
-from conftest import bench, rows
-
-pytestmark = pytest.mark.slow
-CPU = {"CUDA_VISIBLE_DEVICES": ""}
+from bench.analysis import allreduce
+from bench.spec import devices
+from helpers import CPU, bench, rows
 
 
+@pytest.mark.slow
 def test_efficiency_against_the_plain_single_device_loop(out):
     result = bench("sweep", "--variants", "torch-ddp,torch-single", "--max-devices", "2", "--task", "quick",
                    "--no-analysis", "--out", str(out), env=CPU)
@@ -18,6 +17,7 @@ def test_efficiency_against_the_plain_single_device_loop(out):
     assert by_key[("torch-ddp", 2)]["scaling_efficiency_vs_single"] > 0
 
 
+@pytest.mark.slow
 def test_independent_run_is_the_no_sync_bound(out):
     result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--independent", "--task", "quick",
                    "--out", str(out), env=CPU)
@@ -33,6 +33,7 @@ def test_independent_mode_is_refused_where_it_does_not_exist(out):
     assert result.returncode == 2 and "no independent" in result.stderr
 
 
+@pytest.mark.slow
 def test_allreduce_microbenchmark_on_two_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     measured = allreduce.measure(tmp_path, devices.Machine(cores=(0, 1)), "cpu", 1, 2)

@@ -1,7 +1,7 @@
 """Bad input: a one-line error naming the fix, exit code 2, and nothing written."""
 import pytest
 
-from conftest import bench
+from helpers import bench
 
 
 @pytest.mark.parametrize("args,message", [

@@ -1,4 +1,5 @@
 """The StepClock syncs only at window boundaries and excludes warm-up and pauses."""
+import os
 import time
 
 import pytest
@@ -72,7 +73,7 @@ def test_two_clocks_taking_turns_never_time_at_once():
     """A regression duet: each clock's windows run while the other waits, waits are not timed."""
     import threading
 
-    from bench.turns import Turns, baton
+    from bench.worker.turns import Turns, baton
 
     steps: list[tuple[str, float]] = []
     with baton(first=0) as shared:
@@ -114,7 +115,7 @@ def test_turns_without_a_partner_cost_nothing():
 
 def test_every_rank_of_a_duet_run_waits_at_the_same_barriers(monkeypatch):
     """Only rank 0 holds the baton, but all ranks must sync as often, or their barriers mismatch."""
-    from bench.turns import TURNS_ENV, Turns, baton
+    from bench.worker.turns import TURNS_ENV, Turns, baton
 
     with baton(first=0) as shared:
         shared.release(0)  # after its first window, rank 0 finds its partner gone and runs free
@@ -141,7 +142,7 @@ def test_a_partner_that_dies_mid_run_is_released_and_one_that_hangs_is_given_up(
     that keeps the baton (the wait limit): it goes on timing alone."""
     import threading
 
-    from bench import turns
+    from bench.worker import turns
 
     with turns.baton(first=0) as shared:
         survivor = turns.Turns(shared.environment(1)[turns.TURNS_ENV])
@@ -162,5 +163,13 @@ def test_a_partner_that_dies_mid_run_is_released_and_one_that_hangs_is_given_up(
     monkeypatch.setattr(turns, "WAIT_LIMIT_S", 0.2)
     with turns.baton(first=0) as shared:
         waiting = turns.Turns(shared.environment(1)[turns.TURNS_ENV])
+        assert waiting.partnered
+        started = time.monotonic()
         waiting.take()  # side 0 holds the baton and never passes it: given up after the limit
-        waiting.hand_over()  # from then on nothing waits
+        assert time.monotonic() - started >= 0.2 and not waiting.partnered
+        waiting.hand_over()  # from then on it runs alone: no token for the partner, no wait
+        partner = os.open(shared.environment(0)[turns.TURNS_ENV].split(",")[0], os.O_RDONLY | os.O_NONBLOCK)
+        try:  # side 0's FIFO holds the coordinator's first token only: no second one was handed over
+            assert os.read(partner, 16) == turns.YOUR_TURN
+        finally:
+            os.close(partner)

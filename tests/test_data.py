@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from bench import data
-from bench.task import PRESETS, SpecError
+from bench.run import data
+from bench.spec.task import PRESETS, SpecError
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 import pytest
 
-from bench.devices import Machine, place
-from bench.task import SpecError
+from bench.spec.devices import Machine, place
+from bench.spec.task import SpecError
 
 TWO_CORES = Machine(cores=(0, 1))
 EIGHT_GPUS = Machine(cores=tuple(range(16)), gpus=tuple(map(str, range(8))), gpu_names=("H100",) * 8)

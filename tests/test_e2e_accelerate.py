@@ -3,15 +3,16 @@ import json
 
 import pytest
 
-from bench import devices, launch
-from bench.task import get_task
-from bench.variants import get_variant
-from conftest import bench, rows
+from bench.run import data, execute
+from bench.run.processes import Process
+from bench.run.runspec import RunSpec
+from bench.spec import devices
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
+from helpers import CPU, bench, rows
 
-pytestmark = pytest.mark.slow
-CPU = {"CUDA_VISIBLE_DEVICES": ""}
 
-
+@pytest.mark.slow
 def test_accelerate_on_two_processes(out):
     result = bench("run", "--variant", "accelerate", "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
     assert result.returncode == 0, result.stderr
@@ -27,21 +28,20 @@ def test_accelerate_on_two_processes(out):
     assert spec["distributed_type"] == "DistributedType.MULTI_CPU"
 
 
+@pytest.mark.slow
 def test_silent_non_distributed_launch_is_recorded_as_failed(tmp_path, monkeypatch):
     """Without ACCELERATE_USE_CPU, `--multi_gpu` on a GPU-less box starts N processes that each
     train alone, without any error: the world-size check must turn that into a failed row."""
-    real = launch.processes
+    real = execute.processes
 
     def without_cpu_switch(*args, **kwargs):
         procs = real(*args, **kwargs)
-        return [launch.Process(p.command, {k: v for k, v in p.env.items() if k != "ACCELERATE_USE_CPU"}, p.log_name)
+        return [Process(p.command, {k: v for k, v in p.env.items() if k != "ACCELERATE_USE_CPU"}, p.log_name)
                 for p in procs]
 
-    monkeypatch.setattr(launch, "processes", without_cpu_switch)
+    monkeypatch.setattr(execute, "processes", without_cpu_switch)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    spec = launch.RunSpec(get_variant("accelerate"), get_task("quick"), "cpu", 1, 2, timeout_s=300)
-    from bench import data
-
-    row = launch.execute(spec, tmp_path, devices.Machine(cores=(0, 1)), data.prepare(spec.task))
+    spec = RunSpec(get_variant("accelerate"), get_task("quick"), "cpu", 1, 2, timeout_s=300)
+    row = execute.execute(spec, tmp_path, devices.Machine(cores=(0, 1)), data.prepare(spec.task))
     assert row.status == "failed"
     assert "world of size [1] but the plan is 2" in row.error

@@ -5,12 +5,10 @@ import time
 
 import pytest
 
-from conftest import REPO, bench, rows
-
-pytestmark = pytest.mark.slow
-CPU = {"CUDA_VISIBLE_DEVICES": ""}
+from helpers import CPU, REPO, bench, rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["tf-mirrored", "tf-multiworker"])
 def test_tf_variant_on_two_replicas(out, variant):
     result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
@@ -30,6 +28,7 @@ def test_tf_worker_per_node_layout_is_not_applicable_on_cpu(out):
     assert result.returncode == 2 and "gives a worker one CPU device" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_killed_worker_fails_the_run_without_hang_or_orphans(out):
     started = time.time()
     result = bench("run", "--variant", "tf-multiworker", "--devices", "2", "--task", "quick", "--out", str(out),
@@ -48,17 +47,18 @@ def test_a_killed_worker_fails_the_run_without_hang_or_orphans(out):
 
 KERAS_COUNT = """
 import sys
-from bench.task import PRESETS
+from bench.spec.task import PRESETS
 from tf_impl.model import build_model, count_parameters
 print(count_parameters(build_model(PRESETS[sys.argv[1]].to_dict())))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["quick", "default", "mnist-cnn"])
 def test_keras_and_torch_models_have_equal_parameter_counts(task):
     import subprocess
 
-    from bench.task import PRESETS
+    from bench.spec.task import PRESETS
     from torch_impl.model import build_model, count_parameters
 
     keras = subprocess.run([sys.executable, "-c", KERAS_COUNT, task], cwd=REPO, capture_output=True, text=True,

@@ -4,10 +4,7 @@ import time
 
 import pytest
 
-from conftest import bench, rows
-
-pytestmark = pytest.mark.slow
-CPU = {"CUDA_VISIBLE_DEVICES": ""}
+from helpers import CPU, bench, rows
 
 
 def assert_good_row(row, variant, world):
@@ -23,6 +20,7 @@ def assert_good_row(row, variant, world):
     assert row["command"] and row["git_sha"] is not None
 
 
+@pytest.mark.slow
 def test_ddp_on_two_processes(out):
     result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
     assert result.returncode == 0, result.stderr
@@ -34,6 +32,7 @@ def test_ddp_on_two_processes(out):
     assert not list((out / "runs").glob("*/tmp/torchelastic_*/*/attempt_*/*/error.json"))
 
 
+@pytest.mark.slow
 def test_dp_on_one_cpu_slot_says_so(out):
     result = bench("run", "--variant", "torch-dp", "--devices", "1", "--task", "quick", "--out", str(out), env=CPU)
     assert result.returncode == 0, result.stderr
@@ -42,6 +41,7 @@ def test_dp_on_one_cpu_slot_says_so(out):
     assert any("plain module" in note for note in row["notes"])
 
 
+@pytest.mark.slow
 def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     result = bench("sweep", "--task", "quick", "--max-devices", "2", "--no-analysis", "--out", str(out), env=CPU)
     assert result.returncode == 0, result.stderr
@@ -54,6 +54,7 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     assert "torch-ddp" in result.stdout and "scaling eff." in result.stdout
 
 
+@pytest.mark.slow
 def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(out):
     ok = bench("run", "--variant", "torch-ddp", "--devices", "1", "--task", "quick", "--out", str(out), env=CPU)
     assert ok.returncode == 0

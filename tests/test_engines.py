@@ -11,11 +11,10 @@ import uuid
 
 import pytest
 
-from bench.launch import RUN_ID_ENV, processes_of_run
-from tests.conftest import REPO, bench, rows
-from tests.listening import ListenerWatch
+from bench.run.processes import RUN_ID_ENV, processes_of_run
+from helpers import REPO, bench, rows
+from listening import ListenerWatch
 
-pytestmark = pytest.mark.slow
 
 ENGINES = ("torchrun", "dask", "ray", "spark")
 # Ray's servers (gcs_server, raylet, core workers) and Spark's (TorchDistributor's own torchrun agent,
@@ -24,7 +23,7 @@ LOOPBACK_ENGINES = ("torchrun", "dask")
 
 
 def api_call(engine: str, what: str) -> tuple[subprocess.CompletedProcess, str]:
-    """`bench.distributed.run` in a fresh interpreter, marked so that its leftovers can be found."""
+    """`bench.engines.run` in a fresh interpreter, marked so that its leftovers can be found."""
     marker = f"api-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, RUN_ID_ENV: marker, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "tests.engine_functions", engine, what], cwd=REPO,
@@ -32,6 +31,7 @@ def api_call(engine: str, what: str) -> tuple[subprocess.CompletedProcess, str]:
     return result, marker
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_function_api_returns_every_ranks_value(engine):
     with ListenerWatch() as watch:
@@ -46,6 +46,7 @@ def test_function_api_returns_every_ranks_value(engine):
         assert watch.beyond_loopback() == set(), watch.seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_rank_that_raises_fails_the_call_with_its_error(engine):
     result, marker = api_call(engine, "fail")  # the timeout of api_call is the "no hang" check
@@ -73,6 +74,7 @@ ENGINE_RUNS = [("dask", ()), ("ray", ()), ("spark", ()),
                ("spark", ("--spark-master", "local-cluster[2,1,1024]"))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine,extra", ENGINE_RUNS, ids=["dask", "ray", "spark-local", "spark-cluster"])
 def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
     with ListenerWatch() as watch:
@@ -94,6 +96,7 @@ def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
         assert watch.beyond_loopback() == set(), watch.seen
 
 
+@pytest.mark.slow
 def test_accelerate_runs_on_an_engine(out):
     result = bench("run", "--variant", "accelerate", "--devices", "2", "--task", "quick", "--engine", "dask",
                    "--out", str(out))
@@ -104,6 +107,7 @@ def test_accelerate_runs_on_an_engine(out):
     assert row["eval_samples"] == 397
 
 
+@pytest.mark.slow
 def test_a_crashing_rank_fails_the_engine_run_with_its_error(out):
     result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--engine", "dask",
                    "--timeout", "240", "--out", str(out), env={"DTBENCH_FAULT": "crash:rank=1:step=3"})

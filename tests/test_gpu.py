@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench import devices
-from tests.conftest import bench, rows
+from bench.spec import devices
+from helpers import bench, rows
 
 MACHINE = devices.discover()
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,

@@ -3,18 +3,19 @@ import json
 
 import pytest
 
-from bench import launch
-from bench.devices import Machine
-from bench.task import get_task
-from bench.variants import get_variant
+from bench.run import launchers
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
 
 EIGHT_GPUS = Machine(cores=tuple(range(16)), gpus=tuple(map(str, range(8))), gpu_names=("H100",) * 8)
 
 
 def plan(variant, tmp_path, device_type="cuda", nodes=2, per_node=4, machine=EIGHT_GPUS):
-    spec = launch.RunSpec(get_variant(variant), get_task("default"), device_type, nodes, per_node)
+    spec = RunSpec(get_variant(variant), get_task("default"), device_type, nodes, per_node)
     placement = spec.check(machine)
-    return spec, launch.processes(spec, placement, "run-x", tmp_path, tmp_path / "spec.json")
+    return spec, launchers.processes(spec, placement, "run-x", tmp_path, tmp_path / "spec.json")
 
 
 def test_torchrun_one_launcher_per_node_each_seeing_its_gpus(tmp_path):
@@ -63,5 +64,5 @@ def test_dataparallel_is_one_process_over_all_gpus(tmp_path):
 
 @pytest.mark.parametrize("variant", ["torch-dp", "tf-mirrored"])
 def test_single_process_variants_cannot_span_nodes(variant):
-    spec = launch.RunSpec(get_variant(variant), get_task("default"), "cuda", 2, 4)
+    spec = RunSpec(get_variant(variant), get_task("default"), "cuda", 2, 4)
     assert "cannot span 2 nodes" in spec.inapplicable()

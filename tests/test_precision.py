@@ -1,12 +1,10 @@
 """Mixed precision: bf16 runs on CPU in every variant that supports it; fp16 on CPU is refused."""
 import pytest
 
-from conftest import bench, rows
-
-pytestmark = pytest.mark.slow
-CPU = {"CUDA_VISIBLE_DEVICES": ""}
+from helpers import CPU, bench, rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant,devices", [("torch-ddp", 2), ("torch-dp", 1), ("accelerate", 2),
                                              ("tf-mirrored", 2), ("tf-multiworker", 2)])
 def test_bf16_on_cpu(out, variant, devices):

@@ -6,22 +6,20 @@ import subprocess
 
 import pytest
 
-from bench import ab, regress, stats
-from bench.launch import REPO_ROOT
-from bench.turns import DUET_NOTE
-from bench.results import ResultRow
-from conftest import bench
+from bench import REPO_ROOT
+from bench.regress import compare as regress
+from bench.regress import duets as ab
+from bench.worker.turns import DUET_NOTE
+from helpers import bench, result_row
 
 TASK = {"name": "quick", "precision": "fp32", "global_batch": 64}
 
 
 def run(median, accuracy=0.9, status="ok", task=TASK, spread=0.02, startup=4.0):
-    return ResultRow(run_id="r", started_at="t", status=status, variant="torch-ddp", framework="torch",
-                     launcher="torchrun", device_type="cpu", nodes=1, devices_per_node=1, world_size=1,
-                     task=dict(task), startup_s=startup, test_accuracy=accuracy,
-                     throughput={"median": median, "ci_low": median * (1 - spread), "ci_high": median * (1 + spread)},
-                     step_time_ms={"median": 64000 / median, "p90": 70000 / median},
-                     environment={"cpu_model": "x", "cores_available": 2})
+    return result_row(run_id="r", status=status, task=dict(task), startup_s=startup, test_accuracy=accuracy,
+                      throughput={"median": median, "ci_low": median * (1 - spread), "ci_high": median * (1 + spread)},
+                      step_time_ms={"median": 64000 / median, "p90": 70000 / median},
+                      environment={"cpu_model": "x", "cores_available": 2})
 
 
 def verdict(verdicts, metric):
@@ -66,8 +64,11 @@ def test_accuracy_drop_beyond_tolerance_fails():
 
 def test_missing_rows_and_mismatched_tasks_cannot_be_compared():
     assert regress.compare([run(1000)], [])[0] == regress.CANNOT_COMPARE
-    other = dict(TASK, global_batch=128)
-    code, verdicts = regress.compare([run(1000)], [run(1000, task=other)])
+    # Another global batch is another configuration (run key): each side's is missing on the other.
+    code, verdicts = regress.compare([run(1000)], [run(1000, task=dict(TASK, global_batch=128))])
+    assert code == regress.CANNOT_COMPARE and [v.verdict for v in verdicts] == ["missing", "missing"]
+    # The same configuration trained with another setting the key leaves out: not comparable.
+    code, verdicts = regress.compare([run(1000)], [run(1000, task=dict(TASK, lr=0.1))])
     assert code == regress.CANNOT_COMPARE and verdicts[0].verdict == "mismatch"
 
 
@@ -135,16 +136,27 @@ def test_one_duet_has_no_test():
     assert code == regress.OK and v.test == "one duet: no test" and v.verdict == "noise"
 
 
+def samples_with_t(t: float, n: int) -> list[float]:
+    """n values whose one-sample t statistic (mean / (sd / sqrt n)) is exactly t."""
+    spread = [(-1) ** i * (1 if i < n - n % 2 else 0) for i in range(n)]  # mean 0, sd > 0
+    sd = statistics.stdev(spread)
+    return [v + t * sd / math.sqrt(n) for v in spread]
+
+
 def test_student_t_p_values():
-    assert 1 - stats.student_t_cdf(2.776445, 4) == pytest.approx(0.025, abs=1e-6)
-    assert stats.student_t_cdf(-3.746947, 4) == pytest.approx(0.01, abs=1e-6)
-    assert 1 - stats.student_t_cdf(63.65674, 1) == pytest.approx(0.005, abs=1e-6)
-    assert stats.student_t_cdf(0.0, 3) == 0.5
+    # The t table's critical values: P(T >= t) for 4 and 1 degrees of freedom.
+    assert 1 - regress.duet_p_value(samples_with_t(2.776445, 5)) == pytest.approx(0.025, abs=1e-6)
+    assert regress.duet_p_value(samples_with_t(-3.746947, 5)) == pytest.approx(0.01, abs=1e-6)
+    assert 1 - regress.duet_p_value(samples_with_t(63.65674, 2)) == pytest.approx(0.005, abs=1e-6)
+    assert regress.duet_p_value(samples_with_t(0.0, 4)) == pytest.approx(0.5)
+    assert regress.duet_p_value([-0.1, -0.1, -0.1]) == 0.0  # no spread at all: certain
 
 
 def test_mann_whitney_exact_p_values():
     assert regress.mann_whitney_p([3, 4, 5], [0, 1, 2], current_worse_when_lower=True) == pytest.approx(1 / 20)
     assert regress.mann_whitney_p([0, 1, 2], [3, 4, 5], current_worse_when_lower=True) == 1.0
+    # Ties count one half, over every split: U = 0.5 here, reached or beaten by 2 of the 20 splits.
+    assert regress.mann_whitney_p([2, 3, 4], [0, 1, 2], current_worse_when_lower=True) == pytest.approx(2 / 20)
 
 
 def test_slowed_scales_throughput_and_step_time():

@@ -1,13 +1,27 @@
 """Report generation from a fixed results file: tables hold every row, every plot is written."""
+import dataclasses
 import json
+import re
 
+import pandas as pd
 import pytest
 
-from bench import allreduce, report
-from bench.results import ResultRow, ResultStore
+from bench.analysis import aggregate, allreduce, plots, report
+from bench.results import ResultStore
+from bench.results.frame import frame
+from helpers import result_row
 
 TASK = {"name": "default", "model": "small-cnn", "dataset": "fashion-mnist", "precision": "fp32",
-        "target_accuracy": 0.85, "params": 105866}
+        "global_batch": 128, "target_accuracy": 0.85, "params": 105866}
+
+
+def has_row(markdown: str, *cells: str) -> bool:
+    """A markdown table line starting with these cells (padded or not)."""
+    return re.search(r"^\|" + r"\|".join(rf"\s*{re.escape(c)}\s*" for c in cells) + r"\|", markdown, re.M) is not None
+
+
+def configurations(rows):
+    return aggregate.configurations(frame([r.to_dict() for r in rows]))
 
 
 def row(variant, world, median, *, independent=False, status="ok", framework="torch", step=20.0):
@@ -16,10 +30,9 @@ def row(variant, world, median, *, independent=False, status="ok", framework="to
                    per_device_throughput=median / world, step_time_ms={"median": step, "p90": step * 1.1},
                    startup_s=4.0, test_accuracy=None if independent else 0.88, eval_samples=None if independent else 10000,
                    time_to_accuracy_s=None if independent else 9.0) if status == "ok" else {}
-    return ResultRow(run_id=f"{variant}-{world}-{independent}", started_at="t", status=status, variant=variant,
-                     framework=framework, launcher="torchrun", device_type="cpu", nodes=1, devices_per_node=world,
-                     world_size=world, task=dict(TASK), independent=independent,
-                     error=None if status == "ok" else "not applicable: one slot", **figures)
+    return result_row(variant, world, run_id=f"{variant}-{world}-{independent}", status=status, framework=framework,
+                      task=dict(TASK), independent=independent,
+                      error=None if status == "ok" else "not applicable: one slot", **{"throughput": None, **figures})
 
 
 @pytest.fixture
@@ -41,9 +54,9 @@ def store(tmp_path):
 def test_report_has_every_row_every_plot_and_the_analysis(store):
     path = report.write_report(store.directory)
     text = path.read_text()
-    assert "| torch-ddp | 1 cpu | ok |" in text and "| torch-ddp | 2 cpu | ok |" in text
-    assert "| torch-ddp (no sync) | 2 cpu | ok |" in text
-    assert "| tf-mirrored | 2 cpu | ok |" in text and "| torch-dp | 2 cpu | n/a |" in text
+    assert has_row(text, "torch-ddp", "1 cpu", "ok") and has_row(text, "torch-ddp", "2 cpu", "ok")
+    assert has_row(text, "torch-ddp (no sync)", "2 cpu", "ok")
+    assert has_row(text, "tf-mirrored", "2 cpu", "ok") and has_row(text, "torch-dp", "2 cpu", "n/a")
     for name in ("throughput", "efficiency", "accuracy", "startup", "step-breakdown"):
         png = store.directory / f"default-fp32-{name}.png"
         assert png.stat().st_size > 10_000, name
@@ -56,7 +69,7 @@ def test_report_has_every_row_every_plot_and_the_analysis(store):
 def test_breakdown_figures():
     rows = [row("torch-ddp", 2, 7000.0, step=18.0), row("torch-ddp", 2, 9000.0, independent=True, step=14.0)]
     table = [{"world_size": 2, "nodes": 1, "size_bytes": s, "seconds": t} for s, t in ((262144, 0.001), (1048576, 0.002))]
-    [entry] = report.breakdown(rows, table)
+    [entry] = report.breakdown(configurations(rows), table)
     assert entry["compute_ms"] == 14.0
     assert entry["comm_cost"] == pytest.approx(1 - 7000 / 9000)
     grad_bytes = 105866 * 4  # between the two sizes: time interpolated linearly
@@ -73,14 +86,12 @@ def test_busbw_and_floor_formulas():
 
 
 def test_repeats_fold_into_one_row_with_the_range_over_runs(tmp_path):
-    from bench import aggregate
-
     runs = [row("torch-ddp", 1, m) for m in (1000.0, 2000.0, 1500.0)]
     runs += [row("torch-ddp", 2, m) for m in (2400.0, 2600.0, 2500.0)]
-    one, two = aggregate.fold_all(runs)
-    assert one.throughput["median"] == 1500 and (one.throughput["ci_low"], one.throughput["ci_high"]) == (1000, 2000)
-    assert two.throughput["runs"] == 3 and two.per_device_throughput == 1250
-    assert two.scaling_efficiency == pytest.approx(2500 / (2 * 1500))
+    one, two = configurations(runs).to_dict("records")
+    assert one["throughput"] == 1500 and (one["ci_low"], one["ci_high"]) == (1000, 2000)
+    assert two["runs"] == 3 and two["per_device_throughput"] == 1250
+    assert two["scaling_efficiency"] == pytest.approx(2500 / (2 * 1500))
     store = ResultStore(tmp_path)
     for r in runs:
         store.append(r)
@@ -90,20 +101,39 @@ def test_repeats_fold_into_one_row_with_the_range_over_runs(tmp_path):
 
 
 def test_sweep_repeats_round_robin():
-    from bench import sweep
-    from bench.task import get_task
-    from bench.variants import get_variant
+    from bench.run import plan
+    from bench.spec.task import get_task
+    from bench.spec.variants import get_variant
 
-    specs = sweep.plan([get_variant("torch-ddp"), get_variant("accelerate")], get_task("quick"), "cpu", [1, 2],
-                       repeats=2)
+    specs = plan.plan([get_variant("torch-ddp"), get_variant("accelerate")], get_task("quick"), "cpu", [1, 2],
+                      repeats=2)
     labels = [(s.variant.name, s.world_size) for s in specs]
     assert labels == [("torch-ddp", 1), ("torch-ddp", 2), ("accelerate", 1), ("accelerate", 2)] * 2
 
 
 def test_no_sync_runs_are_their_own_series():
-    from bench import plots
+    series = plots._series(configurations([row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0),
+                                           row("torch-ddp", 2, 9000.0, independent=True)]).to_dict("records"))
+    assert {k: [r["world_size"] for r in v] for k, v in series.items()} == {"torch-ddp": [1, 2],
+                                                                            "torch-ddp (no sync)": [2]}
 
-    series = plots._series([row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0),
-                            row("torch-ddp", 2, 9000.0, independent=True)])
-    assert {k: [r.world_size for r in v] for k, v in series.items()} == {"torch-ddp": [1, 2],
-                                                                         "torch-ddp (no sync)": [2]}
+
+def test_the_same_rows_give_the_same_efficiencies_with_and_without_repeats():
+    """One rule: a configuration's efficiency does not depend on whether the sweep had repeats."""
+    single = [row("torch-single", 1, 4000.0), row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0),
+              row("torch-ddp", 2, 9000.0, independent=True)]
+    repeated = [dataclasses.replace(r, run_id=f"{r.run_id}-{i}") for i in range(3) for r in single]
+    figures = ["series", "world_size", "scaling_efficiency", "scaling_efficiency_vs_single"]
+    once, thrice = (configurations(rows)[figures] for rows in (single, repeated))
+    pd.testing.assert_frame_equal(once, thrice)
+    by_series = once.set_index(["series", "world_size"])
+    assert by_series.loc[("torch-ddp", 2), "scaling_efficiency"] == pytest.approx(7000 / (2 * 5000))
+    assert by_series.loc[("torch-ddp", 2), "scaling_efficiency_vs_single"] == pytest.approx(7000 / (2 * 4000))
+    assert pd.isna(by_series.loc[("torch-ddp (no sync)", 2), "scaling_efficiency"])  # the bound, not a result
+
+
+def test_a_new_runs_stored_efficiency_follows_the_same_rule():
+    earlier = [row("torch-single", 1, 4000.0), row("torch-ddp", 1, 6000.0), row("torch-ddp", 1, 4000.0)]
+    own, single = aggregate.efficiencies_of(row("torch-ddp", 2, 7000.0), earlier)
+    assert own == pytest.approx(7000 / (2 * 5000))  # the median of the two one-device runs
+    assert single == pytest.approx(7000 / (2 * 4000))

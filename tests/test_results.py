@@ -2,7 +2,9 @@ import json
 
 import pytest
 
-from bench.results import FoldError, ResultRow, ResultStore, first_error, fold
+from bench.results import ResultRow, ResultStore, load
+from bench.run.fold import FoldError, first_error, fold
+from helpers import result_row
 
 
 def joined(rank, world):
@@ -50,10 +52,7 @@ def test_first_error_names_the_rank_and_keeps_the_traceback_tail():
 
 
 def row(run_id, status="ok", world=1, median=100.0):
-    return ResultRow(run_id=run_id, started_at="t", status=status, variant="torch-ddp", framework="torch",
-                     launcher="torchrun", device_type="cpu", nodes=1, devices_per_node=world, world_size=world,
-                     task={"name": "quick", "per_device_batch": 64 // world},
-                     throughput={"median": median} if status == "ok" else None)
+    return result_row(world=world, median=median if status == "ok" else None, run_id=run_id, status=status)
 
 
 def test_store_appends_and_never_rewrites(tmp_path):
@@ -67,10 +66,13 @@ def test_store_appends_and_never_rewrites(tmp_path):
     assert "throughput.median" in header and "task.name" in header
 
 
-def test_baseline_is_the_same_variants_one_device_run(tmp_path):
+def test_load_gives_a_dataframe_with_dotted_columns_and_the_run_key(tmp_path):
     store = ResultStore(tmp_path)
     store.append(row("one", world=1, median=100.0))
-    assert store.baseline_throughput(row("two", world=2, median=150.0)) == 100.0
+    store.append(row("two", world=2, median=150.0))
+    runs = load(tmp_path)
+    assert list(runs["run_id"]) == ["one", "two"] and list(runs["throughput.median"]) == [100.0, 150.0]
+    assert [k.world_size for k in runs["key"]] == [1, 2] and runs["key"][1].label.startswith("torch-ddp 1x2 cpu quick")
 
 
 def test_rows_round_trip_as_json(tmp_path):

@@ -1,6 +1,7 @@
 import pytest
 
-from bench import stats
+from bench.analysis import stats
+from bench.results.key import scaling_efficiency
 
 
 def test_median_interval_uses_order_statistics():
@@ -30,5 +31,5 @@ def test_step_time_median_and_p90():
 
 
 def test_scaling_efficiency():
-    assert stats.scaling_efficiency(180.0, 2, 100.0) == pytest.approx(0.9)
-    assert stats.scaling_efficiency(180.0, 2, None) is None
+    assert scaling_efficiency(180.0, 2, 100.0) == pytest.approx(0.9)
+    assert scaling_efficiency(180.0, 2, None) is None

@@ -6,13 +6,11 @@ import sys
 
 import pytest
 
-from bench.launch import free_port
-from conftest import REPO, bench, rows
-
-pytestmark = pytest.mark.slow
-CPU = {"CUDA_VISIBLE_DEVICES": ""}
+from bench.run.loopback import free_port
+from helpers import CPU, REPO, bench, rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["torch-ddp", "accelerate", "tf-multiworker"])
 def test_fake_two_node_run_keeps_each_process_on_its_nodes_cores(out, variant):
     result = bench("run", "--variant", variant, "--devices", "2", "--nodes", "2", "--task", "quick",
@@ -31,6 +29,7 @@ def test_fake_two_node_run_keeps_each_process_on_its_nodes_cores(out, variant):
     assert len(launches) == 2 and all(part.endswith("&") for part in launches)
 
 
+@pytest.mark.slow
 def test_single_process_variants_are_not_applicable_across_nodes(out):
     result = bench("sweep", "--variants", "torch-dp,torch-ddp", "--max-devices", "2", "--nodes", "2",
                    "--task", "quick", "--out", str(out), env=CPU)
@@ -40,6 +39,7 @@ def test_single_process_variants_are_not_applicable_across_nodes(out):
     assert status[("torch-ddp", 2, 2)] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["torch-ddp", "accelerate"])
 def test_two_hosts_on_loopback(tmp_path, variant):
     port = free_port()
@@ -64,6 +64,7 @@ def test_multi_host_needs_a_shared_port(out):
     assert result.returncode == 2 and "--master-port" in result.stderr
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_on_one_machine_do_not_collide(tmp_path):
     agents = [subprocess.Popen([sys.executable, "-m", "bench", "run", "--variant", variant, "--devices", "2",
                                 "--task", "quick", "--out", str(tmp_path / variant)],

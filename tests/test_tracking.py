@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, bench, rows
+from helpers import REPO, bench, rows
 
 READ_BACK = """
 import json, sys, mlflow
@@ -38,8 +38,8 @@ def test_a_run_is_logged_to_mlflow_offline(out, tmp_path):
 
 
 def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
-    from bench import tracking
-    from bench.task import SpecError
+    from bench.run import tracking
+    from bench.spec.task import SpecError
 
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'dtbench\[mlflow\]'"):

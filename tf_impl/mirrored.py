@@ -20,7 +20,7 @@ def main() -> None:
         strategy = tf.distribute.MirroredStrategy(devices=devices)
         worker.joined(strategy.num_replicas_in_sync, backend=type(strategy.extended._cross_device_ops).__name__,
                       **train.device_info(strategy))
-        train.Trainer(worker, strategy, num_workers=1, worker_index=0).fit()
+        train.train(worker, strategy)
 
 
 if __name__ == "__main__":

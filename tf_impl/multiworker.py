@@ -25,7 +25,7 @@ def main() -> None:
         num_workers = len(config["cluster"]["worker"])
         worker.joined(strategy.num_replicas_in_sync, backend=f"collective {implementation.name.lower()}",
                       workers=num_workers, **train.device_info(strategy))
-        train.Trainer(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"]).fit()
+        train.train(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
     # TF's gRPC server cannot be shut down cleanly and would keep the process alive.
     exit_now(0)
 

@@ -1,4 +1,4 @@
-"""tf-single: the shared loop under TensorFlow's default (no-op) strategy on one device: the baseline."""
+"""tf-single: the TensorFlow loop under TensorFlow's default (no-op) strategy on one device: the baseline."""
 from __future__ import annotations
 
 from bench.worker import Worker, spec_path_from_argv
@@ -11,7 +11,7 @@ def main() -> None:
         tf = train.configure(worker)
         strategy = tf.distribute.get_strategy()  # the default strategy: no replication, no all-reduce
         worker.joined(strategy.num_replicas_in_sync, backend="none", **train.device_info(strategy))
-        train.Trainer(worker, strategy, num_workers=1, worker_index=0).fit()
+        train.train(worker, strategy)
 
 
 if __name__ == "__main__":

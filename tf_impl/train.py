@@ -1,16 +1,17 @@
-"""The training loop both TensorFlow variants share: a custom loop under a tf.distribute strategy.
+"""The training loop of the TensorFlow variants, top to bottom: a custom loop under a tf.distribute strategy.
 
-Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585), so
-both variants use the same custom loop: `strategy.run` inside a `tf.function`, the loss averaged
-over the global batch with `tf.nn.compute_average_loss`. Same SGD, learning rate, seed policy and
-on-device normalisation as the PyTorch variants.
+A variant makes its strategy (the default one, MirroredStrategy, MultiWorkerMirroredStrategy) and
+calls `train`. Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585),
+so every variant runs this loop: `strategy.run` inside a `tf.function`, the loss averaged over the
+global batch with `tf.nn.compute_average_loss`. Same SGD, learning rate, seed policy and on-device
+normalisation as the PyTorch variants.
 """
 from __future__ import annotations
 
 
 import numpy as np
 
-from bench import data as cache
+from bench.run import data as cache
 from bench.worker import Worker, cpu_model, peak_rss_mb
 
 # Imported after the worker has pinned itself and sized TF's pools (see configure()).
@@ -64,131 +65,143 @@ def normalise(images):
     return (tf.cast(images, tf.float32) / 255.0 - cache.PIXEL_MEAN) / cache.PIXEL_STD
 
 
-class Trainer:
-    def __init__(self, worker: Worker, strategy, num_workers: int, worker_index: int):
-        # Imports keras, so only here: after configure() has pinned this process and sized its pools.
-        from tf_impl.model import build_model, count_parameters
+def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
+    """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
+    from tf_impl.model import count_parameters
 
-        self.worker, self.task, self.strategy = worker, worker.task, strategy
-        self.num_workers, self.worker_index = num_workers, worker_index
-        self.global_batch = self.task["global_batch"]
-        with strategy.scope():
-            self.model = build_model(self.task)
-            self.params = count_parameters(self.model)
-            optimizer = keras.optimizers.SGD(learning_rate=self.task["lr"], momentum=self.task["momentum"],
-                                             weight_decay=self.task["weight_decay"] or None)
-            if self.task["precision"] == "fp16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            # Build the slots (momentum) here, under the scope: built lazily inside strategy.run,
-            # Keras 3's SGD with momentum fails under MirroredStrategy ("must feed a value for placeholder").
-            optimizer.build(self.model.trainable_variables)
-            self.optimizer = optimizer
-            self.loss_fn = keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, reduction=None)
-        self._last = None
-        self._train_step = tf.function(self._distributed_step)
-        self._sum_workers = tf.function(self._sum_across_workers)
-        self._eval_batch = tf.function(self._eval_step)
+    task = worker.task
+    global_batch = task["global_batch"]
+    model, loss_fn, train_step = build_training(task, strategy)
+    train_x, train_y, test, epochs = _arrays(worker)
+    steps_per_epoch = worker.timed_steps if test is None else len(train_y) // global_batch
+    batches = iter(train_dataset(strategy, train_x, train_y, task["seed"], global_batch))
+    eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
+    losses = []  # this epoch's per-step losses, on the device
 
-    # ------------------------------------------------------------ one step
-    def _replica_step(self, images, labels):
+    def sync() -> None:
+        """Fetch the last step's loss: it exists only once the step (and its all-reduce) has run."""
+        if losses:
+            losses[-1].numpy()
+
+    def evaluate_exactly() -> dict:
+        train_loss_sum = float(tf.add_n(losses).numpy())
+        return evaluate(*eval_functions, *test, num_workers, worker_index, train_loss_sum, len(losses))
+
+    clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch)
+    clock.start()
+    for epoch in range(epochs):
+        losses = []
+        for _ in clock.timed(range(steps_per_epoch)):
+            losses.append(train_step(batches))
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None)
+        if clock.stop:
+            break
+    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(), count_parameters(model))
+
+
+def build_training(task: dict, strategy):
+    """The model, the loss and the distributed training step (a tf.function taking the batch iterator)."""
+    # Imports keras, so only here: after configure() has pinned this process and sized its pools.
+    from tf_impl.model import build_model
+
+    global_batch, fp16 = task["global_batch"], task["precision"] == "fp16"
+    with strategy.scope():
+        model = build_model(task)
+        optimizer = keras.optimizers.SGD(learning_rate=task["lr"], momentum=task["momentum"],
+                                         weight_decay=task["weight_decay"] or None)
+        if fp16:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        # Build the slots (momentum) here, under the scope: built lazily inside strategy.run,
+        # Keras 3's SGD with momentum fails under MirroredStrategy ("must feed a value for placeholder").
+        optimizer.build(model.trainable_variables)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+    def replica_step(images, labels):
         with tf.GradientTape() as tape:
-            logits = self.model(normalise(images), training=True)
-            loss = tf.nn.compute_average_loss(self.loss_fn(labels, logits), global_batch_size=self.global_batch)
-            scaled = self.optimizer.scale_loss(loss) if self.task["precision"] == "fp16" else loss
-        grads = tape.gradient(scaled, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+            logits = model(normalise(images), training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(labels, logits), global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if fp16 else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    def _distributed_step(self, iterator):
+    @tf.function
+    def train_step(iterator):
         # next() inside the tf.function: the distributed iterator's eager path fails on logical CPUs.
-        per_replica = self.strategy.run(self._replica_step, args=next(iterator))
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        per_replica = strategy.run(replica_step, args=next(iterator))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    def sync(self) -> None:
-        """Fetch the last step's loss: it exists only once the step (and its all-reduce) has run."""
-        if self._last is not None:
-            self._last.numpy()
+    return model, loss_fn, train_step
 
-    # ------------------------------------------------------------ input
-    def _train_dataset(self, train_x: np.ndarray, train_y: np.ndarray):
-        seed, global_batch = self.task["seed"], self.global_batch
 
-        def per_worker(ctx: "tf.distribute.InputContext"):
-            ds = tf.data.Dataset.from_tensor_slices((train_x, train_y))
-            ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-            ds = ds.shuffle(len(train_y) // ctx.num_input_pipelines + 1, seed=seed, reshuffle_each_iteration=True)
-            ds = ds.repeat().batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
-            return ds.prefetch(tf.data.AUTOTUNE)
+def _arrays(worker: Worker):
+    """(train images, train labels, (test images, test labels) or None, epochs): the cached dataset, or
+    one random batch (synthetic: trained again and again, no evaluation)."""
+    task = worker.task
+    if task["dataset"] == "synthetic":
+        rng = np.random.default_rng(task["seed"])
+        side, ch = task["image_size"], task["channels"]
+        train_x = rng.integers(0, 256, (task["global_batch"], side, side, ch), dtype=np.uint8)
+        train_y = rng.integers(0, task["classes"], task["global_batch"]).astype(np.int64)
+        return train_x, train_y, None, 1
+    arrays = cache.load(worker.spec["data_path"], mmap=False)
+    return arrays["train_x"], arrays["train_y"], (arrays["test_x"], arrays["test_y"]), task["epochs"]
 
-        return self.strategy.distribute_datasets_from_function(per_worker)
 
-    # ------------------------------------------------------------ evaluation
-    def _eval_step(self, images, labels):
-        logits = self.model(normalise(images), training=False)
+def train_dataset(strategy, train_x: np.ndarray, train_y: np.ndarray, seed: int, global_batch: int):
+    def per_worker(ctx: "tf.distribute.InputContext"):
+        ds = tf.data.Dataset.from_tensor_slices((train_x, train_y))
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+        ds = ds.shuffle(len(train_y) // ctx.num_input_pipelines + 1, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.repeat().batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(per_worker)
+
+
+def evaluate(eval_batch, sum_across_workers, test_x: np.ndarray, test_y: np.ndarray, num_workers: int,
+             worker_index: int, train_loss_sum: float, steps: int) -> dict:
+    """Exact accuracy: worker w evaluates samples w, w+W, ...; the sums are all-reduced."""
+    xs, ys = test_x[worker_index::num_workers], test_y[worker_index::num_workers]
+    correct = loss = 0.0
+    for start in range(0, len(ys), EVAL_BATCH):
+        c, l = eval_batch(tf.constant(xs[start:start + EVAL_BATCH]), tf.constant(ys[start:start + EVAL_BATCH]))
+        correct, loss = correct + float(c), loss + float(l)
+    # Each worker's train-loss sum is already the global mean per step: contribute it from worker 0 only.
+    own_train = train_loss_sum if worker_index == 0 else 0.0
+    totals = sum_across_workers(tf.constant([correct, len(ys), loss, own_train], tf.float64)).numpy()
+    correct, count, loss_sum, train_loss_sum = totals.tolist()
+    return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
+            "train_loss": train_loss_sum / max(steps, 1)}
+
+
+def evaluation_functions(strategy, model, loss_fn, num_workers: int):
+    """The evaluation's tf.functions: one test batch's (correct, loss sum), and a sum across workers."""
+
+    @tf.function
+    def eval_batch(images, labels):
+        logits = model(normalise(images), training=False)
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=labels.dtype), labels), tf.float64))
-        loss = tf.reduce_sum(tf.cast(self.loss_fn(labels, tf.cast(logits, tf.float32)), tf.float64))
+        loss = tf.reduce_sum(tf.cast(loss_fn(labels, tf.cast(logits, tf.float32)), tf.float64))
         return correct, loss
 
-    def _sum_across_workers(self, values):
+    @tf.function
+    def sum_across_workers(values):
         """Sum one vector per worker across all workers (each worker's first replica contributes it)."""
-        per_worker = self.strategy.num_replicas_in_sync // self.num_workers
+        per_worker = strategy.num_replicas_in_sync // num_workers
 
         def contribute():
             ctx = tf.distribute.get_replica_context()
             first = tf.equal(ctx.replica_id_in_sync_group % per_worker, 0)
             return tf.where(first, values, tf.zeros_like(values))
 
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(contribute), axis=None)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None)
 
-    def evaluate(self, test_x: np.ndarray, test_y: np.ndarray, train_loss_sum: float, steps: int) -> dict:
-        """Exact accuracy: worker w evaluates samples w, w+W, ...; the sums are all-reduced."""
-        xs, ys = test_x[self.worker_index::self.num_workers], test_y[self.worker_index::self.num_workers]
-        correct = loss = 0.0
-        for start in range(0, len(ys), EVAL_BATCH):
-            c, l = self._eval_batch(tf.constant(xs[start:start + EVAL_BATCH]), tf.constant(ys[start:start + EVAL_BATCH]))
-            correct, loss = correct + float(c), loss + float(l)
-        # Each worker's train-loss sum is already the global mean per step: contribute it from worker 0 only.
-        own_train = train_loss_sum if self.worker_index == 0 else 0.0
-        totals = self._sum_workers(tf.constant([correct, len(ys), loss, own_train], tf.float64)).numpy()
-        correct, count, loss_sum, train_loss_sum = totals.tolist()
-        return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
-                "train_loss": train_loss_sum / max(steps, 1)}
+    return eval_batch, sum_across_workers
 
-    # ------------------------------------------------------------ the run
-    def fit(self) -> dict:
-        task, worker = self.task, self.worker
-        if task["dataset"] == "synthetic":
-            rng = np.random.default_rng(task["seed"])
-            side, ch = task["image_size"], task["channels"]
-            train_x = rng.integers(0, 256, (self.global_batch, side, side, ch), dtype=np.uint8)
-            train_y = rng.integers(0, task["classes"], self.global_batch).astype(np.int64)
-            test = None
-            steps_per_epoch, epochs = worker.timed_steps, 1
-        else:
-            arrays = cache.load(worker.spec["data_path"], mmap=False)
-            train_x, train_y = arrays["train_x"], arrays["train_y"]
-            test = (arrays["test_x"], arrays["test_y"])
-            steps_per_epoch, epochs = len(train_y) // self.global_batch, task["epochs"]
-        batches = iter(self._train_dataset(train_x, train_y))
-        clock = worker.clock(self.global_batch, self.sync)
 
-        def run_epoch(epoch: int) -> None:
-            self._losses = []
-            for _ in range(steps_per_epoch):
-                self._last = self._train_step(batches)
-                self._losses.append(self._last)
-                clock.step_done()
-
-        def evaluate() -> dict:
-            train_loss_sum = float(tf.add_n(self._losses).numpy())
-            return self.evaluate(*test, train_loss_sum, len(self._losses))
-
-        return worker.train(clock, epochs, steps_per_epoch, run_epoch, evaluate if test is not None else None,
-                            self._peak_memory_mb, self.params)
-
-    def _peak_memory_mb(self) -> float:
-        gpus = tf.config.list_logical_devices("GPU")
-        if gpus:
-            return max(tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus) / 2**20
-        return peak_rss_mb()
+def peak_memory_mb() -> float:
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        return max(tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus) / 2**20
+    return peak_rss_mb()

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from bench import data as cache
+from bench.run import data as cache
 
 EVAL_BATCH = cache.EVAL_BATCH
 

@@ -1,11 +1,12 @@
 """torch-ddp: DistributedDataParallel, one process per device slot, started by torchrun.
 
-Read top to bottom, this is the shared loop plus what DDP adds: the process
-group from torchrun's environment, one device per local rank, the DDP wrapper,
-and a barrier at the clock's window boundaries.
+Read top to bottom, this is what DDP adds to the PyTorch loop (torch_impl/train.py):
+the process group from torchrun's environment, one device per local rank, the DDP
+wrapper, a barrier at the clock's window boundaries, and each rank's shard of the data.
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import torch
@@ -13,8 +14,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bench.worker import Worker, exit_now, spec_path_from_argv
+from torch_impl import train as loop
 from torch_impl.model import build_model
-from torch_impl.train import Trainer, device_info, set_threads
+from torch_impl.train import device_info, set_threads
 
 
 # A 1-channel conv's weight gradient has strides that differ from DDP's bucket
@@ -24,7 +26,7 @@ warnings.filterwarnings("ignore", message="Grad strides do not match bucket view
 
 def train(spec_path: str) -> dict:
     """One rank of a run. Under torchrun it makes the process group from torchrun's environment;
-    under an engine (`bench.distributed.run`) the group already exists and is the engine's to close."""
+    under an engine (`bench.engines.api.run`) the group already exists and is the engine's to close."""
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
@@ -46,11 +48,10 @@ def train(spec_path: str) -> dict:
                 torch.cuda.synchronize(device)
             dist.barrier()
 
-        trainer = Trainer(worker, ddp_model, model, device, sync, dist.all_reduce,
-                          shard_rank=rank, shard_count=world_size)
-        if worker.independent:  # the no-communication bound: DDP skips its all-reduce
-            trainer.no_sync = ddp_model.no_sync
-        return trainer.fit()
+        # Independent runs are the no-communication bound: DDP skips its all-reduce.
+        return loop.train(worker, ddp_model, raw_model=model, device=device, sync=sync,
+                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
+                          no_sync=ddp_model.no_sync if worker.independent else contextlib.nullcontext)
 
 
 def main() -> None:

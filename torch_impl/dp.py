@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from bench.worker import Worker, spec_path_from_argv
+from torch_impl import train as loop
 from torch_impl.model import build_model
-from torch_impl.train import Trainer, device_info, single_process_device
+from torch_impl.train import device_info, single_process_device
 
 
 def main() -> None:
@@ -30,8 +31,8 @@ def main() -> None:
             for index in range(torch.cuda.device_count() if cuda else 0):
                 torch.cuda.synchronize(index)
 
-        Trainer(worker, dp_model, model, device, sync, all_reduce_sum=lambda totals: None,
-                shard_rank=0, shard_count=1).fit()
+        # One process reads the whole global batch; DataParallel splits it over the GPUs.
+        loop.train(worker, dp_model, raw_model=model, device=device, sync=sync)
 
 
 if __name__ == "__main__":

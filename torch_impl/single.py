@@ -1,11 +1,12 @@
-"""torch-single: the shared loop on one device with no wrapper, the baseline every torch variant is held to."""
+"""torch-single: the PyTorch loop on one device with no wrapper, the baseline every torch variant is held to."""
 from __future__ import annotations
 
 import torch
 
 from bench.worker import Worker, spec_path_from_argv
+from torch_impl import train as loop
 from torch_impl.model import build_model
-from torch_impl.train import Trainer, device_info, single_process_device
+from torch_impl.train import device_info, single_process_device
 
 
 def main() -> None:
@@ -15,7 +16,8 @@ def main() -> None:
         cuda = device.type == "cuda"
         worker.joined(1, backend="none", **device_info(device))
         model = build_model(worker.task).to(device)
-        Trainer(worker, model, model, device, sync=lambda: torch.cuda.synchronize(device) if cuda else None).fit()
+        loop.train(worker, model, raw_model=model, device=device,
+                   sync=lambda: torch.cuda.synchronize(device) if cuda else None)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import signal
 import socket
 from datetime import timedelta
 
-from bench.launch import loopback_listener, loopback_store_env
+from bench.run.loopback import loopback_listener, loopback_store_env
 
 
 def serve(fd: int):

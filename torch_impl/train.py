@@ -1,9 +1,9 @@
-"""The training loop every PyTorch variant shares.
+"""The training loop of the PyTorch variants, top to bottom.
 
-A variant hands the Trainer its wrapped model, the collectives it needs (a
-device-sync-and-barrier for the clock, a sum-all-reduce for evaluation) and
-which shard of the data this process reads; the Trainer does the rest the same
-way for all of them.
+A variant builds its model the way its approach does (DDP, DataParallel, no wrapper), then calls
+`train` with the wrapped model, the module inside it (`raw_model`, for evaluation and the parameter
+count) and the collectives it needs: a device-sync-and-barrier for the clock's window boundaries and
+a sum-all-reduce for exact evaluation. The epoch loop, the batch loop and the clock calls are here.
 """
 from __future__ import annotations
 
@@ -19,6 +19,112 @@ from torch_impl import data
 from torch_impl.model import count_parameters
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.device, sync: Callable[[], None],
+          all_reduce_sum: Callable[[torch.Tensor], None] = lambda totals: None, rank: int = 0, world_size: int = 1,
+          no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict:
+    """Train the task; `rank` / `world_size` say which shard of every batch and of the test set this
+    process reads; `no_sync` switches gradient synchronisation off (independent runs)."""
+    task = worker.task
+    batch = task["global_batch"] // world_size  # what this process loads per step
+    optimizer = make_optimizer(model, task)
+    amp_dtype = AMP_DTYPES.get(task["precision"])
+    scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
+    if task["dataset"] == "synthetic":  # one batch made on the device: no input pipeline, no evaluation
+        loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
+    else:
+        train_set, test_set = data.load_splits(worker.spec)
+        loader, epochs = data.train_loader(train_set, batch, rank, world_size, task["seed"]), task["epochs"]
+    clock = worker.clock(task["global_batch"], sync, steps=epochs * len(loader))
+    running_loss = RunningLoss(device)
+    evaluate_exactly = None if test_set is None else (
+        lambda: evaluate(raw_model, test_set, device, amp_dtype, all_reduce_sum, rank, world_size, running_loss))
+
+    model.train()
+    clock.start()
+    for epoch in range(epochs):
+        if test_set is not None:
+            loader.sampler.set_epoch(epoch)
+        for images, labels in clock.timed(loader):
+            running_loss.add(train_step(model, optimizer, scaler, amp_dtype, images, labels, device, no_sync))
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly)  # the clock pauses meanwhile
+        if clock.stop:
+            break
+    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model))
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+               amp_dtype: torch.dtype | None, images: torch.Tensor, labels: torch.Tensor, device: torch.device,
+               no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> torch.Tensor:
+    """One step (the function pytest-benchmark times): uint8 batch in, loss out, weights updated."""
+    x = data.to_model_input(images, device)
+    y = labels.to(device, non_blocking=True)
+    optimizer.zero_grad(set_to_none=True)
+    with no_sync():
+        with autocast(device, amp_dtype):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return loss
+
+
+@torch.no_grad()
+def evaluate(raw_model: nn.Module, test_set: data.InMemoryImages, device: torch.device, amp_dtype: torch.dtype | None,
+             all_reduce_sum: Callable[[torch.Tensor], None], rank: int, world_size: int,
+             running_loss: "RunningLoss") -> dict:
+    """Exact accuracy: every test sample once across ranks, summed to every rank (with the training
+    loss since the last evaluation)."""
+    raw_model.eval()
+    totals = torch.zeros(5, dtype=torch.float64, device=device)
+    for images, labels in data.eval_loader(test_set, rank, world_size):
+        x = data.to_model_input(images, device)
+        y = labels.to(device)
+        with autocast(device, amp_dtype):
+            logits = raw_model(x)
+        totals[0] += (logits.argmax(1) == y).sum()
+        totals[1] += len(y)
+        totals[2] += F.cross_entropy(logits.float(), y, reduction="sum")
+    totals[3], totals[4] = running_loss.take()
+    all_reduce_sum(totals)
+    raw_model.train()
+    correct, count, loss_sum, train_loss_sum, batches = totals.tolist()
+    return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
+            "train_loss": train_loss_sum / max(batches, 1)}
+
+
+class RunningLoss:
+    """The training loss summed on the device (no sync inside a window), taken at each evaluation."""
+
+    def __init__(self, device: torch.device):
+        self.sum, self.batches = torch.zeros((), device=device), 0
+
+    def add(self, loss: torch.Tensor) -> None:
+        self.sum += loss.detach().float()
+        self.batches += 1
+
+    def take(self) -> tuple[torch.Tensor, int]:
+        """The sum and the batch count since the last call; both restart from zero."""
+        taken = self.sum.clone(), self.batches
+        self.sum.zero_()
+        self.batches = 0
+        return taken
+
+
+def autocast(device: torch.device, amp_dtype: torch.dtype | None):
+    return torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
+
+
+def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
+                           weight_decay=task["weight_decay"])
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count())) / 2**20
+    return peak_rss_mb()
 
 
 def device_info(device: torch.device) -> dict:
@@ -46,112 +152,3 @@ def single_process_device(worker: Worker) -> torch.device:
     """Pin this process and size its pools; it trains on the first visible GPU, or the CPU."""
     set_threads(worker.pin())
     return torch.device("cuda", 0) if worker.device_type == "cuda" else torch.device("cpu")
-
-
-def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
-    return torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
-                           weight_decay=task["weight_decay"])
-
-
-class Trainer:
-    def __init__(self, worker: Worker, model: nn.Module, module: nn.Module, device: torch.device,
-                 sync: Callable[[], None], all_reduce_sum: Callable[[torch.Tensor], None] = lambda t: None,
-                 shard_rank: int = 0, shard_count: int = 1, optimizer: torch.optim.Optimizer | None = None):
-        self.worker, self.task = worker, worker.task
-        self.model, self.module, self.device = model, module, device
-        self.sync, self.all_reduce_sum = sync, all_reduce_sum
-        self.shard_rank, self.shard_count = shard_rank, shard_count
-        self.batch = self.task["global_batch"] // shard_count  # what this process loads per step
-        self.optimizer = optimizer or make_optimizer(model, self.task)
-        precision = self.task["precision"]
-        self.amp_dtype = AMP_DTYPES.get(precision)
-        self.scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-        self._loss_sum = torch.zeros((), device=device)
-        self._batches = 0
-
-    # ------------------------------------------------------------ one step
-    def run_batch(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        """One training step, the per-step function the pytest-benchmark benchmarks time."""
-        x = data.to_model_input(images, self.device)
-        y = labels.to(self.device, non_blocking=True)
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.no_sync():
-            with self.autocast():
-                loss = F.cross_entropy(self.model(x), y)
-            self.backward_and_step(loss)
-        self._loss_sum += loss.detach().float()  # stays on the device: no sync inside a window
-        self._batches += 1
-
-    def no_sync(self):
-        """Independent mode switches gradient synchronisation off here (see the variants); else a no-op."""
-        return contextlib.nullcontext()
-
-    def autocast(self):
-        return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
-
-    def backward_and_step(self, loss: torch.Tensor) -> None:
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-
-    def take_train_loss(self) -> tuple[torch.Tensor, int]:
-        """The summed training loss and batch count since the last call (reset)."""
-        loss_sum, batches = self._loss_sum.clone(), self._batches
-        self._loss_sum.zero_()
-        self._batches = 0
-        return loss_sum, batches
-
-    # ------------------------------------------------------------ input
-    def epochs(self) -> tuple[list, Callable[[int], None], data.InMemoryImages | None]:
-        """Per epoch an iterable of (images, labels); a set_epoch hook; the test set (None: no eval)."""
-        task = self.task
-        if task["dataset"] == "synthetic":
-            steps = self.worker.timed_steps
-            return [data.synthetic_batches(task, self.batch, self.device, steps, self.shard_rank)], lambda e: None, None
-        train_set, test_set = data.load_splits(self.worker.spec)
-        loader = data.train_loader(train_set, self.batch, self.shard_rank, self.shard_count, task["seed"])
-        return [loader] * task["epochs"], loader.sampler.set_epoch, test_set
-
-    # ------------------------------------------------------------ evaluation
-    @torch.no_grad()
-    def evaluate(self, test_set: data.InMemoryImages) -> dict:
-        """Exact accuracy: every test sample once across ranks, summed to every rank."""
-        self.module.eval()
-        totals = torch.zeros(5, dtype=torch.float64, device=self.device)
-        for images, labels in data.eval_loader(test_set, self.shard_rank, self.shard_count):
-            x = data.to_model_input(images, self.device)
-            y = labels.to(self.device)
-            with self.autocast():
-                logits = self.module(x)
-            totals[0] += (logits.argmax(1) == y).sum()
-            totals[1] += len(y)
-            totals[2] += F.cross_entropy(logits.float(), y, reduction="sum")
-        totals[3], totals[4] = self.take_train_loss()
-        self.all_reduce_sum(totals)
-        self.module.train()
-        correct, count, loss_sum, train_loss_sum, batches = totals.tolist()
-        return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
-                "train_loss": train_loss_sum / max(batches, 1)}
-
-    # ------------------------------------------------------------ the run
-    def fit(self) -> dict:
-        epochs, set_epoch, test_set = self.epochs()
-        clock = self.worker.clock(self.task["global_batch"], self.sync)
-
-        def run_epoch(epoch: int) -> None:
-            set_epoch(epoch)
-            for images, labels in epochs[epoch]:
-                self.run_batch(images, labels)
-                clock.step_done()
-                if self.worker.independent and clock.done:
-                    return
-
-        self.model.train()
-        return self.worker.train(clock, len(epochs), len(epochs[0]), run_epoch,
-                                 (lambda: self.evaluate(test_set)) if test_set is not None else None,
-                                 self._peak_memory_mb, count_parameters(self.module))
-
-    def _peak_memory_mb(self) -> float:
-        if self.device.type == "cuda":
-            return max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count())) / 2**20
-        return peak_rss_mb()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from distributed import Client, LocalCluster, as_completed
 
-from bench.distributed import Group, rank_main
-from bench.task import SpecError
+from bench.engines.api import Group, rank_main
+from bench.spec.task import SpecError
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:

@@ -1,7 +1,7 @@
 """`python -m bench.engines.driver --spec SPEC --engine E [--address A]`: one run's ranks through an engine.
 
 The harness starts this one process in place of the variant's launcher; it hands the variant's
-training function (`Variant.engine_entry`) to `bench.distributed.run`, and every rank reports through
+training function (`Variant.engine_entry`) to `bench.engines.api.run`, and every rank reports through
 `bench.worker` into the run directory exactly as under torchrun.
 """
 from __future__ import annotations
@@ -12,24 +12,24 @@ import json
 import sys
 from pathlib import Path
 
-from bench import distributed
-from bench.variants import get_variant
+from bench.engines import api
+from bench.spec.variants import ENGINES, get_variant
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True)
-    parser.add_argument("--engine", required=True, choices=distributed.ENGINES)
+    parser.add_argument("--engine", required=True, choices=ENGINES)
     parser.add_argument("--address", help="an existing cluster: Ray address, Spark master, Dask scheduler")
     args = parser.parse_args(argv)
     spec = json.loads(Path(args.spec).read_text())
     module, name = get_variant(spec["variant"]).engine_entry.split(":")
     train = getattr(importlib.import_module(module), name)
     try:
-        distributed.run(train, args.spec, devices=spec["world_size"], nodes=spec["nodes"], engine=args.engine,
+        api.run(train, args.spec, devices=spec["world_size"], nodes=spec["nodes"], engine=args.engine,
                         device_type=spec["device_type"], address=args.address,
                         run_dir=Path(spec["run_dir"]) / "engine")
-    except distributed.RankFailed as exc:
+    except api.RankFailed as exc:
         print(f"{args.engine}: {exc}", file=sys.stderr)
         return 1
     return 0

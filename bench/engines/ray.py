@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.distributed import Group, rank_main
+from bench.engines.api import Group, rank_main
 
 VALUES_FILE = "values.pkl"
 

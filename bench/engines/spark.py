@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.distributed import Group, rank_main_from_env
+from bench.engines.api import Group, rank_main_from_env
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:

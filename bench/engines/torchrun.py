@@ -10,8 +10,8 @@ import os
 import uuid
 from pathlib import Path
 
-from bench.distributed import Group, RankFailed, rank_main_from_env
-from bench.task import SpecError
+from bench.engines.api import Group, RankFailed, rank_main_from_env
+from bench.spec.task import SpecError
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:

@@ -6,43 +6,32 @@ backward pass, but it cannot all-reduce faster than this.
 """
 from __future__ import annotations
 
-import json
-import logging
-from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import launch
-from bench.devices import Machine
-from bench.task import get_task
-from bench.variants import Variant
-
-log = logging.getLogger(__name__)
+from bench.analysis import microbench
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+from bench.spec.task import get_task
+from bench.spec.variants import Variant
 
 ALLREDUCE = Variant("allreduce", "torch", "torchrun", "torch_impl.allreduce", single_process=False,
-                    spans_nodes=True, extra="torch", summary="all-reduce microbenchmark")
+                    spans_nodes=True, summary="all-reduce microbenchmark")
 
 
 def measure(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
             timeout_s: float = 300) -> list[dict]:
     """Run the benchmark on one topology; append its rows to OUT/allreduce.jsonl and return them."""
-    spec = launch.RunSpec(ALLREDUCE, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
-    run = launch.start_and_wait(spec, out_dir, machine, data_path=None)
-    events = [r for r in run.records.get(0, []) if r["event"] == "allreduce"]
-    if run.status != "ok" or not events:
-        log.warning("all-reduce benchmark %s failed: %s", spec.label, (run.reason or "no result").splitlines()[0])
+    spec = RunSpec(ALLREDUCE, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
+    event = microbench.run(spec, "allreduce", out_dir, machine)
+    if event is None:
         return []
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    rows = [{"backend": events[0]["backend"], "device_type": device_type, "nodes": nodes,
-             "devices_per_node": devices_per_node, "world_size": spec.world_size, "started_at": stamp, **r}
-            for r in events[0]["results"]]
-    with open(out_dir / "allreduce.jsonl", "a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
-    return rows
+    return microbench.append(out_dir / "allreduce.jsonl", [
+        {"backend": event["backend"], "device_type": device_type, "nodes": nodes,
+         "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event["results"]])
 
 
 def load(out_dir: Path) -> list[dict]:
-    path = out_dir / "allreduce.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return microbench.load(out_dir / "allreduce.jsonl")
 
 
 def busbw_at(table: list[dict], world_size: int, nodes: int, size_bytes: int) -> float | None:

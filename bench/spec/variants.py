@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.task import SpecError
+from bench.spec.task import SpecError
+
+# What starts the ranks of the variants that have an engine entry: torchrun (their own launcher), or an engine.
+ENGINES = ("torchrun", "ray", "spark", "dask")
 
 
 @dataclass(frozen=True)
@@ -14,7 +17,6 @@ class Variant:
     module: str                # python module run inside each worker process
     single_process: bool       # one process drives all of a node's devices
     spans_nodes: bool          # can run on more than one (fake) node
-    extra: str                 # pip extra that installs its framework
     summary: str
     cpu_max_per_node: int | None = None  # device slots one node can use on CPU (None: any)
     cpu_limit_reason: str = ""
@@ -33,35 +35,38 @@ class Variant:
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False, spans_nodes=True,
-            extra="torch", summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
+            summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
     Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
-            extra="torch", summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
+            summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
             baseline="torch-single"),
     Variant("accelerate", "accelerate", "accelerate", "accelerate_impl.train", single_process=False,
-            spans_nodes=True, extra="accelerate",
-            summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
+            spans_nodes=True, summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train"),
     Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
-            extra="tf", summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
+            summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single"),
     Variant("tf-multiworker", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
-            spans_nodes=True, extra="tf",
-            summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
+            spans_nodes=True, summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
             baseline="tf-single"),
     Variant("tf-multiworker-node", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
-            spans_nodes=True, extra="tf", processes_per_node_fixed=1, in_default_sweep=False,
+            spans_nodes=True, processes_per_node_fixed=1, in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
             cpu_max_per_node=1,
             cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
             baseline="tf-single"),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
     Variant("torch-single", "torch", "python", "torch_impl.single", single_process=True, spans_nodes=False,
-            extra="torch", max_devices=1, summary="PyTorch, the shared loop on one device with no wrapper"),
+            max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
     Variant("tf-single", "tensorflow-cpu", "python", "tf_impl.single", single_process=True, spans_nodes=False,
-            extra="tf", max_devices=1, summary="TensorFlow, the shared loop under the default (no-op) strategy"),
+            max_devices=1, summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
+
+
+def check_engine(name: str) -> None:
+    if name not in ENGINES:
+        raise SpecError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
 
 
 def get_variant(name: str) -> Variant:

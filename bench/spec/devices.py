@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from bench.task import SpecError
+from bench.spec.task import SpecError
 
 
 @dataclass(frozen=True)

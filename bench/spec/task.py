@@ -46,19 +46,11 @@ class TaskSpec:
     def synthetic(self) -> bool:
         return self.dataset == "synthetic"
 
-    @property
-    def timed_steps(self) -> int:
-        return self.warmup_steps + self.window_steps * self.windows
-
     def replace(self, **changes) -> "TaskSpec":
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TaskSpec":
-        return cls(**data)
 
     def validate(self) -> None:
         if self.dataset not in DATASETS:

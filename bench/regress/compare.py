@@ -2,7 +2,7 @@
 
 A change is a regression only when both hold: the metric moved the wrong way by more than a
 threshold (default 5 %), and the move is statistically significant. Three cases:
-- Duets (A/B mode: the two sides' runs took turns window by window, `bench.turns`): each duet's
+- Duets (A/B mode: the two sides' runs took turns window by window, `bench.worker.turns`): each duet's
   ratio is the median of its paired windows' ratios, free of the machine's drift; the test is a
   one-sided Student t on the duets' log ratios, whose spread is the noise left between processes.
 - Several runs a side timed apart (stored files, or a revision older than turn-taking): a one-sided
@@ -12,16 +12,20 @@ threshold (default 5 %), and the move is statistically significant. Three cases:
 """
 from __future__ import annotations
 
-import itertools
 import json
+import logging
 import math
 import statistics
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bench import stats
-from bench.turns import DUET_NOTE
-from bench.results import ResultRow, ResultStore, same_task
+from scipy import stats
+
+from bench.results import ResultRow, ResultStore
+from bench.spec.task import SpecError
+from bench.worker.turns import DUET_NOTE
+
+log = logging.getLogger(__name__)
 
 OK, REGRESSION, CANNOT_COMPARE = 0, 1, 2
 
@@ -56,27 +60,12 @@ ACCURACY = Metric("test_accuracy", True, "")
 
 
 def mann_whitney_p(baseline: list[float], current: list[float], current_worse_when_lower: bool) -> float:
-    """One-sided exact permutation p-value of the Mann-Whitney U statistic (ties count one half):
-    the chance, with no real difference, of `current` looking at least this much worse."""
-    sign = 1 if current_worse_when_lower else -1
-
-    def u(base: list[float], cur: list[float]) -> float:
-        return sum(1.0 if sign * (b - c) > 0 else 0.5 if b == c else 0.0 for b in base for c in cur)
-
-    observed = u(baseline, current)
-    pooled, m = baseline + current, len(current)
-    if math.comb(len(pooled), m) > 50_000:  # large samples: the normal approximation is accurate there
-        n = len(baseline)
-        mean, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
-        return 0.5 * math.erfc((observed - 0.5 - mean) / sd / math.sqrt(2))
-    splits = list(itertools.combinations(range(len(pooled)), m))
-    extreme = 0
-    for chosen in splits:
-        picked = set(chosen)
-        cur = [pooled[i] for i in chosen]
-        base = [pooled[i] for i in range(len(pooled)) if i not in picked]
-        extreme += u(base, cur) >= observed - 1e-12
-    return extreme / len(splits)
+    """One-sided Mann-Whitney U p-value: the chance, with no real difference, of `current` looking at
+    least this much worse. Exact over every split of the pooled runs (ties count one half) up to
+    50,000 splits; past that the normal approximation, which is accurate there."""
+    exact = math.comb(len(baseline) + len(current), len(current)) <= 50_000
+    return float(stats.mannwhitneyu(current, baseline, alternative="less" if current_worse_when_lower else "greater",
+                                    method=stats.PermutationMethod(n_resamples=50_000) if exact else "asymptotic").pvalue)
 
 
 @dataclass
@@ -93,12 +82,17 @@ class Verdict:
 
 
 def group(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
+    """Runs by configuration (the run key's label), in order."""
     groups: dict[str, list[ResultRow]] = {}
     for r in rows:
-        key = (f"{r.variant}{' (no sync)' if r.independent else ''} {r.nodes}x{r.devices_per_node} "
-               f"{r.device_type} {r.task['name']}/{r.task['precision']}")
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(r.key.label, []).append(r)
     return groups
+
+
+def same_task(a: dict, b: dict) -> bool:
+    """Every task setting the key leaves out (epochs, windows, learning rate ...) matches too."""
+    derived = {"per_device_batch", "params"}  # computed from the world size and the model
+    return {k: v for k, v in a.items() if k not in derived} == {k: v for k, v in b.items() if k not in derived}
 
 
 def _judge(metric: Metric, base: list[ResultRow], cur: list[ResultRow], threshold: float,
@@ -161,13 +155,19 @@ def _judge_duets(metric: Metric, duets: list[tuple[ResultRow, ResultRow]], thres
     if len(logs) < 2:
         verdict = _verdict(metric, ratio, threshold, False, False)
         return Verdict(key, metric.name, center_a, center_b, ratio, interval, "one duet: no test", None, verdict)
-    spread = statistics.stdev(logs) / math.sqrt(len(logs))
-    t = mean / spread if spread > 0 else math.copysign(math.inf, mean) if mean else 0.0
-    p_lower = stats.student_t_cdf(t, len(logs) - 1)  # P(a mean this far below 1 or further, by chance)
+    p_lower = duet_p_value(logs)  # P(a mean this far below 1 or further, by chance)
     p_worse, p_better = (p_lower, 1 - p_lower) if metric.higher_is_better else (1 - p_lower, p_lower)
     verdict = _verdict(metric, ratio, threshold, p_worse <= alpha, p_better <= alpha)
     return Verdict(key, metric.name, center_a, center_b, ratio, interval,
                    f"paired t ({len(logs)} duets)", p_worse, verdict)
+
+
+def duet_p_value(log_ratios: list[float]) -> float:
+    """One-sided one-sample Student t: the chance of a mean log ratio this far below 0 or further."""
+    mean, spread = statistics.mean(log_ratios), statistics.stdev(log_ratios) / math.sqrt(len(log_ratios))
+    # Identical ratios: t is infinite (or, at a mean of 0, taken as 0).
+    t = mean / spread if spread > 0 else math.copysign(math.inf, mean) if mean else 0.0
+    return float(stats.t.cdf(t, len(log_ratios) - 1))
 
 
 def _median_or_none(values: list[float | None]) -> float | None:
@@ -288,6 +288,24 @@ def timed_as_duets(baseline: list[ResultRow], current: list[ResultRow]) -> bool:
     when they are the baseline/ and current/ folders of one `--against`)."""
     rows = baseline + current
     return len(baseline) == len(current) > 0 and all(DUET_NOTE in r.notes for r in rows)
+
+
+def judge(baseline_path: Path, current_path: Path, duets: bool, threshold: float, alpha: float,
+          accuracy_tolerance: float, out: Path, check_pairs: bool = True) -> tuple[int, str]:
+    """Compare two stores, write OUT/verdict.json; the exit code and the text to print."""
+    baseline, current = load(baseline_path), load(current_path)
+    if duets and check_pairs and not timed_as_duets(baseline, current):
+        raise SpecError("--duets: these files' runs were not timed as partners (the baseline/ and current/ "
+                        "folders of one `regress --against` are): drop --duets")
+    machines = {"baseline": fingerprint(baseline), "current": fingerprint(current)}
+    if baseline and current and machines["baseline"] != machines["current"]:
+        log.warning("WARNING: the baseline comes from another machine (%s vs %s): absolute throughput is not "
+                    "comparable; prefer --against REV on one machine", machines["baseline"], machines["current"])
+    code, verdicts = compare(baseline, current, threshold, alpha, accuracy_tolerance, duets)
+    write_verdict(out / "verdict.json", code, verdicts, {"threshold": threshold, "alpha": alpha,
+                                                         "duets": duets, "machines": machines})
+    return code, (f"{render(verdicts)}\n\n{['no regression', 'REGRESSION', 'could not compare'][code]} "
+                  f"(exit {code}); verdict in {out / 'verdict.json'}")
 
 
 def load(path: Path) -> list[ResultRow]:

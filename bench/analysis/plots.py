@@ -9,36 +9,40 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on benchmark machines
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.results import ResultRow, display_name  # noqa: E402
+import pandas as pd  # noqa: E402
 
 
-def _series(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
-    """ok rows per variant (and nodes, when a sweep split devices over fake nodes), by device count."""
+def _series(rows: list[dict]) -> dict[str, list[dict]]:
+    """ok configurations per series (and nodes, when a sweep split devices over fake nodes), by device count."""
     series = defaultdict(list)
     for r in rows:
-        if r.status == "ok" and r.throughput:
-            label = display_name(r) + (f" ({r.nodes} nodes)" if r.nodes > 1 else "")
+        if r["status"] == "ok" and _present(r["throughput"]):
+            label = r["series"] + (f" ({r['nodes']} nodes)" if r["nodes"] > 1 else "")
             series[label].append(r)
-    return {k: sorted(v, key=lambda r: r.world_size) for k, v in sorted(series.items())}
+    return {k: sorted(v, key=lambda r: r["world_size"]) for k, v in sorted(series.items())}
 
 
-def _title(base: str, rows: list[ResultRow]) -> str:
-    task = rows[0].task
-    data = "synthetic data" if task["dataset"] == "synthetic" else task["dataset"]
-    device = rows[0].device_name or rows[0].device_type
-    return f"{base}\n{task['name']}: {task['model']} on {data}, {task['precision']}, {device}"
+def _present(value) -> bool:
+    return value is not None and not pd.isna(value)
 
 
-def throughput(rows: list[ResultRow], path: Path) -> None:
+def _title(base: str, rows: list[dict]) -> str:
+    first = rows[0]
+    data = "synthetic data" if first["dataset"] == "synthetic" else first["dataset"]
+    device = first["device_name"] if _present(first.get("device_name")) else first["device_type"]
+    return f"{base}\n{first['task']}: {first['model']} on {data}, {first['precision']}, {device}"
+
+
+def throughput(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, rs in _series(rows).items():
-        xs = [r.world_size for r in rs]
-        ys = [r.throughput["median"] for r in rs]
-        err = [[y - r.throughput["ci_low"] for y, r in zip(ys, rs)], [r.throughput["ci_high"] - y for y, r in zip(ys, rs)]]
+        xs = [r["world_size"] for r in rs]
+        ys = [r["throughput"] for r in rs]
+        err = [[y - r["ci_low"] for y, r in zip(ys, rs)], [r["ci_high"] - y for y, r in zip(ys, rs)]]
         line = ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
-        one = next((r for r in rs if r.world_size == 1), None)
+        one = next((r for r in rs if r["world_size"] == 1), None)
         if one is not None and len(xs) > 1:  # ideal linear scaling from the variant's own 1-device run
-            ax.plot(xs, [one.throughput["median"] * x for x in xs], ls="--", lw=1, color=line[0].get_color(),
+            ax.plot(xs, [one["throughput"] * x for x in xs], ls="--", lw=1, color=line[0].get_color(),
                     alpha=0.5)
     _device_axis(ax, rows)
     ax.set_ylabel("throughput (samples/s)")
@@ -48,13 +52,13 @@ def throughput(rows: list[ResultRow], path: Path) -> None:
     _save(fig, path)
 
 
-def efficiency(rows: list[ResultRow], path: Path) -> None:
+def efficiency(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = False
     for label, rs in _series(rows).items():
         # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
-        points = [(r.world_size, 1.0 if r.world_size == 1 else r.scaling_efficiency) for r in rs
-                  if r.world_size == 1 or r.scaling_efficiency is not None]
+        points = [(r["world_size"], 1.0 if r["world_size"] == 1 else r["scaling_efficiency"]) for r in rs
+                  if r["world_size"] == 1 or _present(r["scaling_efficiency"])]
         if len(points) > 1 or any(x > 1 for x, _ in points):
             ax.plot(*zip(*points), marker="o", label=label)
             drawn = True
@@ -69,13 +73,13 @@ def efficiency(rows: list[ResultRow], path: Path) -> None:
     _save(fig, path)
 
 
-def _bars(ax, rows: list[ResultRow], value, ylabel: str) -> None:
+def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
     labels, values = [], []
     for label, rs in _series(rows).items():
         for r in rs:
             v = value(r)
-            if v is not None:
-                labels.append(f"{label}\n{r.world_size} dev")
+            if _present(v):
+                labels.append(f"{label}\n{r['world_size']} dev")
                 values.append(v)
     ax.bar(range(len(values)), values, color="tab:blue")
     ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=7)
@@ -83,27 +87,27 @@ def _bars(ax, rows: list[ResultRow], value, ylabel: str) -> None:
     ax.grid(axis="y", alpha=0.3)
 
 
-def accuracy(rows: list[ResultRow], path: Path) -> None:
+def accuracy(rows: list[dict], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
-    _bars(left, rows, lambda r: r.test_accuracy, "test accuracy (whole test set)")
-    target = rows[0].task.get("target_accuracy")
-    if target:
+    _bars(left, rows, lambda r: r["test_accuracy"], "test accuracy (whole test set)")
+    target = rows[0]["target_accuracy"]
+    if _present(target):
         left.axhline(target, ls="--", color="red", lw=1, label=f"target {target:.0%}")
         left.legend(fontsize=8)
-    _bars(right, rows, lambda r: r.time_to_accuracy_s, "time to target accuracy (s, training only)")
+    _bars(right, rows, lambda r: r["time_to_accuracy_s"], "time to target accuracy (s, training only)")
     fig.suptitle(_title("Accuracy and time to accuracy", rows), fontsize=9)
     _save(fig, path)
 
 
-def startup(rows: list[ResultRow], path: Path) -> None:
+def startup(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    _bars(ax, rows, lambda r: r.startup_s, "startup (s): launch to end of first step")
+    _bars(ax, rows, lambda r: r["startup_s"], "startup (s): launch to end of first step")
     ax.set_title(_title("Startup time", rows), fontsize=9)
     _save(fig, path)
 
 
-def _device_axis(ax, rows: list[ResultRow]) -> None:
-    counts = sorted({r.world_size for r in rows if r.status == "ok"})
+def _device_axis(ax, rows: list[dict]) -> None:
+    counts = sorted({r["world_size"] for r in rows if r["status"] == "ok"})
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.minorticks_off()
@@ -121,7 +125,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     if not entries:
         return []
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    labels = [f"{e['row'].variant}\n{e['row'].world_size} dev" for e in entries]
+    labels = [f"{e['row']['variant']}\n{e['row']['world_size']} dev" for e in entries]
     width = 0.27
     for offset, key, name in ((-width, "step_ms", "measured step"), (0, "compute_ms", "compute only (no sync)"),
                               (width, "floor_ms", "all-reduce floor")):
@@ -140,8 +144,9 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
 PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup}
 
 
-def draw_all(rows: list[ResultRow], directory: Path, prefix: str) -> list[Path]:
-    """One PNG per plot for one task; plots with nothing to show are not written."""
+def draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
+    """One PNG per plot for one task's configurations; plots with nothing to show are not written."""
+    rows = configs.to_dict("records")
     written = []
     if not _series(rows):
         return written

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from bench.results import ResultRow, flatten
-from bench.task import SpecError
+from bench.results.row import ResultRow, flatten
+from bench.spec.task import SpecError
 
 METRICS = {
     "throughput_median": lambda r: (r.throughput or {}).get("median"),

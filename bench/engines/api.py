@@ -1,7 +1,7 @@
 """Run a function on N ranks with the process group already initialised, through an engine.
 
-    from bench import distributed
-    values = distributed.run(fn, 3, devices=2, engine="dask")   # [fn(3) on rank 0, fn(3) on rank 1]
+    from bench import engines
+    values = engines.run(fn, 3, devices=2, engine="dask")   # [fn(3) on rank 0, fn(3) on rank 1]
 
 In the spirit of Spark's `TorchDistributor(...).run(fn, *args)`: `fn` runs once per rank with
 `torch.distributed` initialised (gloo on CPU, nccl on CUDA) and `RANK`, `LOCAL_RANK`, `WORLD_SIZE` set,
@@ -25,18 +25,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.task import SpecError
+from bench.run.loopback import LOOPBACK_ENV
+from bench.spec.task import SpecError
+from bench.spec.variants import check_engine
 from bench.worker import NODE_RANK_ENV
 
-ENGINES = ("torchrun", "ray", "spark", "dask")
 # Which pip extra brings each engine, for the one-line error when it is missing.
 ENGINE_EXTRAS = {"ray": "ray", "spark": "spark", "dask": "dask", "torchrun": "torch"}
-LOOPBACK_ENV = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
-
-
-def check_engine(name: str) -> None:
-    if name not in ENGINES:
-        raise SpecError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
 
 
 class RankFailed(RuntimeError):

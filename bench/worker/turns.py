@@ -40,6 +40,11 @@ class Turns:
         self._mine = os.open(mine, os.O_RDWR) if mine else None
         self._theirs = os.open(theirs, os.O_RDWR) if theirs else None
 
+    @property
+    def partnered(self) -> bool:
+        """This run still takes turns (False: no partner, or the partner has ended or hung)."""
+        return self._mine is not None
+
     @classmethod
     def from_environment(cls, rank: int) -> "Turns":
         return cls(os.environ.get(TURNS_ENV), holder=rank == 0)

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.task import SpecError, TaskSpec
+from bench import REPO_ROOT
+from bench.spec.task import SpecError, TaskSpec
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SPLITS = ("train", "test")
 # What every framework does with the cached uint8 images, so that all variants see the same input
 # and count the same test set: x/255 -> [-1, 1] on the device, evaluation in batches of 512.
 PIXEL_MEAN, PIXEL_STD = 0.5, 0.5

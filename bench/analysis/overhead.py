@@ -15,10 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import data, devices, launch, stats
-from bench.launch import RunSpec
-from bench.task import get_task
-from bench.variants import get_variant
+from bench import REPO_ROOT
+from bench.analysis import stats
+from bench.run import data
+from bench.run.execute import execute, write_spec
+from bench.run.launchers import node_environment
+from bench.run.runspec import RunSpec
+from bench.spec import devices
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +31,10 @@ log = logging.getLogger(__name__)
 def plain_loop_throughput(spec: RunSpec, placement: devices.Placement, run_dir: Path, data_path: Path | None,
                           timeout_s: float) -> float:
     run_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = launch.write_spec(spec, placement, run_dir.name, run_dir, data_path)
-    env = {**os.environ, **launch.node_environment(spec, placement.nodes[0], run_dir.name, run_dir)}
+    spec_path = write_spec(spec, placement, run_dir.name, run_dir, data_path)
+    env = {**os.environ, **node_environment(spec, placement.nodes[0], run_dir.name, run_dir)}
     out = subprocess.run([sys.executable, "-m", "torch_impl.plain_loop", "--spec", str(spec_path)], env=env,
-                         cwd=launch.REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
         raise RuntimeError(f"plain loop failed:\n{out.stderr[-2000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -50,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         harness = plain = None
         for side in ("AB" if i % 2 == 0 else "BA"):
             if side == "A":
-                row = launch.execute(spec, out, machine, data_path)
+                row = execute(spec, out, machine, data_path)
                 if row.status != "ok":
                     log.error("harness run failed: %s", row.error)
                     return 1

@@ -2,7 +2,7 @@
 
 Both sides share the machine, as in asv's `continuous`, which keeps machine-to-machine noise out.
 On top of that, the two sides' runs are started together as a duet and take turns window by
-window (`bench.turns`), so that the machine's drift from one second to the next hits both alike;
+window (`bench.worker.turns`), so that the machine's drift from one second to the next hits both alike;
 who goes first alternates from duet to duet. A revision older than turn-taking falls back to runs
 one after the other (A B, B A, ...). The revision is checked out in a temporary git worktree and
 uses this environment when its dependencies match (else it sets up its own venv).
@@ -20,10 +20,10 @@ import tomllib
 from pathlib import Path
 from typing import Iterator
 
-from bench import turns
-from bench.launch import REPO_ROOT
+from bench import REPO_ROOT
 from bench.results import ResultRow
-from bench.task import SpecError
+from bench.spec.task import SpecError
+from bench.worker import turns
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ def python_for(tree: Path) -> str:
 
 
 def supports_turns(tree: Path) -> bool:
-    return (tree / "bench" / "turns.py").exists()
+    # Where turn-taking lived then, and lives now.
+    return (tree / "bench" / "turns.py").exists() or (tree / "bench" / "worker" / "turns.py").exists()
 
 
 def start_run(python: str, tree: Path, args: list[str], out: Path, env: dict[str, str]) -> subprocess.Popen:

@@ -1,18 +1,12 @@
-"""A sweep: variants x device counts, checked up front, run one after another into one store."""
+"""The runs of a sweep: variants x device counts x engines, in the order that makes them comparable."""
 from __future__ import annotations
 
 import dataclasses
-import logging
-import time
-from pathlib import Path
 
-from bench import allreduce, data, launch, results
-from bench.devices import Machine
-from bench.launch import RunSpec
-from bench.task import SpecError, TaskSpec
-from bench.variants import Variant
-
-log = logging.getLogger(__name__)
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+from bench.spec.task import SpecError, TaskSpec
+from bench.spec.variants import Variant
 
 
 def device_counts(max_devices: int) -> list[int]:
@@ -68,53 +62,3 @@ def check_all(specs: list[RunSpec], machine: Machine) -> None:
     for spec in specs:
         if spec.inapplicable() is None:
             spec.check(machine)
-
-
-def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
-            mlflow_uri: str | None = None) -> list[results.ResultRow]:
-    check_all(specs, machine)
-    if mlflow_uri:
-        from bench import tracking
-
-        tracking.require()
-    store = results.ResultStore(out_dir)
-    environment = results.environment()
-    data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
-    rows, started = [], time.time()
-    for index, spec in enumerate(specs, 1):
-        elapsed = time.time() - started
-        eta = elapsed / (index - 1) * (len(specs) - index + 1) if index > 1 else None
-        log.info("[%d/%d] %s  (elapsed %.0fs%s)", index, len(specs), spec.label, elapsed,
-                 f", ETA {eta:.0f}s" if eta is not None else "")
-        reason = spec.inapplicable()
-        if reason:
-            row = launch.base_row(spec, launch.new_run_id(spec), "skipped", f"not applicable: {reason}")
-            row.environment = environment
-        else:
-            row = launch.execute(spec, out_dir, machine, data_paths[spec.task], environment)
-            launch.add_scaling(store, row, spec.variant)
-        store.append(row)
-        rows.append(row)
-        if mlflow_uri:
-            _track(mlflow_uri, row)
-        log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
-    return rows
-
-
-def _track(uri: str, row: results.ResultRow) -> None:
-    """After the row is stored: a tracking server that is down must not cost a measurement."""
-    from bench import tracking
-
-    try:
-        tracking.log_row(uri, row)
-    except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
-        log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
-
-
-def measure_communication(rows: list[results.ResultRow], out_dir: Path, machine: Machine) -> None:
-    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on."""
-    topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
-                         if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")})
-    for device_type, nodes, per_node in topologies:
-        log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
-        allreduce.measure(out_dir, machine, device_type, nodes, per_node)

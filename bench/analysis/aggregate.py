@@ -1,0 +1,85 @@
+"""The rows of a results folder as the report reads them: one line per configuration (run key),
+repeats folded, scaling efficiencies computed by the one rule (`bench.results.key.efficiencies`).
+
+On a shared machine throughput drifts between runs far more than between the windows of one run,
+so `bench sweep --repeats R` runs the whole sweep R times, round-robin, and a configuration shows
+the median of its run medians with the range over runs in place of the windows' interval. Every
+run stays in results.jsonl as it was measured.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.results import ResultRow
+from bench.results.frame import frame
+from bench.results.key import RunKey, efficiencies
+from bench.spec.variants import VARIANTS
+
+# The run frame's dotted columns under the names the report uses.
+COLUMNS = {
+    "throughput.median": "throughput", "throughput.ci_low": "ci_low", "throughput.ci_high": "ci_high",
+    "step_time_ms.median": "step_ms", "step_time_ms.p90": "step_p90_ms", "task.name": "task",
+    "task.precision": "precision", "task.model": "model", "task.dataset": "dataset",
+    "task.target_accuracy": "target_accuracy", "task.params": "params",
+}
+FIGURES = ("throughput", "ci_low", "ci_high", "per_device_throughput", "step_ms", "step_p90_ms", "startup_s",
+           "train_s", "wall_s", "test_accuracy", "test_loss", "eval_samples", "time_to_accuracy_s", "peak_memory_mb",
+           "scaling_efficiency", "scaling_efficiency_vs_single", "params", "target_accuracy")
+# Folded repeats: the median over the runs of each of these.
+MEDIANS = ("step_ms", "step_p90_ms", "startup_s", "train_s", "test_accuracy", "test_loss", "time_to_accuracy_s")
+
+
+def configurations(runs: pd.DataFrame) -> pd.DataFrame:
+    """One line per run key, in first-seen order: repeats folded, efficiencies from the folded medians."""
+    if runs.empty:
+        return runs
+    # A run without a figure (a failed run's throughput: None) has a plain column beside the dotted ones.
+    tidy = runs.drop(columns=[c for c in COLUMNS.values() if c in runs.columns]).rename(columns=COLUMNS)
+    tidy = tidy.reindex(columns=list(dict.fromkeys([*tidy.columns, *FIGURES])))  # figures no run has: empty
+    tidy["ok"] = (tidy["status"] == "ok") & tidy["throughput"].notna()
+    folded = pd.DataFrame([_fold(group) for _, group in tidy.groupby("key", sort=False)]).reset_index(drop=True)
+    one_device = {k: t for k, t, ok in zip(folded["key"], folded["throughput"], folded["ok"])
+                  if ok and k.world_size == 1 and not k.independent}
+    scaling = [efficiencies(k, t, one_device, _single(k)) if ok else (None, None)
+               for k, t, ok in zip(folded["key"], folded["throughput"], folded["ok"])]
+    folded["scaling_efficiency"] = [own for own, _ in scaling]
+    folded["scaling_efficiency_vs_single"] = [single for _, single in scaling]
+    folded["series"] = [k.series for k in folded["key"]]
+    return folded
+
+
+def _fold(runs: pd.DataFrame) -> pd.Series:
+    """One configuration's runs -> one line (a single run as it is)."""
+    ok = runs[runs["ok"]]
+    if len(runs) == 1 or ok.empty:
+        return runs.iloc[-1]
+    line = ok.iloc[-1].copy()
+    medians = ok["throughput"]
+    line["throughput"], line["ci_low"], line["ci_high"] = medians.median(), medians.min(), medians.max()
+    line["runs"] = len(ok)
+    line["per_device_throughput"] = line["throughput"] / line["world_size"]
+    for column in MEDIANS:
+        line[column] = ok[column].median()
+    line["peak_memory_mb"] = ok["peak_memory_mb"].fillna(0).max()
+    notes = [f"{len(ok)} runs: median of the run medians, interval = range over runs"]
+    if len(ok) < len(runs):
+        notes.append(f"{len(runs) - len(ok)} of {len(runs)} runs did not finish ok")
+    line["notes"] = list(line["notes"]) + notes
+    return line
+
+
+def _single(key: RunKey) -> str | None:
+    """The framework's plain single-device loop that this variant is also held to."""
+    variant = VARIANTS.get(key.variant)
+    return variant.baseline if variant else None
+
+
+def efficiencies_of(row: ResultRow, earlier: list[ResultRow]) -> tuple[float | None, float | None]:
+    """A new row's efficiencies against what the store held before it, by the report's rule."""
+    folded = configurations(frame([r.to_dict() for r in [*earlier, row]]))
+    [line] = folded[[key == row.key for key in folded["key"]]].to_dict("records")
+    return _value(line["scaling_efficiency"]), _value(line["scaling_efficiency_vs_single"])
+
+
+def _value(figure) -> float | None:
+    return None if figure is None or pd.isna(figure) else float(figure)

@@ -1,0 +1,213 @@
+"""Tables from a results folder: the console summary, report.md, and the scaling analysis.
+
+Everything here reads the configurations frame (`aggregate.configurations`): one line per run key,
+repeats folded. Tables are DataFrames of formatted cells, printed with pandas (`to_markdown`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from bench.analysis import aggregate, allreduce, plots
+from bench.results import ResultStore
+from bench.results.frame import frame
+
+
+def present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _fmt(value, spec: str = ".0f", none: str = "-") -> str:
+    return format(value, spec) if present(value) else none
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    value: Callable[[dict], object]
+    fmt: str
+    higher_is_better: bool | None = None  # None: no best to mark
+
+
+def _throughput_cell(r: dict) -> str:
+    runs = f" ({int(r['runs'])} runs)" if present(r.get("runs")) else ""  # folded repeats: the range over runs
+    return f"{r['throughput']:,.0f} [{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]{runs}"
+
+
+FIGURES = (
+    Column("throughput (samples/s) median [95% CI]", lambda r: r["throughput"], "throughput", True),
+    Column("per device", lambda r: r["per_device_throughput"], ",.0f", True),
+    Column("scaling eff.", lambda r: r["scaling_efficiency"], ".2f", True),
+    Column("eff. vs single", lambda r: r["scaling_efficiency_vs_single"], ".2f", True),
+    Column("step ms", lambda r: r["step_ms"], ".1f", False),
+    Column("startup s", lambda r: r["startup_s"], ".1f", False),
+    Column("test acc.", lambda r: r["test_accuracy"], ".4f", True),
+    Column("eval n", lambda r: r["eval_samples"], ".0f"),
+    Column("time to acc. s", lambda r: r["time_to_accuracy_s"], ".1f", False),
+)
+HEADERS = ("variant", "devices", "status") + tuple(c.header for c in FIGURES)
+# Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
+
+
+def _cells(r: dict) -> list[str]:
+    topo = f"{r['world_size']}" + (f" ({r['nodes']}x{r['devices_per_node']})" if r["nodes"] > 1 else "")
+    device = r["device_type"] + ("*" if _cpu_limits(r) else "")
+    status = r["status"] if r["status"] != "skipped" else "n/a"
+    if r["status"] != "ok":
+        reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
+        return [r["series"], f"{topo} {device}", status, reason] + ["-"] * (len(FIGURES) - 1)
+    figures = [_throughput_cell(r) if c.fmt == "throughput" else _fmt(c.value(r), c.fmt) for c in FIGURES]
+    return [r["series"], f"{topo} {device}", status, *figures]
+
+
+def cells(configs: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([_cells(r) for r in configs.to_dict("records")], columns=list(HEADERS))
+
+
+def text_table(configs: pd.DataFrame) -> str:
+    return cells(configs).to_markdown(index=False, tablefmt="simple", disable_numparse=True)
+
+
+def markdown_table(configs: pd.DataFrame) -> str:
+    """The results table with the best figure per column in bold (independent runs compete in none)."""
+    table = cells(configs)
+    records = configs.to_dict("records")
+    for column in FIGURES:
+        if column.higher_is_better is None:
+            continue
+        scored = [(column.value(r), i) for i, r in enumerate(records)
+                  if r["status"] == "ok" and not r["independent"] and present(column.value(r))]
+        if len(scored) > 1:
+            best = (max if column.higher_is_better else min)(scored)[0]
+            for value, i in scored:
+                if value == best:
+                    table.loc[i, column.header] = f"**{table.loc[i, column.header]}**"
+    return table.to_markdown(index=False, tablefmt="pipe", disable_numparse=True)
+
+
+# ---------------------------------------------------------------- scaling analysis
+
+def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
+    """Per multi-device run: measured step, compute-only step (its no-sync twin), communication floor."""
+    records = configs.to_dict("records")
+    no_sync = {r["key"]: r for r in records if r["independent"] and r["status"] == "ok"}
+    out = []
+    for r in records:
+        if r["status"] != "ok" or r["independent"] or r["world_size"] < 2 or not present(r["step_ms"]):
+            continue
+        twin = no_sync.get(r["key"]._replace(independent=True))
+        params = r["params"] if present(r["params"]) else None
+        grad_bytes = int(params) * 4 if params else None  # gradients are fp32 (autocast keeps fp32 weights)
+        busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
+                 if grad_bytes and r["framework"] in ("torch", "accelerate") else None)
+        out.append({
+            "row": r, "step_ms": r["step_ms"], "compute_ms": twin["step_ms"] if twin else None,
+            "comm_cost": 1 - r["throughput"] / twin["throughput"] if twin else None,
+            "floor_ms": allreduce.communication_floor_ms(grad_bytes, r["world_size"], busbw) if grad_bytes else None,
+            "busbw_gbps": busbw / 1e9 if busbw else None, "grad_mb": grad_bytes / 2**20 if grad_bytes else None,
+        })
+    return out
+
+
+def _cost_cell(cost: float | None) -> str:
+    if cost is None:
+        return "-"
+    # A no-sync run slower than its synced twin: run-to-run noise exceeds the communication cost.
+    return f"{100 * cost:.0f}%" + (" (noise)" if cost < 0 else "")
+
+
+def breakdown_table(entries: list[dict]) -> str:
+    headers = ("variant", "devices", "step ms", "compute-only ms (no sync)", "communication cost",
+               "all-reduce floor ms", "busbw GB/s at grad size", "gradients MiB")
+    body = [[e["row"]["variant"], str(e["row"]["world_size"]), _fmt(e["step_ms"], ".1f"), _fmt(e["compute_ms"], ".1f"),
+             _cost_cell(e["comm_cost"]), _fmt(e["floor_ms"], ".2f"), _fmt(e["busbw_gbps"], ".3f"),
+             _fmt(e["grad_mb"], ".2f")]
+            for e in entries]
+    return pd.DataFrame(body, columns=list(headers)).to_markdown(index=False, disable_numparse=True)
+
+
+def allreduce_table(table: list[dict]) -> str:
+    """busbw per topology (a line) and message size (a column): the latest measurement of each."""
+    wide = pd.DataFrame(table).pivot_table(index=["backend", "device_type", "nodes", "devices_per_node"],
+                                           columns="size_bytes", values="busbw_gbps", aggfunc="last")
+    wide.columns = [f"{s / 2**20:g} MiB" if s >= 2**20 else f"{s // 1024} KiB" for s in wide.columns]
+    wide = wide.map(lambda v: _fmt(v, ".3f")).reset_index()
+    topology = pd.DataFrame({
+        "backend": wide["backend"] + " (" + wide["device_type"] + ")",
+        "devices": [f"{n * d} ({n}x{d})" for n, d in zip(wide["nodes"], wide["devices_per_node"])]})
+    sizes = wide.drop(columns=["backend", "device_type", "nodes", "devices_per_node"])
+    return pd.concat([topology, sizes], axis=1).to_markdown(index=False, disable_numparse=True)
+
+
+# ---------------------------------------------------------------- report.md
+
+def _cpu_limits(r: dict) -> list[str]:
+    return [n for n in r["notes"] if n.startswith("cpu: ")]
+
+
+def footnotes(configs: pd.DataFrame) -> list[str]:
+    records = configs.to_dict("records")
+    limits = dict.fromkeys(f"{r['variant']}: {n[5:]}" for r in records for n in _cpu_limits(r))
+    notes = [f"`cpu*` {limit}; larger topologies show n/a." for limit in limits]
+    if configs["oversubscribed"].fillna(False).astype(bool).any():
+        notes.append("Some runs had more device slots than cores (`oversubscribed` in the row).")
+    notes.append("Scaling efficiency = throughput(N) / (N x throughput(1)) of the same variant and task; "
+                 "eff. vs single uses the framework's plain single-device loop (torch-single, tf-single) as "
+                 "throughput(1). CPU device slot = 1 core unless --cores-per-slot says otherwise.")
+    if configs["independent"].any():
+        notes.append("(no sync): the same variant with gradient synchronisation switched off, each replica on "
+                     "its own shard: the no-communication upper bound (no accuracy: the replicas diverge).")
+    return notes
+
+
+def write_report(directory: Path) -> Path:
+    store = ResultStore(directory)
+    runs = frame(store.dicts())
+    configs = aggregate.configurations(runs)
+    table = allreduce.load(directory)
+    last = configs.iloc[-1] if len(configs) else {}
+    env = _environment(store)
+    header = ["# dtbench report", "",
+              f"{len(runs)} runs in `{store.jsonl.name}`"
+              + (f", repeats folded into {len(configs)} rows (median of run medians [range over runs])"
+                 if len(configs) < len(runs) else "") + ".", "",
+              f"- host: {last.get('host', '-') if len(configs) else '-'}; "
+              f"commit: {last.get('git_sha', '-') if len(configs) else '-'}",
+              f"- CPU: {env.get('cpu_model', '-')} ({env.get('cores_available', '-')} cores available)",
+              f"- GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; "
+              f"CUDA {env.get('cuda') or '-'}; NCCL {env.get('nccl') or '-'}",
+              f"- python {env.get('python', '-')}; "
+              + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items()),
+              ""]
+    body = []
+    for (task, precision), subset in configs.groupby(["task", "precision"], sort=False):
+        subset = subset.reset_index(drop=True)
+        body += [f"## task {task}/{precision}", "", markdown_table(subset), "", "Best per column in **bold**.", ""]
+        entries = breakdown(subset, table)
+        if entries:
+            body += ["### Where the step time goes", "",
+                     "Compute-only = the same run with gradient synchronisation off; communication cost = "
+                     "1 - throughput / no-sync throughput (negative: the no-sync run was slower, i.e. run-to-run "
+                     "noise exceeded the cost; repeat the runs); all-reduce floor = gradient bytes x 2(n-1)/n / "
+                     "busbw from the microbenchmark below (torch backends).", "", breakdown_table(entries), ""]
+        prefix = f"{task}-{precision}"
+        for png in plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix):
+            body += [f"![{png.stem}]({png.name})", ""]
+    if table:
+        body += ["## All-reduce microbenchmark (busbw, GB/s)", "", "busbw = algbw x 2(n-1)/n.", "",
+                 allreduce_table(table), ""]
+    body += [f"- {n}" for n in footnotes(configs)] if len(configs) else []
+    path = directory / "report.md"
+    path.write_text("\n".join(header + body) + "\n")
+    store.export_csv()
+    return path
+
+
+def _environment(store: ResultStore) -> dict:
+    """The environment of the last row, as stored (nested)."""
+    rows = store.dicts()
+    return rows[-1].get("environment", {}) if rows else {}

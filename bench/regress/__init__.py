@@ -1,0 +1,1 @@
+"""Did a change slow training down? Comparison and verdicts, A/B duets, calibration."""

@@ -1,0 +1,78 @@
+"""The result row: one run's figures and where they came from (one JSON line in the store)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+from bench.results.key import RunKey, config_key
+
+
+@dataclass
+class ResultRow:
+    run_id: str
+    started_at: str
+    status: str
+    variant: str
+    framework: str
+    launcher: str
+    device_type: str
+    nodes: int
+    devices_per_node: int
+    world_size: int
+    task: dict
+    error: str | None = None
+    framework_version: str | None = None
+    engine: str = "local"
+    device_name: str | None = None
+    threads: int | None = None
+    oversubscribed: bool = False
+    command: str | None = None
+    warmup_steps: int | None = None
+    window_steps: int | None = None
+    windows: int | None = None
+    throughput: dict | None = None          # median, ci_low, ci_high, ci_coverage, windows (samples/s)
+    per_device_throughput: float | None = None
+    step_time_ms: dict | None = None        # median, p90
+    startup_s: float | None = None
+    train_s: float | None = None
+    wall_s: float | None = None
+    epochs: int | None = None
+    test_accuracy: float | None = None
+    test_loss: float | None = None
+    eval_samples: int | None = None
+    time_to_accuracy_s: float | None = None
+    peak_memory_mb: float | None = None
+    scaling_efficiency: float | None = None             # vs the same variant's 1-device run
+    scaling_efficiency_vs_single: float | None = None   # vs the framework's plain single-device loop
+    independent: bool = False                           # gradient synchronisation off: the no-communication bound
+    notes: list[str] = field(default_factory=list)
+    git_sha: str | None = None
+    host: str | None = None
+    environment: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def key(self) -> RunKey:
+        return config_key(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ResultRow":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """Nested dicts -> dotted columns; lists as JSON text (for the CSV export)."""
+    flat = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "."))
+        elif isinstance(value, list):
+            flat[name] = json.dumps(value)
+        else:
+            flat[name] = value
+    return flat

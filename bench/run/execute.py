@@ -1,0 +1,147 @@
+"""One run: write its spec, start its processes with the variant's own launcher, wait with the
+timeout, kill whatever is left, and fold the ranks' reports into a result row."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import REPO_ROOT
+from bench.results.row import ResultRow
+from bench.run import environment as env_info
+from bench.run import fold
+from bench.run.launchers import processes
+from bench.run.loopback import loopback_listener
+from bench.run.processes import RUN_ID_ENV, kill_run, start, wait
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine, Placement
+from bench.worker import FAULT_ENV
+from bench.worker.turns import DUET_NOTE, TURNS_ENV
+
+
+@dataclass
+class Launched:
+    """A finished launch: what ran, how it ended, and what every local rank reported."""
+    run_id: str
+    run_dir: Path
+    placement: Placement
+    command: str
+    status: str            # ok | failed | timeout
+    reason: str | None
+    records: dict
+    launch_time: float
+    wall_s: float
+
+
+def new_run_id(spec: RunSpec) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{spec.variant.name}-{spec.nodes}x{spec.devices_per_node}-{uuid.uuid4().hex[:6]}"
+
+
+def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, data_path: Path | None) -> Path:
+    """The spec every process of the run reads (`bench.worker.Worker`)."""
+    doc = {
+        "run_id": run_id, "variant": spec.variant.name, "task": spec.task.to_dict(),
+        "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
+        "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
+        "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
+        "engine": spec.engine,
+        "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
+                       for p in placement.nodes],
+    }
+    path = run_dir / "spec.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subprocess.Popen, int] | None:
+    """For torchrun runs all on this host: the rendezvous store on a socket bound to 127.0.0.1 (torch's
+    own would listen on every interface). Killed with the run. Not for `accelerate launch`: it checks
+    that its port is free first, and on one machine moves to another port, on several refuses."""
+    if spec.on_engine or not spec.all_local or spec.variant.launcher != "torchrun":
+        return None
+    with loopback_listener() as sock, open(run_dir / "store.log", "wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())], pass_fds=[sock.fileno()],
+            env={**os.environ, RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
+            stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        return proc, sock.getsockname()[1]
+
+
+def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None) -> Launched:
+    """Start every process of the run, wait with the timeout, kill whatever is left."""
+    placement = spec.check(machine)
+    run_id = new_run_id(spec)
+    run_dir = (out_dir / "runs" / run_id).resolve()
+    (run_dir / "tmp").mkdir(parents=True)
+    spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
+    store = start_store_host(spec, run_id, run_dir)
+    to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None)
+    background = " &" if len(to_start) > 1 else ""
+    command = " ; ".join(
+        "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
+        + " " + shlex.join(p.command) + background for p in to_start)
+    launch_time = time.time()
+    procs, logs = start(to_start, run_dir, launch_time)
+    status, reason = wait(procs, launch_time, spec.timeout_s, logs)
+    kill_run(run_id, procs + ([store[0]] if store else []))
+    return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
+                    launch_time, time.time() - launch_time)
+
+
+def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) -> ResultRow:
+    return ResultRow(
+        run_id=run_id, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), status=status,
+        error=error, variant=spec.variant.name, framework=spec.variant.framework,
+        launcher=spec.engine if spec.on_engine else spec.variant.launcher, engine=spec.row_engine,
+        device_type=spec.device_type, nodes=spec.nodes,
+        devices_per_node=spec.devices_per_node, world_size=spec.world_size,
+        task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size},
+        warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
+        independent=spec.independent, git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
+
+
+def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
+            environment: dict | None = None) -> ResultRow:
+    """Launch one run and fold its reports into a row (never raises on a failed run)."""
+    run = start_and_wait(spec, out_dir, machine, data_path)
+    row = base_row(spec, run.run_id, "failed")
+    row.environment = dict(environment or env_info.environment())
+    row.oversubscribed = run.placement.oversubscribed
+    row.notes.extend(run.placement.warnings)
+    if spec.device_type == "cpu" and spec.variant.cpu_limit_reason:
+        row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
+    if os.environ.get(FAULT_ENV):
+        row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
+    if os.environ.get(TURNS_ENV):
+        row.notes.append(DUET_NOTE)
+    row.command, row.wall_s = run.command, run.wall_s
+
+    if run.status == "ok" and 0 not in spec.local_ranks:
+        row.status = "ok"  # rank 0's host measures; this host only ran its share
+        row.notes.append(f"node {spec.host_node}'s share of a multi-host run: the row is collected on node 0's host")
+        return row
+    if run.status != "ok":
+        row.status = run.status
+        rank_error = fold.first_error(run.records) if run.status == "failed" else None
+        # Which process died and how, then the error a rank reported (or, without one, the log's last lines).
+        row.error = f"{run.reason.splitlines()[0]}\n{rank_error}" if rank_error else run.reason
+        return row
+    try:
+        measured = fold.fold(run.records, spec.world_size, spec.local_ranks, run.launch_time)
+    except fold.FoldError as exc:
+        row.error = str(exc)
+        return row
+    row.environment.update(measured.pop("worker_info"))
+    row.task["params"] = measured.pop("params")
+    for key, value in measured.items():
+        setattr(row, key, value)
+    row.status = "ok"
+    return row

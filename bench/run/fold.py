@@ -1,0 +1,79 @@
+"""Folding the JSON lines every rank reported into one row's figures."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.analysis import stats
+
+_ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
+                         "cuda_visible", "framework_version", "device_name", "threads"}
+
+
+class FoldError(RuntimeError):
+    """The ranks' reports do not add up to a valid measurement."""
+
+
+def read_rank_records(run_dir: Path) -> dict[int, list[dict]]:
+    records: dict[int, list[dict]] = {}
+    for path in sorted(run_dir.glob("rank*.jsonl")):
+        rank = int(path.stem[4:])
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        records[rank] = [json.loads(line) for line in lines]
+    return records
+
+
+def first_error(records: dict[int, list[dict]]) -> str | None:
+    """The earliest error any rank reported, with the end of its traceback."""
+    errors = [r for recs in records.values() for r in recs if r["event"] == "error"]
+    if not errors:
+        return None
+    err = min(errors, key=lambda r: r["time"])
+    tail = err.get("traceback", "").strip().splitlines()[-6:]
+    return f"rank {err['rank']}: {err['error']}\n" + "\n".join(tail)
+
+
+def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], launch_time: float) -> dict:
+    """Fold the JSON lines of the ranks started on this host (rank 0 among them) into one row's figures."""
+    def events(rank: int, name: str) -> list[dict]:
+        return [r for r in records.get(rank, []) if r["event"] == name]
+
+    joined = {rank: events(rank, "joined") for rank in records}
+    missing = [rank for rank in ranks if not joined.get(rank)]
+    if missing:
+        raise FoldError(f"ranks {missing} never joined (expected ranks {ranks[0]}..{ranks[-1]})")
+    worlds = {j[-1]["world_size"] for j in joined.values()}
+    if worlds != {planned_world}:
+        raise FoldError(f"workers joined a world of size {sorted(worlds)} but the plan is {planned_world}: "
+                        "the launcher started independent processes instead of one distributed run")
+    results = {rank: events(rank, "result") for rank in ranks}
+    if not all(results.values()):
+        raise FoldError(f"ranks {[r for r, v in results.items() if not v]} finished without a result")
+    main = results[0][-1]
+    info = joined[0][-1]
+    if len(main["window_seconds"]) < 1:
+        raise FoldError("no timing window completed")
+    throughput = stats.throughput_summary(main["window_seconds"], main["samples_per_window"])
+    first_steps = [e["time"] for rank in ranks for e in events(rank, "first_step")]
+    return {
+        "framework_version": info.get("framework_version"),
+        "device_name": info.get("device_name"),
+        "threads": info.get("threads"),
+        "throughput": throughput,
+        "per_device_throughput": throughput["median"] / planned_world,
+        "step_time_ms": stats.step_time_ms(main["window_seconds"], main["window_steps"]),
+        # Startup ends when the slowest rank has finished its first step.
+        "startup_s": max(first_steps) - launch_time if first_steps else None,
+        "train_s": main["train_s"],
+        "epochs": main.get("epochs"),
+        "test_accuracy": main.get("test_accuracy"),
+        "test_loss": main.get("test_loss"),
+        "eval_samples": main.get("eval_samples"),
+        "time_to_accuracy_s": main.get("time_to_accuracy_s"),
+        "peak_memory_mb": max(results[r][-1]["peak_memory_mb"] for r in results),
+        # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
+        "params": main.get("params"),
+        "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
+                        "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
+                        "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)}},
+    }

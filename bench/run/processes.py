@@ -1,0 +1,104 @@
+"""Starting a run's processes, waiting for them with a timeout, and killing every one of them.
+
+One process group per launcher invocation. A run that crashes or hangs has every process it
+started killed, found by the run id in their environment, so that even processes that started
+their own sessions (torchrun's workers) are caught.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import REPO_ROOT
+from bench.worker import LAUNCH_TIME_ENV
+
+RUN_ID_ENV = "DTBENCH_RUN_ID"
+LOG_TAIL_LINES = 12
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process the harness starts: a node's launcher, or (tf-config) one TF worker."""
+    command: list[str]
+    env: dict[str, str]
+    log_name: str
+
+
+def start(processes: list[Process], run_dir: Path, launch_time: float) -> tuple[list[subprocess.Popen], list[Path]]:
+    """Each in a session of its own, output to its log in the run directory."""
+    procs, logs = [], []
+    for p in processes:
+        logs.append(run_dir / p.log_name)
+        with open(logs[-1], "wb") as log_file:
+            procs.append(subprocess.Popen(
+                p.command, env={**os.environ, **p.env, LAUNCH_TIME_ENV: repr(launch_time)}, cwd=REPO_ROOT,
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+    return procs, logs
+
+
+def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
+         logs: list[Path]) -> tuple[str, str | None]:
+    """Wait for every process; stop at the first failure or at the timeout: (ok | failed | timeout, reason)."""
+    while True:
+        codes = [p.poll() for p in procs]
+        # A process killed by a signal is the likelier root cause than one that failed after it.
+        failed = sorted(((i, c) for i, c in enumerate(codes) if c not in (None, 0)), key=lambda ic: ic[1] > 0)
+        if failed:
+            index, code = failed[0]
+            how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+            return "failed", f"{logs[index].stem} {how}:\n{tail(logs[index])}"
+        if all(c == 0 for c in codes):
+            return "ok", None
+        if time.time() - started > timeout_s:
+            waiting = [i for i, c in enumerate(codes) if c is None]
+            names = ", ".join(logs[i].stem for i in waiting)
+            return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
+                               f"all killed:\n{tail(logs[waiting[0]])}")
+        time.sleep(0.2)
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def processes_of_run(run_id: str) -> list[int]:
+    """Every live process whose environment carries this run id."""
+    marker = f"{RUN_ID_ENV}={run_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def kill_run(run_id: str, procs: list[subprocess.Popen]) -> None:
+    """SIGKILL every process of the run: TF workers ignore SIGTERM, torchrun's children have own sessions."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for _ in range(3):  # a dying parent may still fork: sweep until none is left
+        pids = processes_of_run(run_id)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    for proc in procs:
+        proc.wait()

@@ -1,0 +1,106 @@
+"""A run spec: one variant on one topology for one task, checked before anything starts."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from bench.results.key import RunKey
+from bench.spec import devices
+from bench.spec.devices import Machine, Placement
+from bench.spec.task import SpecError, TaskSpec
+from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    variant: Variant
+    task: TaskSpec
+    device_type: str
+    nodes: int = 1
+    devices_per_node: int = 1
+    cores_per_slot: int = 1
+    timeout_s: float = 900.0
+    # Real multi-host: this host runs only node `host_node` and meets the others at master_addr.
+    host_node: int | None = None
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    # Gradient synchronisation off (each replica trains its own shard): the no-communication bound.
+    independent: bool = False
+    # What starts the ranks: torchrun (the variant's own launcher), or ray | spark | dask through
+    # bench.engines; engine_address joins an existing cluster instead of starting a local one.
+    engine: str = "torchrun"
+    engine_address: str | None = None
+
+    @property
+    def on_engine(self) -> bool:
+        return self.engine != "torchrun"
+
+    @property
+    def row_engine(self) -> str:
+        """The engine a row records: variants no engine runs keep "local" (their own launcher is all there is)."""
+        return self.engine if self.variant.engine_entry else "local"
+
+    @property
+    def all_local(self) -> bool:
+        """Every node on this host: every listening socket can stay on loopback."""
+        return self.host_node is None and self.engine_address is None
+
+    @property
+    def local_nodes(self) -> list[int]:
+        return list(range(self.nodes)) if self.host_node is None else [self.host_node]
+
+    @property
+    def local_ranks(self) -> list[int]:
+        per_node = self.processes_per_node
+        return [n * per_node + i for n in self.local_nodes for i in range(per_node)]
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.devices_per_node
+
+    @property
+    def processes_per_node(self) -> int:
+        return self.variant.processes_per_node(self.devices_per_node)
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.variant.name, self.row_engine, self.device_type, self.nodes, self.devices_per_node,
+                      self.task.name, self.task.precision, self.task.global_batch, self.independent)
+
+    def inapplicable(self) -> str | None:
+        return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
+
+    def check(self, machine: Machine) -> Placement:
+        """Everything that can be wrong with the request, as one-line errors, before anything starts."""
+        if self.nodes < 1 or self.devices_per_node < 1:
+            raise SpecError("devices and nodes must be at least 1")
+        if self.task.global_batch % self.world_size:
+            raise SpecError(f"global batch {self.task.global_batch} does not divide by world size "
+                            f"{self.world_size}: pass --global-batch a multiple of {self.world_size}")
+        if self.task.precision == "fp16" and self.device_type != "cuda":
+            raise SpecError("fp16 needs CUDA: use --precision bf16 or fp32 on CPU")
+        if self.independent and not self.variant.independent:
+            raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
+                            "use torch-ddp or accelerate")
+        check_engine(self.engine)
+        if self.on_engine and not self.variant.engine_entry:
+            engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
+            raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
+                            f"{engines_ok}")
+        if self.on_engine and self.host_node is not None:
+            raise SpecError(f"--engine {self.engine} starts every node itself: drop --node-rank, or use "
+                            "the engine's cluster address (--ray-address, --spark-master, --dask-scheduler)")
+        if self.host_node is not None:
+            if not 0 <= self.host_node < self.nodes:
+                raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
+            if self.master_port is None:
+                raise SpecError("a multi-host run needs --master-port P, the same on every host")
+            if self.variant.launcher == "tf-config":
+                raise SpecError(f"{self.variant.name} across hosts is not supported yet: its TF_CONFIG needs every "
+                                "worker's address; use torch-ddp or accelerate, or fake nodes with --nodes")
+        placement = devices.place(self.device_type, len(self.local_nodes), self.devices_per_node, machine,
+                                  self.cores_per_slot, self.processes_per_node)
+        if self.host_node is None:
+            return placement
+        [plan] = placement.nodes
+        return dataclasses.replace(placement, nodes=(dataclasses.replace(plan, node_rank=self.host_node),))

@@ -1,0 +1,70 @@
+"""A sweep: the planned runs (`bench.run.plan`), checked up front, run one after another into one store."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from bench.analysis import aggregate, allreduce
+from bench.results import ResultRow, ResultStore
+from bench.run import data
+from bench.run import environment as env_info
+from bench.run.execute import base_row, execute, new_run_id
+from bench.run.plan import check_all
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+
+log = logging.getLogger(__name__)
+
+
+def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
+            mlflow_uri: str | None = None) -> list[ResultRow]:
+    check_all(specs, machine)
+    if mlflow_uri:
+        from bench.run import tracking
+
+        tracking.require()
+    store = ResultStore(out_dir)
+    environment = env_info.environment()
+    data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
+    rows, started = [], time.time()
+    for index, spec in enumerate(specs, 1):
+        elapsed = time.time() - started
+        eta = elapsed / (index - 1) * (len(specs) - index + 1) if index > 1 else None
+        log.info("[%d/%d] %s  (elapsed %.0fs%s)", index, len(specs), spec.key.label, elapsed,
+                 f", ETA {eta:.0f}s" if eta is not None else "")
+        reason = spec.inapplicable()
+        if reason:
+            row = base_row(spec, new_run_id(spec), "skipped", f"not applicable: {reason}")
+            row.environment = environment
+        else:
+            row = execute(spec, out_dir, machine, data_paths[spec.task], environment)
+            if row.status == "ok" and row.throughput:
+                # The same rule as the report's, over what the store holds so far.
+                row.scaling_efficiency, row.scaling_efficiency_vs_single = aggregate.efficiencies_of(
+                    row, store.rows())
+        store.append(row)
+        rows.append(row)
+        if mlflow_uri:
+            _track(mlflow_uri, row)
+        log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
+    return rows
+
+
+def _track(uri: str, row: ResultRow) -> None:
+    """After the row is stored: a tracking server that is down must not cost a measurement."""
+    from bench.run import tracking
+
+    try:
+        tracking.log_row(uri, row)
+    except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
+        log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
+
+
+def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine) -> None:
+    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on."""
+    topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
+                         if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")})
+    for device_type, nodes, per_node in topologies:
+        log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
+        allreduce.measure(out_dir, machine, device_type, nodes, per_node)

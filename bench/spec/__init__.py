@@ -1,0 +1,1 @@
+"""What to run: the task (TaskSpec and presets), the variants table, devices and pinning plans."""

@@ -1,0 +1,189 @@
+"""The small API every variant calls inside its processes. Standard library only.
+
+A worker loads the run spec the harness wrote, pins itself to its slot, times
+training with a `StepClock`, and reports JSON lines to `rank<R>.jsonl` in the
+run directory; the harness folds those files into one result row. The training
+loop itself is the variant's own, written out in its framework's package:
+
+    clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch)
+    clock.start()
+    for epoch in range(epochs):
+        for batch in clock.timed(loader):   # step_done() after each step
+            ...one step...
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate)  # the clock paused meanwhile
+        if clock.stop:                       # an independent run ends once its windows are timed
+            break
+    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb, params)
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from bench.worker.clock import StepClock
+from bench.worker.turns import Turns
+
+SPEC_ENV = "DTBENCH_SPEC"
+NODE_RANK_ENV = "DTBENCH_NODE_RANK"
+LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
+# Test-only fault injection: "crash", "hang" or "kill" (SIGKILL itself), e.g. "crash:rank=1:step=3"
+# (rank 0 and step 1 if unnamed).
+FAULT_ENV = "DTBENCH_FAULT"
+
+
+class Worker:
+    """One process of a run: its identity, its slot and its report file."""
+
+    def __init__(self, spec_path: str | os.PathLike | None = None):
+        path = Path(spec_path or os.environ[SPEC_ENV])
+        self.spec: dict = json.loads(path.read_text())
+        self.task: dict = self.spec["task"]
+        self.run_dir = Path(self.spec["run_dir"])
+        env = os.environ
+        # Set by the launcher (torchrun, accelerate launch, or the harness for TF workers); 0 alone.
+        self.rank = int(env.get("RANK", 0))
+        self.local_rank = int(env.get("LOCAL_RANK", 0))
+        self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
+        self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
+        self._time_to_accuracy: float | None = None
+
+    @property
+    def device_type(self) -> str:
+        return self.spec["device_type"]
+
+    @property
+    def timed_steps(self) -> int:
+        """Warm-up plus every timing window: the fewest steps a run must train."""
+        return self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
+
+    @property
+    def independent(self) -> bool:
+        """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
+        return bool(self.spec.get("independent"))
+
+    def pin(self) -> int:
+        """Pin this process to its slot's cores; return how many threads it should use."""
+        # On a real multi-host run the spec holds only this host's node.
+        [plan] = [p for p in self.spec["node_plans"] if p["node_rank"] == self.node_rank]
+        slots = plan["cpu_slots"]
+        cores = slots[self.local_rank % len(slots)]
+        os.sched_setaffinity(0, cores)
+        return len(cores)
+
+    def record(self, event: str, **fields) -> None:
+        self._report.write(json.dumps({"event": event, "rank": self.rank, "time": time.time(), **fields}) + "\n")
+
+    def joined(self, world_size: int, **info) -> None:
+        """Report the world this process actually joined; the harness checks it against the plan."""
+        self.record("joined", world_size=world_size, local_rank=self.local_rank, node_rank=self.node_rank,
+                    pid=os.getpid(), host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
+                    cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), **info)
+
+    def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int) -> StepClock:
+        """The run's clock, for a loop that trains `steps` steps in all (refused when fewer than it times)."""
+        if steps < self.timed_steps:
+            raise ValueError(f"the task trains {steps} steps but warm-up and windows need "
+                             f"{self.timed_steps}: raise epochs or lower windows/window_steps")
+        t = self.task
+        return StepClock(t["warmup_steps"], t["window_steps"], t["windows"], samples_per_step, sync,
+                         on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
+                         turns=Turns.from_environment(self.rank), stop_when_done=self.independent)
+
+    def _inject_fault(self, step: int) -> None:
+        spec = os.environ.get(FAULT_ENV)
+        if not spec:
+            return
+        kind, *args = spec.split(":")
+        params = dict(arg.split("=", 1) for arg in args)
+        if int(params.get("rank", 0)) != self.rank or int(params.get("step", 1)) != step:
+            return
+        if kind == "crash":
+            raise RuntimeError(f"injected crash at step {step}")
+        if kind == "hang":
+            time.sleep(24 * 3600)
+        if kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def end_epoch(self, clock: StepClock, epoch: int, epochs: int, evaluate: Callable[[], dict] | None) -> dict | None:
+        """Pause the clock, evaluate exactly (not in independent runs: their replicas diverged),
+        record the epoch and when the target accuracy was first reached, resume for the next epoch."""
+        clock.pause()
+        if clock.stop:
+            return None
+        evaluation = None
+        if evaluate is not None and not self.independent:
+            evaluation = evaluate()
+            target = self.task.get("target_accuracy")
+            if self._time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
+                self._time_to_accuracy = clock.train_seconds()
+            self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
+        if epoch + 1 < epochs:
+            clock.resume()
+        return evaluation
+
+    def finish(self, clock: StepClock, evaluation: dict | None, epochs: int, peak_memory_mb: float,
+               params: int) -> dict:
+        """The result: the clock's windows, the last evaluation, memory; recorded for the harness."""
+        result = {**clock.summary(), **(evaluation or {}), "epochs": epochs if evaluation else 0,
+                  "train_s": clock.train_seconds(), "time_to_accuracy_s": self._time_to_accuracy,
+                  "peak_memory_mb": peak_memory_mb, "params": params}
+        self.record("result", **result)
+        return result
+
+    @contextmanager
+    def session(self):
+        """Record any exception with its traceback before the process dies."""
+        try:
+            yield self
+        except BaseException as exc:  # noqa: BLE001 - report everything, then re-raise
+            self.record("error", error=f"{type(exc).__name__}: {exc}",
+                        traceback="".join(traceback.format_exception(exc))[-4000:])
+            raise
+        finally:
+            self._report.close()
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (platform.processor() is empty on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.machine()
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def spec_path_from_argv(argv: list[str] | None = None) -> str:
+    """The spec path from `--spec PATH` (re-runnable by hand) or the environment."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--spec" in argv:
+        return argv[argv.index("--spec") + 1]
+    return os.environ[SPEC_ENV]
+
+
+def exit_now(code: int = 0) -> None:
+    """Leave without running C++ static destructors.
+
+    torch 2.14's gloo aborts at interpreter exit ("terminate called without an
+    active exception") in about one run in three here, after all work is done;
+    the process would be counted as failed. Everything is flushed first.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,114 @@
+"""The StepClock: warm-up, then timing windows bounded by a device sync + barrier. Standard library only."""
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable, Iterator, TypeVar
+
+from bench.worker.turns import Turns
+
+T = TypeVar("T")
+
+
+class StepClock:
+    """Times `windows` windows of `window_steps` steps after `warmup` steps.
+
+    `sync` (device synchronise + barrier) is called only at window boundaries,
+    at the end of the first step (for startup time) and around pauses; never
+    inside a window. Time spent paused (evaluation) counts in no window and in
+    no training time. With `turns` (a regression duet) the clock hands the
+    machine to a partner run at each boundary, also after the last window so
+    that the partner's last window is not shared with this run's evaluation.
+    """
+
+    def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
+                 sync: Callable[[], None], on_first_step: Callable[[], None] = lambda: None,
+                 on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None,
+                 stop_when_done: bool = False):
+        if warmup < 1:
+            raise ValueError("at least one warm-up step: the first step compiles and allocates")
+        self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
+        self.samples_per_step = samples_per_step
+        self._sync, self._on_first_step, self._on_step = sync, on_first_step, on_step
+        self._turns = turns or Turns()
+        self._stop_when_done = stop_when_done
+        self.steps = 0
+        self.window_seconds: list[float] = []
+        self._train_seconds = 0.0
+        self._running_since: float | None = None
+        self._window_start: float | None = None
+        self._window_paused = 0.0
+        self._paused_at: float | None = None
+
+    @property
+    def timing(self) -> bool:
+        return self._window_start is not None
+
+    @property
+    def done(self) -> bool:
+        return len(self.window_seconds) >= self.windows
+
+    @property
+    def stop(self) -> bool:
+        """Training should end now: a run that only needs its windows (an independent run) has them."""
+        return self._stop_when_done and self.done
+
+    def timed(self, batches: Iterable[T]) -> Iterator[T]:
+        """The batches of one epoch, each followed by `step_done()`; ends early once `stop` holds."""
+        for batch in batches:
+            yield batch
+            self.step_done()
+            if self.stop:
+                return
+
+    def start(self) -> None:
+        self._sync()
+        self._running_since = time.perf_counter()
+
+    def step_done(self) -> None:
+        self.steps += 1
+        self._on_step(self.steps)
+        if self.steps == 1:
+            self._sync()
+            self._on_first_step()
+        boundary = self.steps == self.warmup or (
+            self.timing and (self.steps - self.warmup) % self.window_steps == 0)
+        if not boundary or self.done:
+            return
+        self._sync()
+        now = time.perf_counter()
+        timed_one = self.timing
+        if timed_one:
+            self.window_seconds.append(now - self._window_start - self._window_paused)
+        self._window_start, self._window_paused = None, 0.0
+        if self._turns.in_duet:
+            # A partner run times its window now; the wait counts in no window and no training time.
+            self._turns.hand_over() if timed_one else self._turns.take()
+            self._sync()
+            resumed = time.perf_counter()
+            self._running_since += resumed - now
+            now = resumed
+        if not self.done:
+            self._window_start = now
+
+    def pause(self) -> None:
+        self._sync()
+        self._paused_at = time.perf_counter()
+        self._train_seconds += self._paused_at - self._running_since
+
+    def resume(self) -> None:
+        self._sync()
+        now = time.perf_counter()
+        if self.timing:
+            self._window_paused += now - self._paused_at
+        self._running_since, self._paused_at = now, None
+
+    def train_seconds(self) -> float:
+        """Training time so far, pauses excluded."""
+        if self._paused_at is not None or self._running_since is None:
+            return self._train_seconds
+        return self._train_seconds + time.perf_counter() - self._running_since
+
+    def summary(self) -> dict:
+        return {"window_seconds": self.window_seconds, "window_steps": self.window_steps,
+                "samples_per_window": self.samples_per_step * self.window_steps,
+                "steps": self.steps}

@@ -1,0 +1,35 @@
+"""What the tests share: running `python -m bench` as a user would, reading a results folder, and
+building result rows with fixed figures."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.results import ResultRow
+
+REPO = Path(__file__).resolve().parent.parent
+CPU = {"CUDA_VISIBLE_DEVICES": ""}  # a CPU run even where GPUs are visible
+
+
+def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `python -m bench ARGS` as a user would, from the repo root."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def rows(out: Path) -> list[dict]:
+    path = out / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def result_row(variant: str = "torch-ddp", world: int = 1, median: float | None = 1000.0, **fields) -> ResultRow:
+    """An ok row of `variant` on `world` CPU slots (one node) with throughput `median`; `fields` override."""
+    row = dict(run_id=f"{variant}-{world}", started_at="t", status="ok", variant=variant,
+               framework="tensorflow-cpu" if variant.startswith("tf-") else "torch", launcher="torchrun",
+               engine="torchrun" if variant in ("torch-ddp", "accelerate") else "local", device_type="cpu",
+               nodes=1, devices_per_node=world, world_size=world, task={"name": "quick", "global_batch": 64},
+               throughput=None if median is None else {"median": median, "ci_low": median, "ci_high": median})
+    return ResultRow(**{**row, **fields})
