@@ -20,8 +20,9 @@ from torch.utils.data import DataLoader
 from bench.spec.task import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import data
+from torch_impl.flops import flops_per_sample
 from torch_impl.model import build_model, count_parameters
-from torch_impl.train import RunningLoss, device_info, make_optimizer, peak_memory_mb, set_threads
+from torch_impl.train import RunningLoss, device_info, fast_path, make_optimizer, peak_memory_mb, set_threads
 
 
 def train(spec_path: str) -> dict:
@@ -35,9 +36,11 @@ def train(spec_path: str) -> dict:
     with worker.session():
         set_threads(worker.pin())
         task = worker.task
-        # The data order: one seeded random order, its batches dealt out to the processes.
+        # The data order: one seeded random order, its batches dealt out to the processes. --compile:
+        # Accelerate's own torch.compile (its dynamo plugin), applied by prepare().
         accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True,
-                                                                            data_seed=task["seed"]))
+                                                                            data_seed=task["seed"]),
+                                  dynamo_backend="inductor" if task["compile"] else "no")
         expected = ACCELERATE_MIXED_PRECISION[task["precision"]]
         if accelerator.mixed_precision != expected:
             raise RuntimeError(f"accelerate launched with mixed_precision={accelerator.mixed_precision}, "
@@ -45,10 +48,11 @@ def train(spec_path: str) -> dict:
         worker.joined(accelerator.num_processes, distributed_type=str(accelerator.distributed_type),
                       backend=accelerator.state.backend, **device_info(accelerator.device))
         device, per_process_batch = accelerator.device, task["global_batch"] // accelerator.num_processes
+        settings = fast_path(device, task)
 
-        model = build_model(task)
+        model = build_model(task).to(memory_format=data.memory_format(device))
         optimizer = make_optimizer(model, task)
-        if task["dataset"] == "synthetic":  # one batch made on the device: no input pipeline, no evaluation
+        if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
             model, optimizer = accelerator.prepare(model, optimizer)
             train_loader = data.synthetic_batches(task, per_process_batch, device, worker.timed_steps,
                                                   accelerator.process_index)
@@ -56,8 +60,9 @@ def train(spec_path: str) -> dict:
         else:
             train_set, test_set = data.load_splits(worker.spec)
             train_loader = DataLoader(train_set, batch_size=per_process_batch, shuffle=True, drop_last=True,
-                                      collate_fn=data.whole_batch)
-            eval_loader = DataLoader(test_set, batch_size=data.EVAL_BATCH, collate_fn=data.whole_batch)
+                                      collate_fn=data.whole_batch, pin_memory=settings["pin_memory"])
+            eval_loader = DataLoader(test_set, batch_size=data.EVAL_BATCH, collate_fn=data.whole_batch,
+                                     pin_memory=settings["pin_memory"])
             model, optimizer, train_loader, eval_loader = accelerator.prepare(
                 model, optimizer, train_loader, eval_loader)
             epochs = task["epochs"]
@@ -93,7 +98,8 @@ def train(spec_path: str) -> dict:
             evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly)  # the clock pauses meanwhile
             if clock.stop:
                 break
-        return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model))
+        return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
+                             flops_per_sample(task) if accelerator.is_main_process else None, settings)
 
 
 @torch.no_grad()

@@ -20,8 +20,10 @@ DEFAULT_OUT = Path("results/latest")
 def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
     precision = args.precision or ("bf16" if device_type == "cuda" else None)
+    # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
+    compiled = args.compile if args.command == "run" else None
     return get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=args.data_dir)
+                    windows=args.windows, data_dir=args.data_dir, compile=compiled)
 
 
 def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
@@ -36,6 +38,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override the task's epochs")
     p.add_argument("--windows", type=int, help="override the number of timing windows")
     p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
+                        "configuration eager and compiled; the compile time is the row's compile_s")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
@@ -138,10 +143,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
                        variants_named=args.variants not in ("all", ""),
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
-                       repeats=args.repeats)
+                       repeats=args.repeats, compiled=args.compile)
     from bench.analysis import report
     from bench.run import sweep
 
+    if args.analysis:  # first, so that every row gets its fraction of the measured peak
+        sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot)
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
         sweep.measure_communication(rows, args.out, machine)
@@ -149,6 +156,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
     return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
+
+
+def cmd_peak(args: argparse.Namespace) -> int:
+    from bench.analysis import peak
+
+    machine = devices.discover()
+    measured = peak.measure(args.out, machine, _device_type(args, machine), args.cores_per_slot)
+    if not measured:
+        print(f"error: the peak benchmark failed: see {args.out / 'runs'}", file=sys.stderr)
+        return 1
+    for r in measured:
+        print(f"{r['device_type']} {r['device_name']} ({r['threads']} threads) {r['precision']:5} "
+              f"{r['flops_per_s'] / 1e9:10,.1f} GFLOP/s  ({r['side']}x{r['side']} matmul)")
+    print(f"\nappended to {args.out / 'peak.jsonl'}")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -244,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_options(p, several=True)
     _add_task_options(p)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("peak", help="the device's measured peak: large matmuls per precision on one device slot")
+    p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores of the slot (default 1)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
+    p.set_defaults(func=cmd_peak)
 
     p = sub.add_parser("report", help="report.md and results.csv from a results directory")
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)

@@ -67,6 +67,7 @@ def normalise(images):
 
 def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
+    from tf_impl.flops import flops_per_sample
     from tf_impl.model import count_parameters
 
     task = worker.task
@@ -96,7 +97,17 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None)
         if clock.stop:
             break
-    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(), count_parameters(model))
+    # The batch is fetched inside the step (a tf.function, tf.data prefetching): no host-side wait to time.
+    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(), count_parameters(model),
+                         flops_per_sample(model) if worker_index == 0 else None, fast_path(task), input_wait_s=None)
+
+
+def fast_path(task: dict) -> dict:
+    """What TensorFlow's performance guide asks for and this run has: NHWC is Keras' own layout; TF32
+    is on by default on GPUs; XLA (`jit_compile`) with --compile."""
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    return {"channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
+            "prefetch": True, "compile": bool(task["compile"])}
 
 
 def build_training(task: dict, strategy):
@@ -116,12 +127,20 @@ def build_training(task: dict, strategy):
         optimizer.build(model.trainable_variables)
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
-    def replica_step(images, labels):
+    def loss_and_gradients(images, labels):
         with tf.GradientTape() as tape:
             logits = model(normalise(images), training=True)
             loss = tf.nn.compute_average_loss(loss_fn(labels, logits), global_batch_size=global_batch)
             scaled = optimizer.scale_loss(loss) if fp16 else loss
-        grads = tape.gradient(scaled, model.trainable_variables)
+        return loss, tape.gradient(scaled, model.trainable_variables)
+
+    if task["compile"]:
+        # XLA for the forward and backward pass. The update stays outside: under MirroredStrategy it
+        # all-reduces across the replicas' devices, which one XLA cluster cannot span.
+        loss_and_gradients = tf.function(loss_and_gradients, jit_compile=True)
+
+    def replica_step(images, labels):
+        loss, grads = loss_and_gradients(images, labels)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
@@ -138,7 +157,7 @@ def _arrays(worker: Worker):
     """(train images, train labels, (test images, test labels) or None, epochs): the cached dataset, or
     one random batch (synthetic: trained again and again, no evaluation)."""
     task = worker.task
-    if task["dataset"] == "synthetic":
+    if worker.synthetic:
         rng = np.random.default_rng(task["seed"])
         side, ch = task["image_size"], task["channels"]
         train_x = rng.integers(0, 256, (task["global_batch"], side, side, ch), dtype=np.uint8)

@@ -57,17 +57,19 @@ def load_splits(spec: dict) -> tuple[InMemoryImages, InMemoryImages]:
             InMemoryImages(arrays["test_x"], arrays["test_y"]))
 
 
-def train_loader(dataset: InMemoryImages, batch: int, rank: int, world_size: int, seed: int) -> DataLoader:
-    """The same data-order policy for every variant: DistributedSampler(seed), set_epoch per epoch."""
+def train_loader(dataset: InMemoryImages, batch: int, rank: int, world_size: int, seed: int,
+                 pin_memory: bool = False) -> DataLoader:
+    """The same data-order policy for every variant: DistributedSampler(seed), set_epoch per epoch.
+    `pin_memory` for a GPU: page-locked batches, so that the copy to the device runs asynchronously."""
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
                                  seed=seed, drop_last=True)
     return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
-                      collate_fn=whole_batch)
+                      collate_fn=whole_batch, pin_memory=pin_memory)
 
 
-def eval_loader(dataset: InMemoryImages, rank: int, world_size: int) -> DataLoader:
+def eval_loader(dataset: InMemoryImages, rank: int, world_size: int, pin_memory: bool = False) -> DataLoader:
     return DataLoader(dataset, batch_size=EVAL_BATCH, sampler=ExactShardSampler(len(dataset), rank, world_size),
-                      collate_fn=whole_batch)
+                      collate_fn=whole_batch, pin_memory=pin_memory)
 
 
 def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, rank: int):
@@ -79,7 +81,16 @@ def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, 
     return [(images, labels)] * steps
 
 
+# channels_last (NHWC in memory) per device type: PyTorch's fast path for convolutions on CUDA
+# (tensor cores and cuDNN's fastest kernels want NHWC); on CPU see the README (measured here).
+CHANNELS_LAST = {"cuda": True, "cpu": False}
+
+
+def memory_format(device: torch.device) -> torch.memory_format:
+    return torch.channels_last if CHANNELS_LAST[device.type] else torch.contiguous_format
+
+
 def to_model_input(images: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """uint8 NHWC on the host -> normalised float NCHW on the device."""
-    x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().contiguous()
+    """uint8 NHWC on the host -> normalised float NCHW on the device, in the device's memory format."""
+    x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().contiguous(memory_format=memory_format(device))
     return x.div_(255.0).sub_(cache.PIXEL_MEAN).div_(cache.PIXEL_STD)

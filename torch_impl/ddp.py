@@ -39,7 +39,7 @@ def train(spec_path: str) -> dict:
             torch.cuda.set_device(device)
         worker.joined(world_size, backend=dist.get_backend(), **device_info(device))
 
-        model = build_model(worker.task).to(device)
+        model = loop.place(build_model(worker.task), device)
         # Gradients live in the all-reduce buckets: no copy in and out of them each step.
         ddp_model = DDP(model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True)
 

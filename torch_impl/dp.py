@@ -20,7 +20,7 @@ def main() -> None:
     with worker.session():
         device = single_process_device(worker)
         cuda = device.type == "cuda"
-        model = build_model(worker.task).to(device)
+        model = loop.place(build_model(worker.task), device)
         dp_model = nn.DataParallel(model)  # all visible GPUs; the plain module on CPU
         replicas = len(dp_model.device_ids) if cuda else 1
         worker.joined(replicas, backend="dataparallel" if cuda else "none (plain module on CPU)",

@@ -15,7 +15,7 @@ def main() -> None:
         device = single_process_device(worker)
         cuda = device.type == "cuda"
         worker.joined(1, backend="none", **device_info(device))
-        model = build_model(worker.task).to(device)
+        model = loop.place(build_model(worker.task), device)
         loop.train(worker, model, raw_model=model, device=device,
                    sync=lambda: torch.cuda.synchronize(device) if cuda else None)
 

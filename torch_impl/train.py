@@ -16,6 +16,7 @@ from torch import nn
 
 from bench.worker import Worker, cpu_model, peak_rss_mb
 from torch_impl import data
+from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -28,14 +29,18 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
     process reads; `no_sync` switches gradient synchronisation off (independent runs)."""
     task = worker.task
     batch = task["global_batch"] // world_size  # what this process loads per step
+    settings = fast_path(device, task)
     optimizer = make_optimizer(model, task)
     amp_dtype = AMP_DTYPES.get(task["precision"])
     scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
-    if task["dataset"] == "synthetic":  # one batch made on the device: no input pipeline, no evaluation
+    if task["compile"]:  # the wrapped model, as torch.compile's docs for DDP say; compiled at step 1
+        model = torch.compile(model)
+    if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
         loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
     else:
         train_set, test_set = data.load_splits(worker.spec)
-        loader, epochs = data.train_loader(train_set, batch, rank, world_size, task["seed"]), task["epochs"]
+        loader = data.train_loader(train_set, batch, rank, world_size, task["seed"], settings["pin_memory"])
+        epochs = task["epochs"]
     clock = worker.clock(task["global_batch"], sync, steps=epochs * len(loader))
     running_loss = RunningLoss(device)
     evaluate_exactly = None if test_set is None else (
@@ -51,7 +56,24 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly)  # the clock pauses meanwhile
         if clock.stop:
             break
-    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model))
+    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
+                         flops_per_sample(task) if rank == 0 else None, settings)
+
+
+def fast_path(device: torch.device, task: dict) -> dict:
+    """PyTorch's performance-guide settings for this device, switched on, and what the row records."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cudnn.benchmark = True         # the fastest conv algorithms for these fixed shapes
+        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls and convolutions on TF32 tensor cores
+        torch.backends.cudnn.allow_tf32 = True
+    return {"channels_last": data.CHANNELS_LAST[device.type], "cudnn_benchmark": cuda, "tf32": cuda,
+            "pin_memory": cuda, "compile": bool(task["compile"])}
+
+
+def place(model: nn.Module, device: torch.device) -> nn.Module:
+    """The model on its device, in the device's memory format (channels_last where that is the fast path)."""
+    return model.to(device, memory_format=data.memory_format(device))
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
@@ -78,7 +100,7 @@ def evaluate(raw_model: nn.Module, test_set: data.InMemoryImages, device: torch.
     loss since the last evaluation)."""
     raw_model.eval()
     totals = torch.zeros(5, dtype=torch.float64, device=device)
-    for images, labels in data.eval_loader(test_set, rank, world_size):
+    for images, labels in data.eval_loader(test_set, rank, world_size, pin_memory=device.type == "cuda"):
         x = data.to_model_input(images, device)
         y = labels.to(device)
         with autocast(device, amp_dtype):

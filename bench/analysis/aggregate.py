@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis import peak, utilisation
 from bench.results import ResultRow
 from bench.results.frame import frame
 from bench.results.key import RunKey, efficiencies
+from bench.spec.peaks import dense_peak
 from bench.spec.variants import VARIANTS
 
 # The run frame's dotted columns under the names the report uses.
@@ -24,13 +26,17 @@ COLUMNS = {
 }
 FIGURES = ("throughput", "ci_low", "ci_high", "per_device_throughput", "step_ms", "step_p90_ms", "startup_s",
            "train_s", "wall_s", "test_accuracy", "test_loss", "eval_samples", "time_to_accuracy_s", "peak_memory_mb",
-           "scaling_efficiency", "scaling_efficiency_vs_single", "params", "target_accuracy")
+           "scaling_efficiency", "scaling_efficiency_vs_single", "params", "target_accuracy", "flops_per_sample",
+           "achieved_tflops", "mfu", "peak_fraction", "matmul_precision", "input_wait_fraction", "compile_s",
+           "first_step_s", "device_name", "cores_per_slot")
 # Folded repeats: the median over the runs of each of these.
-MEDIANS = ("step_ms", "step_p90_ms", "startup_s", "train_s", "test_accuracy", "test_loss", "time_to_accuracy_s")
+MEDIANS = ("step_ms", "step_p90_ms", "startup_s", "train_s", "test_accuracy", "test_loss", "time_to_accuracy_s",
+           "input_wait_fraction", "compile_s", "first_step_s")
 
 
-def configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    """One line per run key, in first-seen order: repeats folded, efficiencies from the folded medians."""
+def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None) -> pd.DataFrame:
+    """One line per run key, in first-seen order: repeats folded, efficiencies and utilisation from the
+    folded medians; with `peaks` (a folder's peak.jsonl) each line's fraction of the measured peak."""
     if runs.empty:
         return runs
     # A run without a figure (a failed run's throughput: None) has a plain column beside the dotted ones.
@@ -45,7 +51,24 @@ def configurations(runs: pd.DataFrame) -> pd.DataFrame:
     folded["scaling_efficiency"] = [own for own, _ in scaling]
     folded["scaling_efficiency_vs_single"] = [single for _, single in scaling]
     folded["series"] = [k.series for k in folded["key"]]
+    records = folded.to_dict("records")
+    folded["achieved_tflops"] = [_tflops(r) for r in records]
+    folded["mfu"] = [utilisation.fraction(_value(r["flops_per_sample"]), r["per_device_throughput"],
+                                          dense_peak(_text(r["device_name"]), _text(r["matmul_precision"])))
+                     for r in records]
+    if peaks is not None:
+        folded["peak_fraction"] = [peak.fraction_of({k: _value(v) if isinstance(v, float) else v for k, v in r.items()},
+                                                    peaks) for r in records]
     return folded
+
+
+def _tflops(r: dict) -> float | None:
+    achieved = utilisation.achieved_flops(_value(r["flops_per_sample"]), _value(r["throughput"]))
+    return achieved / 1e12 if achieved else None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _fold(runs: pd.DataFrame) -> pd.Series:

@@ -141,6 +141,28 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     return [path]
 
 
+def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
+    """Per configuration: the fraction of the measured matmul peak per device (and MFU where known)."""
+    rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]
+    if not rows:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    labels = [f"{r['series']}\n{r['world_size']} dev" for r in rows]
+    width = 0.4
+    for offset, key, name in ((-width / 2, "peak_fraction", "of the measured peak"),
+                              (width / 2, "mfu", "MFU (data-sheet dense peak)")):
+        values = [100 * r[key] if _present(r[key]) else 0 for r in rows]
+        ax.bar([i + offset for i in range(len(rows))], values, width, label=name)
+    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("utilisation per device (%)")
+    ax.set_title(_title("How close to the hardware (0 = not known)", rows), fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    path = directory / f"{prefix}-utilisation.png"
+    _save(fig, path)
+    return [path]
+
+
 PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup}
 
 

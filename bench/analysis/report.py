@@ -12,7 +12,7 @@ from typing import Callable
 
 import pandas as pd
 
-from bench.analysis import aggregate, allreduce, plots
+from bench.analysis import aggregate, allreduce, peak, plots
 from bench.results import ResultStore
 from bench.results.frame import frame
 
@@ -48,6 +48,9 @@ FIGURES = (
     Column("test acc.", lambda r: r["test_accuracy"], ".4f", True),
     Column("eval n", lambda r: r["eval_samples"], ".0f"),
     Column("time to acc. s", lambda r: r["time_to_accuracy_s"], ".1f", False),
+    Column("TFLOP/s", lambda r: r["achieved_tflops"], ".3g", True),
+    Column("MFU", lambda r: r["mfu"], ".1%", True),
+    Column("of meas. peak", lambda r: r["peak_fraction"], ".1%", True),
 )
 HEADERS = ("variant", "devices", "status") + tuple(c.header for c in FIGURES)
 # Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
@@ -99,7 +102,7 @@ def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
     for r in records:
         if r["status"] != "ok" or r["independent"] or r["world_size"] < 2 or not present(r["step_ms"]):
             continue
-        twin = no_sync.get(r["key"]._replace(independent=True))
+        twin = no_sync.get(r["key"].twin(independent=True))
         params = r["params"] if present(r["params"]) else None
         grad_bytes = int(params) * 4 if params else None  # gradients are fp32 (autocast keeps fp32 weights)
         busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
@@ -130,6 +133,16 @@ def breakdown_table(entries: list[dict]) -> str:
     return pd.DataFrame(body, columns=list(headers)).to_markdown(index=False, disable_numparse=True)
 
 
+def peak_table(peaks: list[dict]) -> str:
+    """The latest measurement per device, slot size and precision."""
+    latest = pd.DataFrame(peaks).groupby(["device_type", "device_name", "threads", "precision"], sort=False).last()
+    latest = latest.reset_index()
+    latest["GFLOP/s"] = [_fmt(v / 1e9, ",.1f") for v in latest["flops_per_s"]]
+    latest["matmul"] = [f"{n}x{n}" for n in latest["side"]]
+    return latest[["device_type", "device_name", "threads", "precision", "GFLOP/s", "matmul"]].to_markdown(
+        index=False, disable_numparse=True)
+
+
 def allreduce_table(table: list[dict]) -> str:
     """busbw per topology (a line) and message size (a column): the latest measurement of each."""
     wide = pd.DataFrame(table).pivot_table(index=["backend", "device_type", "nodes", "devices_per_node"],
@@ -141,6 +154,59 @@ def allreduce_table(table: list[dict]) -> str:
         "devices": [f"{n * d} ({n}x{d})" for n, d in zip(wide["nodes"], wide["devices_per_node"])]})
     sizes = wide.drop(columns=["backend", "device_type", "nodes", "devices_per_node"])
     return pd.concat([topology, sizes], axis=1).to_markdown(index=False, disable_numparse=True)
+
+
+def utilisation_entries(configs: pd.DataFrame) -> list[dict]:
+    """Per measured configuration: how close to the peak, and where the rest goes (communication from
+    its no-sync twin, input from its synthetic-input twin and the wait for batches, compile time)."""
+    records = configs.to_dict("records")
+    ok = {r["key"]: r for r in records if r["status"] == "ok"}
+    out = []
+    for r in records:
+        key = r["key"]
+        if r["status"] != "ok" or key.independent or key.input == "synthetic":
+            continue  # the twins are read beside the row they explain
+        no_sync, synthetic = ok.get(key.twin(independent=True)), ok.get(key.twin(input="synthetic"))
+        out.append({"row": r, "comm_cost": 1 - r["throughput"] / no_sync["throughput"] if no_sync else None,
+                    "real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None})
+    return out
+
+
+def utilisation_table(entries: list[dict]) -> str:
+    headers = ("variant", "devices", "GFLOP / sample", "TFLOP/s", "MFU", "of measured peak", "matmuls in",
+               "communication cost", "input wait (of step)", "real / synthetic input", "compile s")
+    body = [[e["row"]["series"], str(e["row"]["world_size"]), _fmt(_giga(e["row"]["flops_per_sample"]), ".4g"),
+             _fmt(e["row"]["achieved_tflops"], ".3g"), _fmt(e["row"]["mfu"], ".1%"), _fmt(e["row"]["peak_fraction"], ".1%"),
+             e["row"]["matmul_precision"] if present(e["row"]["matmul_precision"]) else "-", _cost_cell(e["comm_cost"]),
+             _fmt(e["row"]["input_wait_fraction"], ".1%"), _fmt(e["real_over_synthetic"], ".2f"),
+             _fmt(e["row"]["compile_s"], ".1f")] for e in entries]
+    return pd.DataFrame(body, columns=list(headers)).to_markdown(index=False, disable_numparse=True)
+
+
+def where_the_rest_goes(entries: list[dict]) -> list[str]:
+    """One sentence per series, at its largest device count."""
+    largest = {}
+    for e in entries:
+        if present(e["row"]["peak_fraction"]):
+            largest[e["row"]["series"]] = e  # entries come by ascending device count per series
+    sentences = []
+    for series, e in largest.items():
+        r, parts = e["row"], []
+        if e["comm_cost"] is not None:
+            parts.append(f"gradient synchronisation costs {e['comm_cost']:.0%} of its throughput (against its no-sync twin)")
+        if present(r["input_wait_fraction"]):
+            parts.append(f"waiting for input takes {r['input_wait_fraction']:.1%} of its step time")
+        if e["real_over_synthetic"] is not None:
+            parts.append(f"with the input pipeline left out it runs {1 / e['real_over_synthetic']:.2f}x as fast")
+        rest = "; ".join(parts) + "; " if parts else ""
+        sentences.append(f"{series} on {r['world_size']} device(s) reaches {r['peak_fraction']:.1%} of the measured "
+                         f"{r['matmul_precision']} matmul peak per device: {rest}the rest is the compute itself "
+                         "running below the matmul peak (small convolutions, memory-bound layers, framework overhead).")
+    return sentences
+
+
+def _giga(flops) -> float | None:
+    return flops / 1e9 if present(flops) else None
 
 
 # ---------------------------------------------------------------- report.md
@@ -167,7 +233,7 @@ def footnotes(configs: pd.DataFrame) -> list[str]:
 def write_report(directory: Path) -> Path:
     store = ResultStore(directory)
     runs = frame(store.dicts())
-    configs = aggregate.configurations(runs)
+    configs = aggregate.configurations(runs, peak.load(directory))
     table = allreduce.load(directory)
     last = configs.iloc[-1] if len(configs) else {}
     env = _environment(store)
@@ -194,9 +260,21 @@ def write_report(directory: Path) -> Path:
                      "1 - throughput / no-sync throughput (negative: the no-sync run was slower, i.e. run-to-run "
                      "noise exceeded the cost; repeat the runs); all-reduce floor = gradient bytes x 2(n-1)/n / "
                      "busbw from the microbenchmark below (torch backends).", "", breakdown_table(entries), ""]
+        used = utilisation_entries(subset)
+        if any(present(e["row"]["flops_per_sample"]) for e in used):
+            body += ["### How close to the hardware", "",
+                     "FLOPs counted per training sample (forward + backward, multiply-add = 2; torch's "
+                     "FlopCounterMode, Keras layers counted alike); MFU against the device's data-sheet dense peak "
+                     "(known GPUs only); of measured peak against `python -m bench peak` on this machine, per device "
+                     "and at the precision the matmuls ran in.", "", utilisation_table(used), "",
+                     *where_the_rest_goes(used), ""]
         prefix = f"{task}-{precision}"
-        for png in plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix):
+        for png in (plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix)
+                    + plots.draw_utilisation(used, directory, prefix)):
             body += [f"![{png.stem}]({png.name})", ""]
+    peaks = peak.load(directory)
+    if peaks:
+        body += ["## Matmul peak (measured)", "", peak_table(peaks), ""]
     if table:
         body += ["## All-reduce microbenchmark (busbw, GB/s)", "", "busbw = algbw x 2(n-1)/n.", "",
                  allreduce_table(table), ""]

@@ -17,6 +17,8 @@ class RunKey(NamedTuple):
     precision: str
     global_batch: int
     independent: bool      # gradient synchronisation off: the no-communication bound
+    input: str = "memory"  # memory | synthetic (a real dataset's twin with the input pipeline left out)
+    compile: bool = False  # torch.compile / XLA
 
     @property
     def world_size(self) -> int:
@@ -26,7 +28,9 @@ class RunKey(NamedTuple):
     def series(self) -> str:
         """How tables and plots name the series: variant, (no sync), [engine] when not its own launcher."""
         engine = f" [{self.engine}]" if self.engine not in OWN_LAUNCHERS else ""
-        return self.variant + (" (no sync)" if self.independent else "") + engine
+        modes = [m for m, on in (("compiled", self.compile), ("no sync", self.independent),
+                                 (self.input, self.input != "memory")) if on]
+        return self.variant + "".join(f" ({m})" for m in modes) + engine
 
     @property
     def label(self) -> str:
@@ -40,13 +44,18 @@ class RunKey(NamedTuple):
             return self._replace(nodes=1, devices_per_node=1, independent=False)
         return self._replace(variant=variant, engine="local", nodes=1, devices_per_node=1, independent=False)
 
+    def twin(self, **changes) -> "RunKey":
+        """The same configuration but for `changes` (its no-sync or synthetic-input twin)."""
+        return self._replace(**changes)
+
 
 def config_key(row: dict) -> RunKey:
     """The key of a result row (as a dict: a stored line, or `ResultRow.to_dict()`)."""
     task = row["task"]
     return RunKey(row["variant"], row.get("engine") or "local", row["device_type"], int(row["nodes"]),
                   int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"),
-                  int(task.get("global_batch") or 0), bool(row.get("independent")))
+                  int(task.get("global_batch") or 0), bool(row.get("independent")),
+                  task.get("input", "memory"), bool(task.get("compile")))
 
 
 def scaling_efficiency(throughput_n: float, devices: int, throughput_1: float | None) -> float | None:

@@ -26,6 +26,7 @@ class ResultRow:
     engine: str = "local"
     device_name: str | None = None
     threads: int | None = None
+    cores_per_slot: int | None = None       # on a CPU: the cores of one device slot
     oversubscribed: bool = False
     command: str | None = None
     warmup_steps: int | None = None
@@ -46,6 +47,17 @@ class ResultRow:
     scaling_efficiency: float | None = None             # vs the same variant's 1-device run
     scaling_efficiency_vs_single: float | None = None   # vs the framework's plain single-device loop
     independent: bool = False                           # gradient synchronisation off: the no-communication bound
+    # How close to the hardware: FLOPs counted per training sample (multiply-add = 2), what the run
+    # achieved, and against the device's dense peak (MFU, known devices) and its measured peak.
+    flops_per_sample: float | None = None
+    achieved_tflops: float | None = None                # all devices together
+    mfu: float | None = None                            # per device vs the data-sheet dense peak
+    peak_fraction: float | None = None                  # per device vs `bench peak` on this machine
+    matmul_precision: str | None = None                 # fp32 | tf32 | bf16 | fp16: what the peaks are read at
+    fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile
+    first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
+    compile_s: float | None = None                      # --compile: that first step, out of every window
+    input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch
     notes: list[str] = field(default_factory=list)
     git_sha: str | None = None
     host: str | None = None

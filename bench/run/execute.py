@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import REPO_ROOT
+from bench.analysis import utilisation
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.run import fold
@@ -103,6 +104,7 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
         launcher=spec.engine if spec.on_engine else spec.variant.launcher, engine=spec.row_engine,
         device_type=spec.device_type, nodes=spec.nodes,
         devices_per_node=spec.devices_per_node, world_size=spec.world_size,
+        cores_per_slot=spec.cores_per_slot if spec.device_type == "cpu" else None,
         task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size},
         warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
         independent=spec.independent, git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
@@ -143,5 +145,6 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     row.task["params"] = measured.pop("params")
     for key, value in measured.items():
         setattr(row, key, value)
+    utilisation.annotate(row)
     row.status = "ok"
     return row

@@ -73,6 +73,12 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         "peak_memory_mb": max(results[r][-1]["peak_memory_mb"] for r in results),
         # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
         "params": main.get("params"),
+        "flops_per_sample": main.get("flops_per_sample"),
+        "fast_path": main.get("fast_path") or {},
+        "first_step_s": main.get("first_step_s"),
+        # None where the loop fetches batches inside the step (TensorFlow) and the wait cannot be timed.
+        "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
+                                if main.get("input_wait_s") is not None else None),
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
                         "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)}},

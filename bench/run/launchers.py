@@ -126,6 +126,7 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
         "mixed_precision": ACCELERATE_MIXED_PRECISION[spec.task.precision],
         "downcast_bf16": "no", "main_training_function": "main", "enable_cpu_affinity": False,
         "tpu_use_cluster": False, "tpu_use_sudo": False,
+        "dynamo_config": {"dynamo_backend": "INDUCTOR" if spec.task.compile else "NO"},
     }
 
 

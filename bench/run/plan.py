@@ -30,11 +30,13 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
          repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),),
-         variants_named: bool = False) -> list[RunSpec]:
-    """Runs in order: baselines first (efficiency needs them), each variant's counts ascending, and with
-    `analysis` an independent (no gradient sync) run after each multi-device run that has one. With
-    `repeats` the whole list runs that many times, round-robin, so that drifts of the machine spread
-    over every configuration instead of hitting one."""
+         variants_named: bool = False, compiled: bool = False) -> list[RunSpec]:
+    """Runs in order: baselines first (efficiency needs them), each variant's counts ascending; with
+    `compiled` each run eager and then compiled. With `analysis`, after each multi-device run that has
+    one its independent (no gradient sync) twin, and after each one-device run on a real dataset its
+    synthetic-input twin (the input pipeline's cost). With `repeats` the whole list runs that many
+    times, round-robin, so that drifts of the machine spread over every configuration instead of
+    hitting one."""
     if repeats < 1:
         raise SpecError(f"repeats must be at least 1 (got {repeats})")
     if nodes < 1:
@@ -49,11 +51,14 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
             for n in counts:
                 if variant.max_devices is not None and n > variant.max_devices:
                     continue
-                spec = RunSpec(variant, task, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
-                               timeout_s=timeout_s, engine=engine, engine_address=address)
-                specs.append(spec)
-                if analysis and variant.independent and n > 1:
-                    specs.append(dataclasses.replace(spec, independent=True))
+                for mode in ([task, task.replace(compile=True)] if compiled else [task]):
+                    spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
+                                   timeout_s=timeout_s, engine=engine, engine_address=address)
+                    specs.append(spec)
+                    if analysis and variant.independent and n > 1:
+                        specs.append(dataclasses.replace(spec, independent=True))
+                    if analysis and n == 1 and not mode.synthetic:
+                        specs.append(dataclasses.replace(spec, task=mode.replace(input="synthetic")))
     return specs * repeats
 
 

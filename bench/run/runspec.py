@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from dataclasses import dataclass
 
 from bench.results.key import RunKey
@@ -9,6 +10,11 @@ from bench.spec import devices
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
+
+
+def compiler() -> str | None:
+    """The C++ compiler torch.compile would use, where there is one."""
+    return next((path for name in ("c++", "g++", "clang++") if (path := shutil.which(name))), None)
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,8 @@ class RunSpec:
     @property
     def key(self) -> RunKey:
         return RunKey(self.variant.name, self.row_engine, self.device_type, self.nodes, self.devices_per_node,
-                      self.task.name, self.task.precision, self.task.global_batch, self.independent)
+                      self.task.name, self.task.precision, self.task.global_batch, self.independent,
+                      self.task.input, self.task.compile)
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
@@ -82,6 +89,9 @@ class RunSpec:
         if self.independent and not self.variant.independent:
             raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
                             "use torch-ddp or accelerate")
+        if self.task.compile and not self.variant.framework.startswith("tensorflow") and not compiler():
+            raise SpecError("--compile needs a C++ compiler for torch.compile's inductor (none of c++, g++, clang++ "
+                            "on PATH): install one (apt-get install g++) or drop --compile")
         check_engine(self.engine)
         if self.on_engine and not self.variant.engine_entry:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)

@@ -5,7 +5,7 @@ import logging
 import time
 from pathlib import Path
 
-from bench.analysis import aggregate, allreduce
+from bench.analysis import aggregate, allreduce, peak
 from bench.results import ResultRow, ResultStore
 from bench.run import data
 from bench.run import environment as env_info
@@ -43,6 +43,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
                 # The same rule as the report's, over what the store holds so far.
                 row.scaling_efficiency, row.scaling_efficiency_vs_single = aggregate.efficiencies_of(
                     row, store.rows())
+                row.peak_fraction = peak.fraction_of(row.to_dict(), peak.load(out_dir))
         store.append(row)
         rows.append(row)
         if mlflow_uri:
@@ -59,6 +60,12 @@ def _track(uri: str, row: ResultRow) -> None:
         tracking.log_row(uri, row)
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
+
+
+def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int) -> None:
+    """The matmul peak of one device slot, measured now: the rows of the sweep are held to it."""
+    log.info("matmul peak microbenchmark: %s", device_type)
+    peak.measure(out_dir, machine, device_type, cores_per_slot)
 
 
 def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine) -> None:

@@ -14,6 +14,9 @@ ACCELERATE_MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 OPTIMIZERS = ("sgd",)
 DATASETS = ("fashion-mnist", "digits", "synthetic", "imagefolder")
 MODELS = ("small-cnn", "mnist-cnn", "resnet50")
+# Where a step's images come from: the cached dataset in memory, or (the input pipeline's cost left
+# out) one batch made on the device. A synthetic dataset is always read the second way.
+INPUTS = ("memory", "synthetic")
 
 
 class SpecError(ValueError):
@@ -41,10 +44,13 @@ class TaskSpec:
     windows: int = 10
     target_accuracy: float | None = None  # for time-to-accuracy
     data_dir: str | None = None           # imagefolder root, or an override for the dataset's files
+    input: str = "memory"
+    compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
 
     @property
     def synthetic(self) -> bool:
-        return self.dataset == "synthetic"
+        """Batches made on the device: a synthetic dataset, or a real one's synthetic twin."""
+        return self.dataset == "synthetic" or self.input == "synthetic"
 
     def replace(self, **changes) -> "TaskSpec":
         return dataclasses.replace(self, **changes)
@@ -59,6 +65,8 @@ class TaskSpec:
             raise SpecError(f"unknown model {self.model!r}: choose one of {', '.join(MODELS)}")
         if self.precision not in PRECISIONS:
             raise SpecError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
+        if self.input not in INPUTS:
+            raise SpecError(f"unknown input {self.input!r}: choose one of {', '.join(INPUTS)}")
         if self.optimizer not in OPTIMIZERS:
             raise SpecError(f"unknown optimizer {self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
         for field in ("global_batch", "epochs", "window_steps", "windows"):

@@ -66,6 +66,11 @@ class Worker:
         return self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
 
     @property
+    def synthetic(self) -> bool:
+        """Batches made on the device (a synthetic dataset, or a real one's synthetic twin): no evaluation."""
+        return self.task["dataset"] == "synthetic" or self.task.get("input") == "synthetic"
+
+    @property
     def independent(self) -> bool:
         """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
         return bool(self.spec.get("independent"))
@@ -131,11 +136,15 @@ class Worker:
         return evaluation
 
     def finish(self, clock: StepClock, evaluation: dict | None, epochs: int, peak_memory_mb: float,
-               params: int) -> dict:
-        """The result: the clock's windows, the last evaluation, memory; recorded for the harness."""
+               params: int, flops_per_sample: float | None = None, fast_path: dict | None = None,
+               **measured) -> dict:
+        """The result: the clock's windows, the last evaluation, memory, the model's FLOPs per sample
+        and the fast-path settings the run trained with; `measured` overrides the clock's figures
+        (e.g. input_wait_s=None where the wait cannot be timed); recorded for the harness."""
         result = {**clock.summary(), **(evaluation or {}), "epochs": epochs if evaluation else 0,
                   "train_s": clock.train_seconds(), "time_to_accuracy_s": self._time_to_accuracy,
-                  "peak_memory_mb": peak_memory_mb, "params": params}
+                  "peak_memory_mb": peak_memory_mb, "params": params, "flops_per_sample": flops_per_sample,
+                  "fast_path": fast_path or {}, **measured}
         self.record("result", **result)
         return result
 

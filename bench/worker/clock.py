@@ -38,6 +38,8 @@ class StepClock:
         self._window_start: float | None = None
         self._window_paused = 0.0
         self._paused_at: float | None = None
+        self.first_step_s: float | None = None  # start to the end of step 1: compilation, allocation
+        self.input_wait_s = 0.0                 # inside windows, waiting for the next batch (`timed`)
 
     @property
     def timing(self) -> bool:
@@ -53,8 +55,17 @@ class StepClock:
         return self._stop_when_done and self.done
 
     def timed(self, batches: Iterable[T]) -> Iterator[T]:
-        """The batches of one epoch, each followed by `step_done()`; ends early once `stop` holds."""
-        for batch in batches:
+        """The batches of one epoch, each followed by `step_done()`; ends early once `stop` holds.
+        The time spent waiting for each batch inside a window adds up in `input_wait_s`."""
+        batches = iter(batches)
+        while True:
+            asked = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            if self.timing:
+                self.input_wait_s += time.perf_counter() - asked
             yield batch
             self.step_done()
             if self.stop:
@@ -69,6 +80,7 @@ class StepClock:
         self._on_step(self.steps)
         if self.steps == 1:
             self._sync()
+            self.first_step_s = time.perf_counter() - self._running_since
             self._on_first_step()
         boundary = self.steps == self.warmup or (
             self.timing and (self.steps - self.warmup) % self.window_steps == 0)
@@ -111,4 +123,4 @@ class StepClock:
     def summary(self) -> dict:
         return {"window_seconds": self.window_seconds, "window_steps": self.window_steps,
                 "samples_per_window": self.samples_per_step * self.window_steps,
-                "steps": self.steps}
+                "steps": self.steps, "first_step_s": self.first_step_s, "input_wait_s": self.input_wait_s}

@@ -1,0 +1,32 @@
+"""How close a run comes to the hardware: achieved FLOP/s, MFU against the data-sheet peak, and
+the fraction of the peak measured on this machine (as torchtitan's and nanoGPT's MFU: FLOPs per
+sample x samples per second per device / peak)."""
+from __future__ import annotations
+
+from bench.spec.peaks import dense_peak, matmul_precision
+
+
+def achieved_flops(flops_per_sample: float | None, samples_per_s: float | None) -> float | None:
+    if not flops_per_sample or not samples_per_s:
+        return None
+    return flops_per_sample * samples_per_s
+
+
+def fraction(flops_per_sample: float | None, per_device_samples_per_s: float | None,
+             peak_flops: float | None) -> float | None:
+    """Achieved FLOP/s of one device over a peak (None where either is unknown)."""
+    achieved = achieved_flops(flops_per_sample, per_device_samples_per_s)
+    return achieved / peak_flops if achieved and peak_flops else None
+
+
+def annotate(row) -> None:
+    """Fill a measured row's utilisation figures that need no measured peak."""
+    if not row.throughput:
+        return
+    row.matmul_precision = matmul_precision(row.task["precision"], bool(row.fast_path.get("tf32")))
+    achieved = achieved_flops(row.flops_per_sample, row.throughput["median"])
+    row.achieved_tflops = achieved / 1e12 if achieved else None
+    row.mfu = fraction(row.flops_per_sample, row.per_device_throughput,
+                       dense_peak(row.device_name, row.matmul_precision))
+    if row.task.get("compile"):
+        row.compile_s = row.first_step_s
