@@ -66,7 +66,8 @@ def train(spec_path: str) -> dict:
             model, optimizer, train_loader, eval_loader = accelerator.prepare(
                 model, optimizer, train_loader, eval_loader)
             epochs = task["epochs"]
-        raw_model = accelerator.unwrap_model(model)
+        # keep_torch_compile=False: unwrapping must not rewire the compiled model (its no_sync would be lost).
+        raw_model = accelerator.unwrap_model(model, keep_torch_compile=False)
 
         def sync() -> None:
             if device.type == "cuda":

@@ -90,11 +90,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(rows) -> None:
-    from bench.analysis import aggregate, report
-    from bench.results import frame
+def _print_table(rows, out: Path) -> None:
+    """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
+    from bench import results
+    from bench.analysis import aggregate, peak, report
 
-    print(report.text_table(aggregate.configurations(frame.frame([r.to_dict() for r in rows]))))
+    configs = aggregate.configurations(results.load(out), peak.load(out))
+    ran = {r.key for r in rows}
+    print(report.text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -126,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == "ok" else 1
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
-    _print_table(rows)
+    _print_table(rows, args.out)
     return 0 if rows[0].status == "ok" else 1
 
 
@@ -152,17 +155,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
         sweep.measure_communication(rows, args.out, machine)
-    _print_table(rows)
+    _print_table(rows, args.out)
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
     return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
 
 
 def cmd_peak(args: argparse.Namespace) -> int:
-    from bench.analysis import peak
+    from bench.run import microbench
 
     machine = devices.discover()
-    measured = peak.measure(args.out, machine, _device_type(args, machine), args.cores_per_slot)
+    measured = microbench.measure_peak(args.out, machine, _device_type(args, machine), args.cores_per_slot)
     if not measured:
         print(f"error: the peak benchmark failed: see {args.out / 'runs'}", file=sys.stderr)
         return 1
@@ -228,7 +231,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:
-    from bench.analysis import overhead
+    from bench.run import overhead
 
     return overhead.main(args)
 

@@ -10,7 +10,7 @@ import torch
 
 from bench.spec.task import get_task
 from torch_impl.model import build_model
-from torch_impl.train import AMP_DTYPES, make_optimizer, train_step
+from torch_impl.train import AMP_DTYPES, fast_path, make_optimizer, place, train_step
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -18,7 +18,8 @@ def test_torch_training_step(benchmark, precision):
     task = get_task("default", precision=precision).to_dict()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    model = build_model(task).to(device)
+    fast_path(device, task)  # the settings a run trains with (channels_last, cudnn.benchmark, TF32 on CUDA)
+    model = place(build_model(task), device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     optimizer = make_optimizer(model, task)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")

@@ -2,6 +2,7 @@
 import pytest
 
 from bench.analysis import allreduce
+from bench.run import microbench
 from bench.spec import devices
 from helpers import CPU, bench, rows
 
@@ -36,7 +37,7 @@ def test_independent_mode_is_refused_where_it_does_not_exist(out):
 @pytest.mark.slow
 def test_allreduce_microbenchmark_on_two_processes(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    measured = allreduce.measure(tmp_path, devices.Machine(cores=(0, 1)), "cpu", 1, 2)
+    measured = microbench.measure_allreduce(tmp_path, devices.Machine(cores=(0, 1)), "cpu", 1, 2)
     assert [r["size_bytes"] for r in measured] == sorted(r["size_bytes"] for r in measured)
     assert all(r["backend"] == "gloo" and r["busbw_gbps"] > 0 and r["world_size"] == 2 for r in measured)
     assert allreduce.load(tmp_path) == measured

@@ -137,3 +137,6 @@ def test_a_new_runs_stored_efficiency_follows_the_same_rule():
     own, single = aggregate.efficiencies_of(row("torch-ddp", 2, 7000.0), earlier)
     assert own == pytest.approx(7000 / (2 * 5000))  # the median of the two one-device runs
     assert single == pytest.approx(7000 / (2 * 4000))
+    # A repeat of a configuration stores its own efficiency, not the folded one of its key.
+    own, _ = aggregate.efficiencies_of(row("torch-ddp", 2, 8000.0), earlier + [row("torch-ddp", 2, 6000.0)])
+    assert own == pytest.approx(8000 / (2 * 5000))

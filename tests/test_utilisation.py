@@ -68,6 +68,7 @@ def test_data_sheet_peaks_by_device_name_and_matmul_precision():
     assert dense_peak("NVIDIA A100-SXM4-80GB", "tf32") == pytest.approx(156e12)
     assert dense_peak("NVIDIA L40S", "bf16") == pytest.approx(362.05e12)
     assert dense_peak("NVIDIA L4", "fp32") == pytest.approx(30.3e12)  # not taken for an L40S, nor the reverse
+    assert dense_peak("NVIDIA L40", "bf16") == pytest.approx(181.05e12)
     assert dense_peak("NVIDIA A10G", "bf16") is None and dense_peak("AMD EPYC", "fp32") is None
     assert dense_peak("Tesla V100-SXM2-16GB", "bf16") is None  # no bf16 on Volta
     assert matmul_precision("fp32", tf32=True) == "tf32" and matmul_precision("bf16", tf32=True) == "bf16"
@@ -104,6 +105,19 @@ def test_compile_is_refused_where_no_compiler_can_build_it(out):
                    env=no_compiler)
     assert result.returncode == 2 and "--compile needs a C++ compiler" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (out / "results.jsonl").exists()
+
+
+def test_compile_is_refused_for_dataparallel_over_several_gpus():
+    from bench.run.runspec import RunSpec
+    from bench.spec.devices import Machine
+    from bench.spec.task import SpecError
+    from bench.spec.variants import get_variant
+
+    gpus = Machine(cores=tuple(range(8)), gpus=("0", "1"), gpu_names=("H100",) * 2)
+    compiled = get_task("default", compile=True)
+    with pytest.raises(SpecError, match="use torch-ddp --compile"):
+        RunSpec(get_variant("torch-dp"), compiled, "cuda", 1, 2).check(gpus)
+    RunSpec(get_variant("torch-ddp"), compiled, "cuda", 1, 2).check(gpus)  # DDP compiles as documented
 
 
 def test_input_wait_counts_only_inside_windows():

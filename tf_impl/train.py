@@ -72,10 +72,21 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
     task = worker.task
     global_batch = task["global_batch"]
-    model, loss_fn, train_step = build_training(task, strategy)
-    train_x, train_y, test, epochs = _arrays(worker)
-    steps_per_epoch = worker.timed_steps if test is None else len(train_y) // global_batch
-    batches = iter(train_dataset(strategy, train_x, train_y, task["seed"], global_batch))
+    model, loss_fn, train_step, train_step_on = build_training(task, strategy)
+    if worker.synthetic:  # one batch made on the devices, trained again and again: no input pipeline
+        test, epochs, steps_per_epoch = None, 1, worker.timed_steps
+        device_batch = synthetic_batch(strategy, task)
+
+        def step():
+            return train_step_on(*device_batch)
+    else:
+        arrays = cache.load(worker.spec["data_path"], mmap=False)
+        test, epochs = (arrays["test_x"], arrays["test_y"]), task["epochs"]
+        steps_per_epoch = len(arrays["train_y"]) // global_batch
+        batches = iter(train_dataset(strategy, arrays["train_x"], arrays["train_y"], task["seed"], global_batch))
+
+        def step():
+            return train_step(batches)
     eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     losses = []  # this epoch's per-step losses, on the device
 
@@ -93,7 +104,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
     for epoch in range(epochs):
         losses = []
         for _ in clock.timed(range(steps_per_epoch)):
-            losses.append(train_step(batches))
+            losses.append(step())
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None)
         if clock.stop:
             break
@@ -111,7 +122,8 @@ def fast_path(task: dict) -> dict:
 
 
 def build_training(task: dict, strategy):
-    """The model, the loss and the distributed training step (a tf.function taking the batch iterator)."""
+    """The model, the loss and the distributed training step, as a tf.function taking the batch iterator
+    and as one taking a batch already on the devices."""
     # Imports keras, so only here: after configure() has pinned this process and sized its pools.
     from tf_impl.model import build_model
 
@@ -144,27 +156,31 @@ def build_training(task: dict, strategy):
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
+    def train_step_on(images, labels):
+        per_replica = strategy.run(replica_step, args=(images, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
     @tf.function
     def train_step(iterator):
         # next() inside the tf.function: the distributed iterator's eager path fails on logical CPUs.
-        per_replica = strategy.run(replica_step, args=next(iterator))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        return train_step_on(*next(iterator))
 
-    return model, loss_fn, train_step
+    return model, loss_fn, train_step, tf.function(train_step_on)
 
 
-def _arrays(worker: Worker):
-    """(train images, train labels, (test images, test labels) or None, epochs): the cached dataset, or
-    one random batch (synthetic: trained again and again, no evaluation)."""
-    task = worker.task
-    if worker.synthetic:
-        rng = np.random.default_rng(task["seed"])
-        side, ch = task["image_size"], task["channels"]
-        train_x = rng.integers(0, 256, (task["global_batch"], side, side, ch), dtype=np.uint8)
-        train_y = rng.integers(0, task["classes"], task["global_batch"]).astype(np.int64)
-        return train_x, train_y, None, 1
-    arrays = cache.load(worker.spec["data_path"], mmap=False)
-    return arrays["train_x"], arrays["train_y"], (arrays["test_x"], arrays["test_y"]), task["epochs"]
+def synthetic_batch(strategy, task: dict):
+    """Each replica's share of one random global batch, made on its own device (uint8 NHWC, int64 labels)."""
+    per_replica = task["global_batch"] // strategy.num_replicas_in_sync
+    side, channels = task["image_size"], task["channels"]
+
+    def make(ctx: "tf.distribute.ValueContext"):
+        seed = task["seed"] + ctx.replica_id_in_sync_group
+        images = tf.random.stateless_uniform((per_replica, side, side, channels), seed=(seed, 0), maxval=256,
+                                             dtype=tf.int32)
+        labels = tf.random.stateless_uniform((per_replica,), seed=(seed, 1), maxval=task["classes"], dtype=tf.int64)
+        return tf.cast(images, tf.uint8), labels
+
+    return strategy.experimental_distribute_values_from_function(make)
 
 
 def train_dataset(strategy, train_x: np.ndarray, train_y: np.ndarray, seed: int, global_batch: int):

@@ -82,7 +82,8 @@ def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, 
 
 
 # channels_last (NHWC in memory) per device type: PyTorch's fast path for convolutions on CUDA
-# (tensor cores and cuDNN's fastest kernels want NHWC); on CPU see the README (measured here).
+# (tensor cores and cuDNN's fastest kernels want NHWC). On this project's CPU it measured 1.03x and
+# 0.97x (default task, MNIST net; README): no fast path there.
 CHANNELS_LAST = {"cuda": True, "cpu": False}
 
 

@@ -44,15 +44,15 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None) -> pd.Da
     tidy = tidy.reindex(columns=list(dict.fromkeys([*tidy.columns, *FIGURES])))  # figures no run has: empty
     tidy["ok"] = (tidy["status"] == "ok") & tidy["throughput"].notna()
     folded = pd.DataFrame([_fold(group) for _, group in tidy.groupby("key", sort=False)]).reset_index(drop=True)
-    one_device = {k: t for k, t, ok in zip(folded["key"], folded["throughput"], folded["ok"])
-                  if ok and k.world_size == 1 and not k.independent}
+    one_device = one_device_throughputs(folded)
     scaling = [efficiencies(k, t, one_device, _single(k)) if ok else (None, None)
                for k, t, ok in zip(folded["key"], folded["throughput"], folded["ok"])]
     folded["scaling_efficiency"] = [own for own, _ in scaling]
     folded["scaling_efficiency_vs_single"] = [single for _, single in scaling]
     folded["series"] = [k.series for k in folded["key"]]
     records = folded.to_dict("records")
-    folded["achieved_tflops"] = [_tflops(r) for r in records]
+    folded["achieved_tflops"] = [utilisation.tflops(_value(r["flops_per_sample"]), _value(r["throughput"]))
+                                 for r in records]
     folded["mfu"] = [utilisation.fraction(_value(r["flops_per_sample"]), r["per_device_throughput"],
                                           dense_peak(_text(r["device_name"]), _text(r["matmul_precision"])))
                      for r in records]
@@ -60,11 +60,6 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None) -> pd.Da
         folded["peak_fraction"] = [peak.fraction_of({k: _value(v) if isinstance(v, float) else v for k, v in r.items()},
                                                     peaks) for r in records]
     return folded
-
-
-def _tflops(r: dict) -> float | None:
-    achieved = utilisation.achieved_flops(_value(r["flops_per_sample"]), _value(r["throughput"]))
-    return achieved / 1e12 if achieved else None
 
 
 def _text(value) -> str | None:
@@ -98,10 +93,18 @@ def _single(key: RunKey) -> str | None:
 
 
 def efficiencies_of(row: ResultRow, earlier: list[ResultRow]) -> tuple[float | None, float | None]:
-    """A new row's efficiencies against what the store held before it, by the report's rule."""
-    folded = configurations(frame([r.to_dict() for r in [*earlier, row]]))
-    [line] = folded[[key == row.key for key in folded["key"]]].to_dict("records")
-    return _value(line["scaling_efficiency"]), _value(line["scaling_efficiency_vs_single"])
+    """A new run's own efficiencies, by the report's rule, against the one-device configurations the
+    store held before it."""
+    return efficiencies(row.key, row.throughput["median"], one_device_throughputs(
+        configurations(frame([r.to_dict() for r in earlier]))), _single(row.key))
+
+
+def one_device_throughputs(folded: pd.DataFrame) -> dict[RunKey, float]:
+    """The baselines: each one-device, gradients-synchronised configuration's (folded) throughput."""
+    if folded.empty:
+        return {}
+    return {k: t for k, t, ok in zip(folded["key"], folded["throughput"], folded["ok"])
+            if ok and k.world_size == 1 and not k.independent}
 
 
 def _value(figure) -> float | None:

@@ -1,4 +1,4 @@
-"""The all-reduce microbenchmark per backend and topology, and the communication floor it implies.
+"""The all-reduce microbenchmark's table (`bench.run.microbench` measures it), and the communication floor it implies.
 
 The floor for a model is the time a ring all-reduce of its gradients needs at the measured bus
 bandwidth: grad_bytes x 2(n-1)/n / busbw. A training step can hide communication behind the
@@ -8,30 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.analysis import microbench
-from bench.run.runspec import RunSpec
-from bench.spec.devices import Machine
-from bench.spec.task import get_task
-from bench.spec.variants import Variant
-
-ALLREDUCE = Variant("allreduce", "torch", "torchrun", "torch_impl.allreduce", single_process=False,
-                    spans_nodes=True, summary="all-reduce microbenchmark")
-
-
-def measure(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
-            timeout_s: float = 300) -> list[dict]:
-    """Run the benchmark on one topology; append its rows to OUT/allreduce.jsonl and return them."""
-    spec = RunSpec(ALLREDUCE, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
-    event = microbench.run(spec, "allreduce", out_dir, machine)
-    if event is None:
-        return []
-    return microbench.append(out_dir / "allreduce.jsonl", [
-        {"backend": event["backend"], "device_type": device_type, "nodes": nodes,
-         "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event["results"]])
-
+from bench.results.store import read_jsonl
 
 def load(out_dir: Path) -> list[dict]:
-    return microbench.load(out_dir / "allreduce.jsonl")
+    return read_jsonl(out_dir / "allreduce.jsonl")
 
 
 def busbw_at(table: list[dict], world_size: int, nodes: int, size_bytes: int) -> float | None:

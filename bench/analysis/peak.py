@@ -1,33 +1,14 @@
-"""The device's measured peak (`python -m bench peak`): large matmuls per precision on one device slot,
-recorded in OUT/peak.jsonl beside the runs, and looked up for each row's `peak_fraction`."""
+"""The device's measured peak (`python -m bench peak`, measured by `bench.run.microbench`): large
+matmuls per precision on one device slot, in OUT/peak.jsonl, looked up for each row's `peak_fraction`."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.analysis import microbench, utilisation
-from bench.run.runspec import RunSpec
-from bench.spec.devices import Machine
-from bench.spec.task import get_task
-from bench.spec.variants import Variant
-
-PEAK = Variant("peak", "torch", "python", "torch_impl.peak", single_process=True, spans_nodes=False,
-               summary="matmul peak microbenchmark")
-
-
-def measure(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int = 1,
-            timeout_s: float = 300) -> list[dict]:
-    """Measure one device slot; append a row per precision to OUT/peak.jsonl and return them."""
-    spec = RunSpec(PEAK, get_task("quick"), device_type, cores_per_slot=cores_per_slot, timeout_s=timeout_s)
-    event = microbench.run(spec, "peak", out_dir, machine)
-    if event is None:
-        return []
-    return microbench.append(out_dir / "peak.jsonl", [
-        {"device_type": event["device_type"], "device_name": event["device_name"], "threads": event["threads"], **r}
-        for r in event["results"]])
-
+from bench.analysis import utilisation
+from bench.results.store import read_jsonl
 
 def load(out_dir: Path) -> list[dict]:
-    return microbench.load(out_dir / "peak.jsonl")
+    return read_jsonl(out_dir / "peak.jsonl")
 
 
 def fraction_of(row: dict, table: list[dict]) -> float | None:

@@ -102,7 +102,7 @@ def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
     for r in records:
         if r["status"] != "ok" or r["independent"] or r["world_size"] < 2 or not present(r["step_ms"]):
             continue
-        twin = no_sync.get(r["key"].twin(independent=True))
+        twin = no_sync.get(r["key"]._replace(independent=True))
         params = r["params"] if present(r["params"]) else None
         grad_bytes = int(params) * 4 if params else None  # gradients are fp32 (autocast keeps fp32 weights)
         busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
@@ -166,7 +166,7 @@ def utilisation_entries(configs: pd.DataFrame) -> list[dict]:
         key = r["key"]
         if r["status"] != "ok" or key.independent or key.input == "synthetic":
             continue  # the twins are read beside the row they explain
-        no_sync, synthetic = ok.get(key.twin(independent=True)), ok.get(key.twin(input="synthetic"))
+        no_sync, synthetic = ok.get(key._replace(independent=True)), ok.get(key._replace(input="synthetic"))
         out.append({"row": r, "comm_cost": 1 - r["throughput"] / no_sync["throughput"] if no_sync else None,
                     "real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None})
     return out

@@ -12,6 +12,11 @@ def achieved_flops(flops_per_sample: float | None, samples_per_s: float | None) 
     return flops_per_sample * samples_per_s
 
 
+def tflops(flops_per_sample: float | None, samples_per_s: float | None) -> float | None:
+    achieved = achieved_flops(flops_per_sample, samples_per_s)
+    return achieved / 1e12 if achieved else None
+
+
 def fraction(flops_per_sample: float | None, per_device_samples_per_s: float | None,
              peak_flops: float | None) -> float | None:
     """Achieved FLOP/s of one device over a peak (None where either is unknown)."""
@@ -24,8 +29,7 @@ def annotate(row) -> None:
     if not row.throughput:
         return
     row.matmul_precision = matmul_precision(row.task["precision"], bool(row.fast_path.get("tf32")))
-    achieved = achieved_flops(row.flops_per_sample, row.throughput["median"])
-    row.achieved_tflops = achieved / 1e12 if achieved else None
+    row.achieved_tflops = tflops(row.flops_per_sample, row.throughput["median"])
     row.mfu = fraction(row.flops_per_sample, row.per_device_throughput,
                        dense_peak(row.device_name, row.matmul_precision))
     if row.task.get("compile"):

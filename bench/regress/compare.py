@@ -12,6 +12,7 @@ threshold (default 5 %), and the move is statistically significant. Three cases:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -22,7 +23,7 @@ from pathlib import Path
 from scipy import stats
 
 from bench.results import ResultRow, ResultStore
-from bench.spec.task import SpecError
+from bench.spec.task import SpecError, TaskSpec
 from bench.worker.turns import DUET_NOTE
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,15 @@ def group(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
 
 
 def same_task(a: dict, b: dict) -> bool:
-    """Every task setting the key leaves out (epochs, windows, learning rate ...) matches too."""
+    """Every task setting the key leaves out (epochs, windows, learning rate ...) matches too. A field
+    an older revision did not have counts at its default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TaskSpec) if f.default is not dataclasses.MISSING}
     derived = {"per_device_batch", "params"}  # computed from the world size and the model
-    return {k: v for k, v in a.items() if k not in derived} == {k: v for k, v in b.items() if k not in derived}
+
+    def settings(task: dict) -> dict:
+        return {k: v for k, v in {**defaults, **task}.items() if k not in derived}
+
+    return settings(a) == settings(b)
 
 
 def _judge(metric: Metric, base: list[ResultRow], cur: list[ResultRow], threshold: float,

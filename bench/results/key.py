@@ -44,10 +44,6 @@ class RunKey(NamedTuple):
             return self._replace(nodes=1, devices_per_node=1, independent=False)
         return self._replace(variant=variant, engine="local", nodes=1, devices_per_node=1, independent=False)
 
-    def twin(self, **changes) -> "RunKey":
-        """The same configuration but for `changes` (its no-sync or synthetic-input twin)."""
-        return self._replace(**changes)
-
 
 def config_key(row: dict) -> RunKey:
     """The key of a result row (as a dict: a stored line, or `ResultRow.to_dict()`)."""

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 
 from bench.results.key import RunKey, config_key
@@ -74,17 +73,3 @@ class ResultRow:
     def from_dict(cls, data: dict) -> "ResultRow":
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def flatten(data: dict, prefix: str = "") -> dict:
-    """Nested dicts -> dotted columns; lists as JSON text (for the CSV export)."""
-    flat = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, name + "."))
-        elif isinstance(value, list):
-            flat[name] = json.dumps(value)
-        else:
-            flat[name] = value
-    return flat

@@ -10,6 +10,11 @@ from pathlib import Path
 from bench.results.row import ResultRow
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """A JSON-lines table (the microbenchmarks' allreduce.jsonl, peak.jsonl); empty when absent."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
 class ResultStore:
     def __init__(self, directory: str | os.PathLike):
         self.directory = Path(directory)

@@ -5,7 +5,8 @@ import logging
 import time
 from pathlib import Path
 
-from bench.analysis import aggregate, allreduce, peak
+from bench.analysis import aggregate, peak
+from bench.run import microbench
 from bench.results import ResultRow, ResultStore
 from bench.run import data
 from bench.run import environment as env_info
@@ -65,7 +66,7 @@ def _track(uri: str, row: ResultRow) -> None:
 def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int) -> None:
     """The matmul peak of one device slot, measured now: the rows of the sweep are held to it."""
     log.info("matmul peak microbenchmark: %s", device_type)
-    peak.measure(out_dir, machine, device_type, cores_per_slot)
+    microbench.measure_peak(out_dir, machine, device_type, cores_per_slot)
 
 
 def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine) -> None:
@@ -74,4 +75,4 @@ def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine
                          if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")})
     for device_type, nodes, per_node in topologies:
         log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
-        allreduce.measure(out_dir, machine, device_type, nodes, per_node)
+        microbench.measure_allreduce(out_dir, machine, device_type, nodes, per_node)

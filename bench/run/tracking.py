@@ -7,9 +7,10 @@ Works offline: `sqlite:///path.db` or a folder (`file:` stores need MLFLOW_ALLOW
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 
-from bench.results.row import ResultRow, flatten
+from bench.results.row import ResultRow
 from bench.spec.task import SpecError
 
 METRICS = {
@@ -52,3 +53,17 @@ def log_row(uri: str, row: ResultRow, experiment: str = "dtbench") -> None:
             mlflow.log_metric("window_throughput", value, step=step)
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """Nested dicts -> dotted parameter names; lists as JSON text."""
+    flat = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, name + "."))
+        elif isinstance(value, list):
+            flat[name] = json.dumps(value)
+        else:
+            flat[name] = value
+    return flat

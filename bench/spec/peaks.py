@@ -1,7 +1,7 @@
 """Dense (no sparsity) peak FLOP/s of known accelerators per matmul precision, for MFU.
 
-Sources: NVIDIA's data sheets — H100 Tensor Core GPU (SXM5 and PCIe columns), H200 Tensor Core GPU
-(SXM), A100 Tensor Core GPU (SXM4/PCIe), L4, L40S, A10, V100, T4. The sheets print tensor-core
+Sources: NVIDIA's data sheets — H100 Tensor Core GPU (SXM5, PCIe and NVL columns), H200 Tensor Core
+GPU (SXM, NVL), A100 Tensor Core GPU (SXM4/PCIe), L4, L40, L40S, A10, V100, T4. The sheets print tensor-core
 figures "with sparsity" for Ampere and later; the dense figure is half of that. fp32 is the
 non-tensor-core rate; tf32 is what fp32 matmuls run at when TF32 is allowed (dtbench's CUDA fast path).
 A CPU has no entry: its honest peak is the measured one (`python -m bench peak`).
@@ -19,6 +19,7 @@ DENSE_PEAKS_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
     ("H200", {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),        # SXM
     ("A100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),        # SXM4 and PCIe
     ("L40S", {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05}),
+    ("L40", {"fp32": 90.5, "tf32": 90.5, "bf16": 181.05, "fp16": 181.05}),      # after L40S, before L4
     ("L4", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}),
     ("A10G", {}),                                                                  # not the A10: unknown
     ("A10", {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}),

@@ -1,0 +1,68 @@
+"""The microbenchmarks that explain the runs, each launched like a run of its own (same pinning,
+launcher and clean-up) and appended to a JSON-lines table in the results folder: the all-reduce
+(`allreduce.jsonl`, per backend and topology) and the device's matmul peak (`peak.jsonl`, per
+precision on one device slot). bench.analysis reads the tables."""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.run.execute import start_and_wait
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+from bench.spec.task import get_task
+from bench.spec.variants import Variant
+
+log = logging.getLogger(__name__)
+
+ALLREDUCE = Variant("allreduce", "torch", "torchrun", "torch_impl.allreduce", single_process=False,
+                    spans_nodes=True, summary="all-reduce microbenchmark")
+PEAK = Variant("peak", "torch", "python", "torch_impl.peak", single_process=True, spans_nodes=False,
+               summary="matmul peak microbenchmark")
+
+
+def measure_allreduce(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
+                      timeout_s: float = 300) -> list[dict]:
+    """All-reduce on one topology; its rows appended to OUT/allreduce.jsonl and returned."""
+    spec = RunSpec(ALLREDUCE, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
+    event = run(spec, "allreduce", out_dir, machine)
+    if event is None:
+        return []
+    return append(out_dir / "allreduce.jsonl", [
+        {"backend": event["backend"], "device_type": device_type, "nodes": nodes,
+         "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event["results"]])
+
+
+def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int = 1,
+                 timeout_s: float = 300) -> list[dict]:
+    """The matmul peak of one device slot; a row per precision appended to OUT/peak.jsonl and returned."""
+    spec = RunSpec(PEAK, get_task("quick"), device_type, cores_per_slot=cores_per_slot, timeout_s=timeout_s)
+    event = run(spec, "peak", out_dir, machine)
+    if event is None:
+        return []
+    return append(out_dir / "peak.jsonl", [
+        {"device_type": event["device_type"], "device_name": event["device_name"], "threads": event["threads"], **r}
+        for r in event["results"]])
+
+
+def run(spec: RunSpec, event: str, out_dir: Path, machine: Machine) -> dict | None:
+    """Launch it like a training run (same pinning, launcher, clean-up); rank 0's `event` record, or
+    None (with a warning) when it failed."""
+    launched = start_and_wait(spec, out_dir, machine, data_path=None)
+    events = [r for r in launched.records.get(0, []) if r["event"] == event]
+    if launched.status != "ok" or not events:
+        log.warning("%s benchmark %s failed: %s", event, spec.key.label,
+                    (launched.reason or "no result").splitlines()[0])
+        return None
+    return events[0]
+
+
+def append(path: Path, rows: list[dict]) -> list[dict]:
+    """Append rows (stamped with the time) to a JSON-lines table; return them."""
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows = [{"started_at": stamp, **r} for r in rows]
+    with open(path, "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return rows
