@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices
-from bench.spec.task import PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
+from bench.spec.task import INPUTS, PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
 
 log = logging.getLogger("bench")
@@ -23,7 +23,7 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
     compiled = args.compile if args.command == "run" else None
     return get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=args.data_dir, compile=compiled)
+                    windows=args.windows, data_dir=args.data_dir, compile=compiled, input=args.input)
 
 
 def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
@@ -38,6 +38,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override the task's epochs")
     p.add_argument("--windows", type=int, help="override the number of timing windows")
     p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
+    p.add_argument("--input", choices=INPUTS,
+                   help="memory: the cached dataset (default); synthetic: one batch made on the device, "
+                        "the input pipeline left out")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
                         "configuration eager and compiled; the compile time is the row's compile_s")
