@@ -6,9 +6,8 @@ import time
 from pathlib import Path
 
 from bench.analysis import aggregate, peak
-from bench.run import microbench
 from bench.results import ResultRow, ResultStore
-from bench.run import data
+from bench.run import data, microbench
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
 from bench.run.plan import check_all
