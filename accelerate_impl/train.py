@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -74,7 +75,9 @@ def train(spec_path: str) -> dict:
                 torch.cuda.synchronize(device)
             accelerator.wait_for_everyone()
 
-        clock = worker.clock(task["global_batch"], sync, steps=epochs * len(train_loader))
+        checkpoint = AccelerateCheckpoint(accelerator)
+        first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
+        clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader))
         running_loss = RunningLoss(device)
         evaluate_exactly = None if eval_loader is None else (
             lambda: evaluate(accelerator, raw_model, eval_loader, running_loss))
@@ -83,9 +86,9 @@ def train(spec_path: str) -> dict:
 
         model.train()
         clock.start()
-        for epoch in range(epochs):
+        for epoch in range(first_epoch, epochs):
             if eval_loader is not None:
-                train_loader.set_epoch(epoch)
+                train_loader.set_epoch(epoch)  # the epoch's data order: a resumed run reads on where it was
             for images, labels in clock.timed(train_loader):
                 x = data.to_model_input(images, device)
                 y = labels.to(device, non_blocking=True)
@@ -96,11 +99,36 @@ def train(spec_path: str) -> dict:
                     accelerator.backward(loss)
                     optimizer.step()
                 running_loss.add(loss)
-            evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly)  # the clock pauses meanwhile
+            # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
+            evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly, checkpoint)
             if clock.stop:
                 break
         return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
                              flops_per_sample(task) if accelerator.is_main_process else None, settings)
+
+
+class AccelerateCheckpoint:
+    """Accelerate's own: `save_state` writes the prepared model, optimizer, scaler, samplers and every
+    process's RNG; the epoch count is an object registered for checkpointing."""
+
+    def __init__(self, accelerator: Accelerator):
+        self.accelerator, self.epochs_done = accelerator, 0
+        accelerator.register_for_checkpointing(self)
+
+    def save(self, directory: Path, epochs_done: int) -> None:
+        self.epochs_done = epochs_done
+        self.accelerator.save_state(str(directory))
+        self.accelerator.wait_for_everyone()
+
+    def load(self, directory: Path) -> int:
+        self.accelerator.load_state(str(directory))
+        return self.epochs_done
+
+    def state_dict(self) -> dict:
+        return {"epochs_done": self.epochs_done}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epochs_done = state["epochs_done"]
 
 
 @torch.no_grad()

@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from bench.interrupt import Interrupted, stop_on_signals
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices
@@ -23,7 +24,8 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
     compiled = args.compile if args.command == "run" else None
     return get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=args.data_dir, compile=compiled, input=args.input)
+                    windows=args.windows, data_dir=args.data_dir, compile=compiled, input=args.input,
+                    checkpoint_every_epoch=args.checkpoint_every_epoch or None)
 
 
 def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
@@ -44,6 +46,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
                         "configuration eager and compiled; the compile time is the row's compile_s")
+    p.add_argument("--checkpoint-every-epoch", action="store_true",
+                   help="save model + optimizer after each epoch the approach's own way; the row times the save "
+                        "(the training stall) and loading it back, and counts its bytes")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
@@ -115,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
-                         independent=args.independent)
+                         independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve())
     engines = _engines(args)
     if len(engines) != 1:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")
@@ -151,13 +156,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
                        repeats=args.repeats, compiled=args.compile)
     from bench.analysis import report
-    from bench.run import sweep
+    from bench.run import resume, sweep
 
+    if args.allow_mixed_revisions and not args.resume:
+        raise SpecError("--allow-mixed-revisions goes with --resume")
+    if args.resume:
+        planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
+        print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
-        sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot)
+        sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
-        sweep.measure_communication(rows, args.out, machine)
+        sweep.measure_communication(rows, args.out, machine, again=not args.resume)
     _print_table(rows, args.out)
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
@@ -254,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-rank", type=int, help="real multi-host: run only this node's share here")
     p.add_argument("--master-addr", default="127.0.0.1", help="real multi-host: node 0's address")
     p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
+    p.add_argument("--resume-from", type=Path, metavar="RUN_DIR",
+                   help="continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint")
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
     _add_engine_options(p, several=False)
@@ -266,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
     p.add_argument("--repeats", type=int, default=1,
                    help="run the whole sweep R times, round-robin; the report folds repeats (default 1)")
+    p.add_argument("--resume", action="store_true",
+                   help="run only what --out lacks: configurations without a finished row of this revision and task")
+    p.add_argument("--allow-mixed-revisions", action="store_true",
+                   help="--resume over rows another code revision wrote (their runs count as done)")
     p.add_argument("--no-analysis", dest="analysis", action="store_false",
                    help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
                         "the all-reduce microbenchmark")
@@ -327,11 +343,20 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    stop_on_signals()
     try:
         return args.func(args)
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        if stop.rows and getattr(args, "out", None):
+            _print_table(stop.rows, args.out)
+        resume = " (`bench sweep --resume` runs what is left)" if args.func is cmd_sweep else ""
+        in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
+        print(f"\n{stop}: {sum(r.status != 'interrupted' for r in stop.rows)} runs finished{in_flight}{resume}",
+              file=sys.stderr)
+        return stop.exit_code
 
 
 if __name__ == "__main__":

@@ -78,3 +78,19 @@ def test_load_gives_a_dataframe_with_dotted_columns_and_the_run_key(tmp_path):
 def test_rows_round_trip_as_json(tmp_path):
     original = row("a")
     assert ResultRow.from_dict(json.loads(json.dumps(original.to_dict()))) == original
+
+
+def test_a_torn_tail_is_skipped_with_one_warning_and_the_next_row_starts_a_fresh_line(tmp_path, caplog):
+    from bench.results import ResultStore
+    from tests.helpers import result_row
+
+    store = ResultStore(tmp_path)
+    store.append(result_row("torch-ddp", 1))
+    with open(store.jsonl, "a") as f:
+        f.write('{"run_id": "torn", "sta')  # a kill in the middle of an append
+    store.append(result_row("torch-ddp", 2))
+    for _ in range(3):  # read again and again: warned once
+        assert [r["world_size"] for r in store.dicts()] == [1, 2]
+    warnings = [r.getMessage() for r in caplog.records if "not a complete row" in r.getMessage()]
+    assert warnings == [f"warning: {store.jsonl} line 2 is not a complete row (a torn or corrupt write): skipped"]
+    assert store.jsonl.read_text().count("\n") == 3

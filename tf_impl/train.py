@@ -67,12 +67,18 @@ def normalise(images):
 
 def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
+    from tf_impl.checkpoint import TFCheckpoint
     from tf_impl.flops import flops_per_sample
     from tf_impl.model import count_parameters
 
     task = worker.task
     global_batch = task["global_batch"]
-    model, loss_fn, train_step, train_step_on = build_training(task, strategy)
+    model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy)
+    eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
+    # Every worker waits until the chief has written (a one-number sum across workers).
+    checkpoint = TFCheckpoint(model, optimizer, worker_index,
+                              barrier=lambda: eval_functions[1](tf.zeros([1], tf.float64)).numpy())
+    first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
     if worker.synthetic:  # one batch made on the devices, trained again and again: no input pipeline
         test, epochs, steps_per_epoch = None, 1, worker.timed_steps
         device_batch = synthetic_batch(strategy, task)
@@ -83,11 +89,11 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         arrays = cache.load(worker.spec["data_path"], mmap=False)
         test, epochs = (arrays["test_x"], arrays["test_y"]), task["epochs"]
         steps_per_epoch = len(arrays["train_y"]) // global_batch
-        batches = iter(train_dataset(strategy, arrays["train_x"], arrays["train_y"], task["seed"], global_batch))
+        batches = iter(train_dataset(strategy, arrays["train_x"], arrays["train_y"], task["seed"], global_batch,
+                                     steps_per_epoch, range(first_epoch, epochs)))
 
         def step():
             return train_step(batches)
-    eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     losses = []  # this epoch's per-step losses, on the device
 
     def sync() -> None:
@@ -99,13 +105,14 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         train_loss_sum = float(tf.add_n(losses).numpy())
         return evaluate(*eval_functions, *test, num_workers, worker_index, train_loss_sum, len(losses))
 
-    clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch)
+    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch)
     clock.start()
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         losses = []
         for _ in clock.timed(range(steps_per_epoch)):
             losses.append(step())
-        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None)
+        # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None, checkpoint)
         if clock.stop:
             break
     # The batch is fetched inside the step (a tf.function, tf.data prefetching): no host-side wait to time.
@@ -122,8 +129,8 @@ def fast_path(task: dict) -> dict:
 
 
 def build_training(task: dict, strategy):
-    """The model, the loss and the distributed training step, as a tf.function taking the batch iterator
-    and as one taking a batch already on the devices."""
+    """The model, its optimizer, the loss and the distributed training step, as a tf.function taking the
+    batch iterator and as one taking a batch already on the devices."""
     # Imports keras, so only here: after configure() has pinned this process and sized its pools.
     from tf_impl.model import build_model
 
@@ -165,7 +172,7 @@ def build_training(task: dict, strategy):
         # next() inside the tf.function: the distributed iterator's eager path fails on logical CPUs.
         return train_step_on(*next(iterator))
 
-    return model, loss_fn, train_step, tf.function(train_step_on)
+    return model, optimizer, loss_fn, train_step, tf.function(train_step_on)
 
 
 def synthetic_batch(strategy, task: dict):
@@ -183,12 +190,24 @@ def synthetic_batch(strategy, task: dict):
     return strategy.experimental_distribute_values_from_function(make)
 
 
-def train_dataset(strategy, train_x: np.ndarray, train_y: np.ndarray, seed: int, global_batch: int):
+def train_dataset(strategy, train_x: np.ndarray, train_y: np.ndarray, seed: int, global_batch: int,
+                  steps_per_epoch: int, epochs: range):
+    """The batches of `epochs`; each epoch's order is drawn from (seed, epoch) alone, so that a resumed run
+    reads on exactly where the run it continues stopped."""
     def per_worker(ctx: "tf.distribute.InputContext"):
-        ds = tf.data.Dataset.from_tensor_slices((train_x, train_y))
-        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        ds = ds.shuffle(len(train_y) // ctx.num_input_pipelines + 1, seed=seed, reshuffle_each_iteration=True)
-        ds = ds.repeat().batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+        images, labels = tf.constant(train_x), tf.constant(train_y)
+        mine = tf.range(ctx.input_pipeline_id, len(train_y), ctx.num_input_pipelines)  # this pipeline's shard
+        per_replica = ctx.get_per_replica_batch_size(global_batch)
+        batches_per_epoch = steps_per_epoch * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+
+        def epoch(index):
+            order = tf.gather(mine, tf.argsort(tf.random.stateless_uniform(tf.shape(mine), seed=[seed, index])))
+            return (tf.data.Dataset.from_tensor_slices(order).batch(per_replica, drop_remainder=True)
+                    .take(batches_per_epoch))
+
+        ds = tf.data.Dataset.range(epochs.start, epochs.stop).flat_map(epoch)
+        ds = ds.map(lambda batch: (tf.gather(images, batch), tf.gather(labels, batch)),
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(per_worker)

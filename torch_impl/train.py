@@ -16,6 +16,7 @@ from torch import nn
 
 from bench.worker import Worker, cpu_model, peak_rss_mb
 from torch_impl import data
+from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
 
@@ -41,19 +42,22 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         train_set, test_set = data.load_splits(worker.spec)
         loader = data.train_loader(train_set, batch, rank, world_size, task["seed"], settings["pin_memory"])
         epochs = task["epochs"]
-    clock = worker.clock(task["global_batch"], sync, steps=epochs * len(loader))
+    checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, rank, sync)
+    first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
+    clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(loader))
     running_loss = RunningLoss(device)
     evaluate_exactly = None if test_set is None else (
         lambda: evaluate(raw_model, test_set, device, amp_dtype, all_reduce_sum, rank, world_size, running_loss))
 
     model.train()
     clock.start()
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         if test_set is not None:
-            loader.sampler.set_epoch(epoch)
+            loader.sampler.set_epoch(epoch)  # the data order is the epoch's: a resumed run reads on where it was
         for images, labels in clock.timed(loader):
             running_loss.add(train_step(model, optimizer, scaler, amp_dtype, images, labels, device, no_sync))
-        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly)  # the clock pauses meanwhile
+        # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly, checkpoint)
         if clock.stop:
             break
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),

@@ -23,6 +23,7 @@ from pathlib import Path
 from scipy import stats
 
 from bench.results import ResultRow, ResultStore
+from bench.results.store import read_jsonl
 from bench.spec.task import SpecError, TaskSpec
 from bench.worker.turns import DUET_NOTE
 
@@ -321,4 +322,4 @@ def load(path: Path) -> list[ResultRow]:
         return ResultStore(path).rows()
     if not path.exists():
         return []
-    return [ResultRow.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [ResultRow.from_dict(d) for d in read_jsonl(path)]

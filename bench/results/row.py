@@ -57,6 +57,14 @@ class ResultRow:
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
     compile_s: float | None = None                      # --compile: that first step, out of every window
     input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch
+    # --checkpoint-every-epoch: the training stall of one save (median over the epochs), loading the last
+    # one back, its bytes on disk; --resume-from: the run continued and the epochs it had trained.
+    checkpoint_save_s: float | None = None
+    checkpoint_load_s: float | None = None
+    checkpoint_bytes: int | None = None
+    resumed_from: str | None = None
+    resumed_after_epochs: int | None = None
+    resume_load_s: float | None = None
     notes: list[str] = field(default_factory=list)
     git_sha: str | None = None
     host: str | None = None

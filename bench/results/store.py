@@ -4,15 +4,56 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 from pathlib import Path
 
+from bench.interrupt import held
 from bench.results.row import ResultRow
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[Path, int]] = set()
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """A JSON-lines table (the microbenchmarks' allreduce.jsonl, peak.jsonl); empty when absent."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """A JSON-lines table (results.jsonl, the microbenchmarks' allreduce.jsonl, peak.jsonl); empty when
+    absent. A torn or corrupt line (a kill or a full disk during an append) is skipped with one warning
+    naming file and line; every complete line is kept."""
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif (path.resolve(), number) not in _warned:
+            _warned.add((path.resolve(), number))
+            log.warning("warning: %s line %d is not a complete row (a torn or corrupt write): skipped",
+                        path, number)
+    return rows
+
+
+def append_line(path: Path, doc: dict) -> None:
+    """Append one row as one write of a complete line, flushed to disk, under an exclusive lock (concurrent
+    sweeps never interleave); after a torn tail it starts on a fresh line. Stop signals wait until it is done."""
+    line = (json.dumps(doc, default=str) + "\n").encode()
+    with held():
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 class ResultStore:
@@ -23,23 +64,12 @@ class ResultStore:
 
     def append(self, row: ResultRow) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        line = (json.dumps(row.to_dict(), default=str) + "\n").encode()
-        # One O_APPEND write under an exclusive lock: concurrent sweeps never interleave.
-        fd = os.open(self.jsonl, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        append_line(self.jsonl, row.to_dict())
         self.export_csv()
 
     def dicts(self) -> list[dict]:
-        """The stored lines as they were written."""
-        if not self.jsonl.exists():
-            return []
-        return [json.loads(line) for line in self.jsonl.read_text().splitlines() if line.strip()]
+        """The stored rows as they were written (a torn line skipped with a warning)."""
+        return read_jsonl(self.jsonl)
 
     def rows(self) -> list[ResultRow]:
         return [ResultRow.from_dict(d) for d in self.dicts()]

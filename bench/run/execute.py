@@ -15,15 +15,17 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.analysis import utilisation
+from bench.interrupt import Interrupted
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.run import fold
 from bench.run.launchers import processes
 from bench.run.loopback import loopback_listener
-from bench.run.processes import RUN_ID_ENV, kill_run, start, wait
+from bench.run.processes import RUN_ID_ENV, kill_run, spawn, start, wait
+from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine, Placement
-from bench.worker import FAULT_ENV
+from bench.worker import CHECKPOINT_DIR, FAULT_ENV
 from bench.worker.turns import DUET_NOTE, TURNS_ENV
 
 
@@ -54,6 +56,7 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
         "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
         "engine": spec.engine,
+        "resume_from": str(spec.resume_from / CHECKPOINT_DIR) if spec.resume_from else None,
         "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
                        for p in placement.nodes],
     }
@@ -68,11 +71,10 @@ def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subproc
     that its port is free first, and on one machine moves to another port, on several refuses."""
     if spec.on_engine or not spec.all_local or spec.variant.launcher != "torchrun":
         return None
-    with loopback_listener() as sock, open(run_dir / "store.log", "wb") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())], pass_fds=[sock.fileno()],
-            env={**os.environ, RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT,
-            stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    with loopback_listener() as sock:
+        proc = spawn([sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())],
+                     {RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, run_dir / "store.log",
+                     pass_fds=[sock.fileno()])
         return proc, sock.getsockname()[1]
 
 
@@ -83,16 +85,25 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     (run_dir / "tmp").mkdir(parents=True)
     spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
-    store = start_store_host(spec, run_id, run_dir)
-    to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None)
-    background = " &" if len(to_start) > 1 else ""
-    command = " ; ".join(
-        "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
-        + " " + shlex.join(p.command) + background for p in to_start)
-    launch_time = time.time()
-    procs, logs = start(to_start, run_dir, launch_time)
-    status, reason = wait(procs, launch_time, spec.timeout_s, logs)
-    kill_run(run_id, procs + ([store[0]] if store else []))
+    reaper, procs, command = Reaper(run_id), [], None
+    try:
+        store = start_store_host(spec, run_id, run_dir)
+        procs += [store[0]] if store else []
+        to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None)
+        background = " &" if len(to_start) > 1 else ""
+        command = " ; ".join(
+            "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
+            + " " + shlex.join(p.command) + background for p in to_start)
+        launch_time = time.time()
+        started, logs = start(to_start, run_dir, launch_time)
+        procs += started
+        status, reason = wait(started, launch_time, spec.timeout_s, logs)
+    except Interrupted as stop:  # the sweep records the run as interrupted
+        stop.run_id, stop.command = run_id, command
+        raise
+    finally:
+        kill_run(run_id, procs)
+        reaper.release()
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time)
 
@@ -120,6 +131,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     row.notes.extend(run.placement.warnings)
     if spec.device_type == "cpu" and spec.variant.cpu_limit_reason:
         row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
+    if spec.resume_from:
+        row.resumed_from = spec.resume_from.name
     if os.environ.get(FAULT_ENV):
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
     if os.environ.get(TURNS_ENV):

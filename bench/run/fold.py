@@ -1,10 +1,11 @@
 """Folding the JSON lines every rank reported into one row's figures."""
 from __future__ import annotations
 
-import json
+import statistics
 from pathlib import Path
 
 from bench.analysis import stats
+from bench.results.store import read_jsonl
 
 _ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
                          "cuda_visible", "framework_version", "device_name", "threads"}
@@ -18,8 +19,7 @@ def read_rank_records(run_dir: Path) -> dict[int, list[dict]]:
     records: dict[int, list[dict]] = {}
     for path in sorted(run_dir.glob("rank*.jsonl")):
         rank = int(path.stem[4:])
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-        records[rank] = [json.loads(line) for line in lines]
+        records[rank] = read_jsonl(path)  # a rank killed mid-write leaves a torn last line
     return records
 
 
@@ -79,7 +79,20 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         # None where the loop fetches batches inside the step (TensorFlow) and the wait cannot be timed.
         "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
                                 if main.get("input_wait_s") is not None else None),
+        **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
                         "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)}},
     }
+
+
+def checkpoints(saved: list[dict], restored: list[dict]) -> dict:
+    """Rank 0's checkpoint figures: every rank waits for a save, so rank 0's time is the stall."""
+    figures = {}
+    if saved:
+        loads = [c["load_s"] for c in saved if c.get("load_s") is not None]
+        figures.update(checkpoint_save_s=statistics.median(c["save_s"] for c in saved),
+                       checkpoint_load_s=loads[-1] if loads else None, checkpoint_bytes=saved[-1]["bytes"])
+    if restored:
+        figures.update(resumed_after_epochs=restored[-1]["epochs_done"], resume_load_s=restored[-1]["load_s"])
+    return figures

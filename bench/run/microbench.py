@@ -4,11 +4,11 @@ launcher and clean-up) and appended to a JSON-lines table in the results folder:
 precision on one device slot). bench.analysis reads the tables."""
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.results.store import append_line
 from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
@@ -63,6 +63,6 @@ def append(path: Path, rows: list[dict]) -> list[dict]:
     """Append rows (stamped with the time) to a JSON-lines table; return them."""
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     rows = [{"started_at": stamp, **r} for r in rows]
-    with open(path, "a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    for row in rows:
+        append_line(path, row)
     return rows

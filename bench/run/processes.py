@@ -1,11 +1,13 @@
 """Starting a run's processes, waiting for them with a timeout, and killing every one of them.
 
-One process group per launcher invocation. A run that crashes or hangs has every process it
-started killed, found by the run id in their environment, so that even processes that started
-their own sessions (torchrun's workers) are caught.
+One process group per launcher invocation. A run that crashes, hangs or is interrupted has every
+process it started killed, found by the run id in their environment, so that even processes that
+started their own sessions (torchrun's workers) are caught. Each process the harness starts dies with
+the harness (PR_SET_PDEATHSIG); the run's watchdog (`bench.run.reaper`) catches the rest.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import REPO_ROOT
+from bench.interrupt import held
 from bench.worker import LAUNCH_TIME_ENV
 
 RUN_ID_ENV = "DTBENCH_RUN_ID"
@@ -33,11 +36,29 @@ def start(processes: list[Process], run_dir: Path, launch_time: float) -> tuple[
     procs, logs = [], []
     for p in processes:
         logs.append(run_dir / p.log_name)
-        with open(logs[-1], "wb") as log_file:
-            procs.append(subprocess.Popen(
-                p.command, env={**os.environ, **p.env, LAUNCH_TIME_ENV: repr(launch_time)}, cwd=REPO_ROOT,
-                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+        procs.append(spawn(p.command, {**p.env, LAUNCH_TIME_ENV: repr(launch_time)}, logs[-1]))
     return procs, logs
+
+
+def spawn(command: list[str], env: dict[str, str], log: Path, **popen) -> subprocess.Popen:
+    """A child of the harness in a session of its own (a terminal's Ctrl-C is the harness's to handle),
+    output to its log, killed by the kernel if the harness dies first."""
+    with open(log, "wb") as log_file:
+        return subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO_ROOT, stdout=log_file,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with(os.getpid()), **popen)
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with(parent: int):
+    def set_parent_death_signal() -> None:  # runs in the child between fork and exec
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the harness died before the line above
+            os._exit(1)
+    return set_parent_death_signal
 
 
 def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
@@ -84,21 +105,28 @@ def processes_of_run(run_id: str) -> list[int]:
 
 
 def kill_run(run_id: str, procs: list[subprocess.Popen]) -> None:
-    """SIGKILL every process of the run: TF workers ignore SIGTERM, torchrun's children have own sessions."""
-    for proc in procs:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for _ in range(3):  # a dying parent may still fork: sweep until none is left
+    """SIGKILL every process of the run: TF workers ignore SIGTERM, torchrun's children have own sessions.
+    A second Ctrl-C waits until this is done."""
+    with held():
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        kill_all_of_run(run_id)
+        for proc in procs:
+            proc.wait()
+
+
+def kill_all_of_run(run_id: str, sweeps: int = 5) -> None:
+    """SIGKILL every live process carrying the run id, sweeping again while a dying parent may still fork."""
+    for _ in range(sweeps):
         pids = processes_of_run(run_id)
         if not pids:
-            break
+            return
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         time.sleep(0.1)
-    for proc in procs:
-        proc.wait()

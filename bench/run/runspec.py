@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.results.key import RunKey
 from bench.spec import devices
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
+from bench.worker import CHECKPOINT_DIR
 
 
 def compiler() -> str | None:
@@ -36,6 +39,8 @@ class RunSpec:
     # bench.engines; engine_address joins an existing cluster instead of starting a local one.
     engine: str = "torchrun"
     engine_address: str | None = None
+    # --resume-from: the folder of the run this one continues from its last checkpoint.
+    resume_from: Path | None = None
 
     @property
     def on_engine(self) -> bool:
@@ -77,6 +82,26 @@ class RunSpec:
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
 
+    def check_resumable(self) -> None:
+        """A resumed run continues the same training: same variant, world and task, from a saved checkpoint."""
+        spec_file, checkpoint = self.resume_from / "spec.json", self.resume_from / CHECKPOINT_DIR
+        if not spec_file.exists():
+            raise SpecError(f"--resume-from {self.resume_from}: not a run folder (no spec.json): pass a folder "
+                            "under OUT/runs/")
+        if not checkpoint.is_dir() or not any(checkpoint.iterdir()):
+            raise SpecError(f"--resume-from {self.resume_from}: it saved no checkpoint (run it with "
+                            "--checkpoint-every-epoch, and let it finish an epoch)")
+        old = json.loads(spec_file.read_text())
+        mine = {"variant": self.variant.name, "world_size": self.world_size, "nodes": self.nodes,
+                "device_type": self.device_type, **self.task.to_dict()}
+        theirs = {"variant": old["variant"], "world_size": old["world_size"], "nodes": old["nodes"],
+                  "device_type": old["device_type"], **old["task"]}
+        differ = [f"{name} {theirs.get(name)!r} there, {value!r} here" for name, value in mine.items()
+                  if theirs.get(name) != value]
+        if differ:
+            raise SpecError(f"--resume-from {self.resume_from} trained another configuration ({'; '.join(differ)}): "
+                            "pass the options it ran with")
+
     def check(self, machine: Machine) -> Placement:
         """Everything that can be wrong with the request, as one-line errors, before anything starts."""
         if self.nodes < 1 or self.devices_per_node < 1:
@@ -96,6 +121,8 @@ class RunSpec:
             raise SpecError("--compile does not speed up nn.DataParallel over several GPUs (it runs eager; "
                             "pytorch/pytorch#94636): use torch-ddp --compile, or torch-dp on one GPU")
         check_engine(self.engine)
+        if self.resume_from is not None:
+            self.check_resumable()
         if self.on_engine and not self.variant.engine_entry:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
             raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "

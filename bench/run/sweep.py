@@ -5,7 +5,8 @@ import logging
 import time
 from pathlib import Path
 
-from bench.analysis import aggregate, peak
+from bench.analysis import aggregate, allreduce, peak
+from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
 from bench.run import data, microbench
 from bench.run import environment as env_info
@@ -28,28 +29,47 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
     environment = env_info.environment()
     data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
     rows, started = [], time.time()
-    for index, spec in enumerate(specs, 1):
-        elapsed = time.time() - started
-        eta = elapsed / (index - 1) * (len(specs) - index + 1) if index > 1 else None
-        log.info("[%d/%d] %s  (elapsed %.0fs%s)", index, len(specs), spec.key.label, elapsed,
-                 f", ETA {eta:.0f}s" if eta is not None else "")
-        reason = spec.inapplicable()
-        if reason:
-            row = base_row(spec, new_run_id(spec), "skipped", f"not applicable: {reason}")
-            row.environment = environment
-        else:
-            row = execute(spec, out_dir, machine, data_paths[spec.task], environment)
-            if row.status == "ok" and row.throughput:
-                # The same rule as the report's, over what the store holds so far.
-                row.scaling_efficiency, row.scaling_efficiency_vs_single = aggregate.efficiencies_of(
-                    row, store.rows())
-                row.peak_fraction = peak.fraction_of(row.to_dict(), peak.load(out_dir))
-        store.append(row)
-        rows.append(row)
-        if mlflow_uri:
-            _track(mlflow_uri, row)
-        log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
+    try:
+        for index, spec in enumerate(specs, 1):
+            elapsed = time.time() - started
+            eta = elapsed / (index - 1) * (len(specs) - index + 1) if index > 1 else None
+            log.info("[%d/%d] %s  (elapsed %.0fs%s)", index, len(specs), spec.key.label, elapsed,
+                     f", ETA {eta:.0f}s" if eta is not None else "")
+            row = run_one(spec, store, out_dir, machine, data_paths[spec.task], environment)
+            rows.append(row)
+            if mlflow_uri:
+                _track(mlflow_uri, row)
+            log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
+    except Interrupted as stop:  # the caller prints what finished and exits 128 + the signal
+        stop.rows = rows + stop.rows
+        raise
     return rows
+
+
+def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, data_path: Path | None,
+            environment: dict) -> ResultRow:
+    """Run one configuration (or record why it does not apply) and store its row."""
+    reason = spec.inapplicable()
+    if reason:
+        row = base_row(spec, new_run_id(spec), "skipped", f"not applicable: {reason}")
+        row.environment = environment
+        store.append(row)
+        return row
+    try:
+        row = execute(spec, out_dir, machine, data_path, environment)
+    except Interrupted as stop:  # its processes are killed already: record it, then stop the sweep
+        row = base_row(spec, stop.run_id or new_run_id(spec), "interrupted", f"{stop}: the run's processes were killed")
+        row.environment, row.command = environment, stop.command
+        store.append(row)
+        log.info("      -> interrupted (%s)", stop.name)
+        stop.rows = [row]
+        raise
+    if row.status == "ok" and row.throughput:
+        # The same rule as the report's, over what the store holds so far.
+        row.scaling_efficiency, row.scaling_efficiency_vs_single = aggregate.efficiencies_of(row, store.rows())
+        row.peak_fraction = peak.fraction_of(row.to_dict(), peak.load(out_dir))
+    store.append(row)
+    return row
 
 
 def _track(uri: str, row: ResultRow) -> None:
@@ -62,16 +82,25 @@ def _track(uri: str, row: ResultRow) -> None:
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
 
 
-def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int) -> None:
-    """The matmul peak of one device slot, measured now: the rows of the sweep are held to it."""
+def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int, again: bool = True) -> None:
+    """The matmul peak of one device slot, measured now: the rows of the sweep are held to it
+    (a resumed sweep keeps the one measured before)."""
+    if not again and any(r["device_type"] == device_type and r.get("threads") == cores_per_slot
+                         for r in peak.load(out_dir)):
+        return
     log.info("matmul peak microbenchmark: %s", device_type)
     microbench.measure_peak(out_dir, machine, device_type, cores_per_slot)
 
 
-def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine) -> None:
-    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on."""
+def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine, again: bool = True) -> None:
+    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on (a resumed
+    sweep: on those the folder has rows for and no measurement yet)."""
+    if not again:
+        rows = ResultStore(out_dir).rows()
+    measured = {(r["device_type"], r["nodes"], r["devices_per_node"]) for r in allreduce.load(out_dir)}
     topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
-                         if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")})
+                         if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")}
+                        - (set() if again else measured))
     for device_type, nodes, per_node in topologies:
         log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
         microbench.measure_allreduce(out_dir, machine, device_type, nodes, per_node)

@@ -46,6 +46,7 @@ class TaskSpec:
     data_dir: str | None = None           # imagefolder root, or an override for the dataset's files
     input: str = "memory"
     compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
+    checkpoint_every_epoch: bool = False  # save model + optimizer state after each epoch, the approach's own way
 
     @property
     def synthetic(self) -> bool:

@@ -10,10 +10,13 @@ loop itself is the variant's own, written out in its framework's package:
     for epoch in range(epochs):
         for batch in clock.timed(loader):   # step_done() after each step
             ...one step...
-        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate)  # the clock paused meanwhile
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate, checkpoint)  # the clock paused meanwhile
         if clock.stop:                       # an independent run ends once its windows are timed
             break
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb, params)
+
+A run with checkpoints hands `end_epoch` its framework's `Checkpoint` (save, load); a resumed run starts
+at `worker.restore(checkpoint)`, the epoch after the last one saved.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from bench.worker.clock import StepClock
 from bench.worker.turns import Turns
@@ -38,6 +41,19 @@ LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
 # Test-only fault injection: "crash", "hang" or "kill" (SIGKILL itself), e.g. "crash:rank=1:step=3"
 # (rank 0 and step 1 if unnamed).
 FAULT_ENV = "DTBENCH_FAULT"
+
+
+CHECKPOINT_DIR = "checkpoint"
+
+
+class Checkpoint(Protocol):
+    """Model + optimizer (+ scaler, RNG) state saved the approach's own way; every rank calls both."""
+
+    def save(self, directory: Path, epochs_done: int) -> None: ...
+
+    def load(self, directory: Path) -> int:
+        """Restore the state saved in `directory`; return how many epochs it had trained."""
+        ...
 
 
 class Worker:
@@ -118,12 +134,45 @@ class Worker:
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def end_epoch(self, clock: StepClock, epoch: int, epochs: int, evaluate: Callable[[], dict] | None) -> dict | None:
-        """Pause the clock, evaluate exactly (not in independent runs: their replicas diverged),
-        record the epoch and when the target accuracy was first reached, resume for the next epoch."""
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / CHECKPOINT_DIR
+
+    def restore(self, checkpoint: Checkpoint) -> int:
+        """A resumed run (`--resume-from`): load the last checkpoint of the run it continues, timed;
+        return the epoch to start at (0 for a fresh run)."""
+        directory = self.spec.get("resume_from")
+        if not directory:
+            return 0
+        started = time.perf_counter()
+        epochs_done = checkpoint.load(Path(directory))
+        self.record("restored", load_s=time.perf_counter() - started, epochs_done=epochs_done, directory=directory)
+        return epochs_done
+
+    def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
+        """Save (the training stall, timed across the barrier every approach ends its save with); after the
+        last epoch load it back, timed, so that the final evaluation runs on the state read from disk."""
+        started = time.perf_counter()
+        checkpoint.save(self.checkpoint_dir, epochs_done)
+        save_s = time.perf_counter() - started
+        load_s = None
+        if last:
+            started = time.perf_counter()
+            checkpoint.load(self.checkpoint_dir)
+            load_s = time.perf_counter() - started
+        size = sum(f.stat().st_size for f in self.checkpoint_dir.rglob("*") if f.is_file())
+        self.record("checkpoint", epoch=epochs_done, save_s=save_s, load_s=load_s, bytes=size)
+
+    def end_epoch(self, clock: StepClock, epoch: int, epochs: int, evaluate: Callable[[], dict] | None,
+                  checkpoint: Checkpoint | None = None) -> dict | None:
+        """Pause the clock, save a checkpoint (when the task asks), evaluate exactly (not in independent
+        runs: their replicas diverged), record the epoch and when the target accuracy was first reached,
+        resume for the next epoch."""
         clock.pause()
         if clock.stop:
             return None
+        if checkpoint is not None and self.task.get("checkpoint_every_epoch"):
+            self._checkpoint(checkpoint, epoch + 1, last=epoch + 1 == epochs)
         evaluation = None
         if evaluate is not None and not self.independent:
             evaluation = evaluate()

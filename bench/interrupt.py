@@ -1,0 +1,47 @@
+"""Stopping the harness cleanly. SIGINT (Ctrl-C), SIGTERM (a CI runner's cancel) and SIGHUP (the
+terminal closed) raise `Interrupted` in the harness's main thread, so that the run in flight is killed
+and recorded as `interrupted`; the few steps that must not be torn (appending a row, killing a run's
+processes) hold those signals until they are done. Standard library only."""
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):
+    """A stop signal arrived. Carries what was in flight (run id, command) and the rows finished before."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {self.name}")
+        self.run_id: str | None = None
+        self.command: str | None = None
+        self.rows: list = []
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal (130 for Ctrl-C)."""
+        return 128 + self.signum
+
+
+def stop_on_signals() -> None:
+    """From now on a stop signal raises `Interrupted` (a signal ignored by the caller, as under nohup, stays ignored)."""
+    def raise_interrupted(signum, frame):
+        raise Interrupted(signum)
+
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, raise_interrupted)
+
+
+@contextmanager
+def held():
+    """Stop signals wait until the block is done, then arrive."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

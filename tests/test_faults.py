@@ -1,0 +1,195 @@
+"""When the harness itself dies or is stopped: no process of the run outlives it, Ctrl-C records the run
+as interrupted, a torn store is read and appended to, and a killed sweep resumes with exactly what is left."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.run.processes import kill_all_of_run, processes_of_run
+from tests.helpers import CPU, REPO, bench, rows
+
+LONG = ["--task", "quick", "--epochs", "40", "--timeout", "300"]  # still training when the harness is stopped
+
+
+def harness(out: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bench", *args, "--out", str(out)], cwd=REPO,
+                            env={**os.environ, **CPU}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def training_run(out: Path, alive, within: float = 240) -> str:
+    """The id of the run once one of its ranks has trained a step (the harness still alive)."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        assert alive(), "the harness ended before training started"
+        for report in out.glob("runs/*/rank*.jsonl"):
+            if '"first_step"' in report.read_text():
+                return report.parent.name
+        time.sleep(0.3)
+    raise AssertionError(f"no rank trained a step within {within:.0f}s")
+
+
+def left_after(run_id: str, seconds: float = 10) -> list[int]:
+    """The run's processes still alive after up to `seconds` (the watchdog's deadline)."""
+    deadline = time.time() + seconds
+    while processes_of_run(run_id) and time.time() < deadline:
+        time.sleep(0.2)
+    return processes_of_run(run_id)
+
+
+LAUNCHES = {
+    "torchrun": ["--variant", "torch-ddp", "--devices", "2"],
+    "accelerate launch": ["--variant", "accelerate", "--devices", "2"],
+    "TF workers (TF_CONFIG)": ["--variant", "tf-multiworker", "--devices", "2"],
+    "one process (python)": ["--variant", "tf-mirrored", "--devices", "2"],
+    "ray": ["--variant", "torch-ddp", "--devices", "2", "--engine", "ray"],
+    "dask": ["--variant", "torch-ddp", "--devices", "2", "--engine", "dask"],
+    "spark": ["--variant", "torch-ddp", "--devices", "2", "--engine", "spark"],
+}
+
+
+@pytest.mark.parametrize("launch", [pytest.param(name, marks=[] if name == "torchrun" else [pytest.mark.slow])
+                                    for name in LAUNCHES])
+def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run(tmp_path, launch):
+    proc = harness(tmp_path, "run", *LAUNCHES[launch], *LONG)
+    run_id = None
+    try:
+        run_id = training_run(tmp_path, lambda: proc.poll() is None)
+        assert processes_of_run(run_id), "the run's processes should be found while it trains"
+        proc.kill()  # SIGKILL: no handler runs; the kernel and the run's watchdog must clean up
+        proc.wait()
+        assert left_after(run_id) == []
+    finally:
+        proc.kill()
+        if run_id:
+            kill_all_of_run(run_id)
+
+
+def test_ctrl_c_in_a_terminal_records_the_run_as_interrupted_and_exits_130(tmp_path):
+    """A real pseudo-terminal: ^C goes through its line discipline to the foreground process group."""
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the harness, with the terminal as its controlling tty
+        os.chdir(REPO)
+        os.execve(sys.executable, [sys.executable, "-m", "bench", "run", *LAUNCHES["torchrun"], *LONG,
+                                   "--out", str(tmp_path)], {**os.environ, **CPU})
+    output, ended = bytearray(), []
+
+    def alive() -> bool:
+        drain(terminal, output)
+        if not ended and (status := os.waitpid(pid, os.WNOHANG)) != (0, 0):
+            ended.append(os.waitstatus_to_exitcode(status[1]))
+        return not ended
+
+    run_id = None
+    try:
+        run_id = training_run(tmp_path, alive)
+        os.write(terminal, b"\x03")
+        deadline = time.time() + 60
+        while alive() and time.time() < deadline:
+            time.sleep(0.1)
+        assert ended, "the harness did not stop within 60s of ^C"
+        assert ended == [130], output.decode(errors="replace")
+        [row] = rows(tmp_path)
+        assert (row["status"], row["run_id"]) == ("interrupted", run_id)
+        assert "interrupted by SIGINT" in row["error"]
+        assert "interrupted" in output.decode(errors="replace")  # the table of what was run is printed
+        assert processes_of_run(run_id) == []
+    finally:
+        if not ended:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        if run_id:
+            kill_all_of_run(run_id)
+        os.close(terminal)
+
+
+def drain(fd: int, into: bytearray) -> None:
+    """Read what the terminal holds, so that the harness never blocks writing to it."""
+    import select
+
+    while select.select([fd], [], [], 0)[0]:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal
+            return
+        if not chunk:
+            return
+        into += chunk
+
+
+@pytest.mark.slow
+def test_a_torn_store_is_still_run_into_and_reported(tmp_path):
+    first = bench("run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path), env=CPU)
+    assert first.returncode == 0, first.stderr
+    store = tmp_path / "results.jsonl"
+    complete = store.read_text()
+    store.write_text(complete + complete[: len(complete) // 2])  # a kill in the middle of an append
+    second = bench("run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path), env=CPU)
+    report = bench("report", str(tmp_path))
+    for result in (second, report):
+        assert result.returncode == 0, result.stderr
+        warnings = [line for line in result.stderr.splitlines() if "not a complete row" in line]
+        assert warnings == [f"warning: {store} line 2 is not a complete row (a torn or corrupt write): skipped"]
+        assert "Traceback" not in result.stderr
+    lines = store.read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[0]) == json.loads(complete)
+    assert json.loads(lines[2])["status"] == "ok"  # the new row on a line of its own
+    assert "2 runs" in report.stdout or report.stdout.count("torch-single") >= 1
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_with_exactly_the_runs_it_lacks(tmp_path):
+    from bench import results
+    from bench.analysis import aggregate
+
+    sweep = ["sweep", "--variants", "torch-single,torch-ddp", "--max-devices", "2", "--task", "quick",
+             "--no-analysis"]
+    whole = bench(*sweep, "--out", str(tmp_path / "whole"), env=CPU)
+    assert whole.returncode == 0, whole.stderr
+    assert len(rows(tmp_path / "whole")) == 3
+
+    part = tmp_path / "part"
+    proc = harness(part, *sweep)
+    try:
+        while len(rows(part)) < 1:
+            assert proc.poll() is None, "the sweep ended before its first row"
+            time.sleep(0.2)
+        proc.kill()  # after one run: the next is in flight and leaves no row
+        proc.wait()
+    finally:
+        proc.kill()
+    for run_dir in part.glob("runs/*"):
+        assert left_after(run_dir.name) == []
+    done = rows(part)
+    resumed = bench(*sweep, "--resume", "--out", str(part), env=CPU)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(done)} of 3 planned runs are there, {3 - len(done)} left" in resumed.stdout
+    after = rows(part)
+    assert len(after) == 3 and after[: len(done)] == done
+    assert {r["status"] for r in after} == {"ok"}
+
+    again = bench(*sweep, "--resume", "--out", str(part), env=CPU)
+    assert "3 of 3 planned runs are there, 0 left" in again.stdout and len(rows(part)) == 3
+    folded = [aggregate.configurations(results.load(d), []) for d in (tmp_path / "whole", part)]
+    assert list(folded[0].columns) == list(folded[1].columns)
+    assert len(folded[0]) == len(folded[1]) == 3
+    assert sorted(folded[0]["key"]) == sorted(folded[1]["key"])
+
+
+def test_resume_across_revisions_is_refused_unless_allowed(tmp_path):
+    from bench.results import ResultStore
+    from tests.helpers import result_row
+
+    ResultStore(tmp_path).append(result_row("torch-single", git_sha="0" * 40))
+    refused = bench("sweep", "--variants", "torch-single", "--max-devices", "1", "--task", "quick",
+                    "--no-analysis", "--resume", "--out", str(tmp_path), "--timeout", "1", env=CPU)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().startswith("error: --resume:") and len(refused.stderr.strip().splitlines()) == 1
+    assert "--allow-mixed-revisions" in refused.stderr
