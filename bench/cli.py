@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.interrupt import Interrupted, stop_on_signals
+from bench.results.store import StoreError
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices
@@ -349,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except StoreError as exc:  # the run's row, printed: nothing measured is lost
+        print(f"error: {exc}\n{exc.line}", file=sys.stderr)
+        return 1
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):
             _print_table(stop.rows, args.out)

@@ -193,3 +193,27 @@ def test_resume_across_revisions_is_refused_unless_allowed(tmp_path):
     assert refused.returncode == 2
     assert refused.stderr.strip().startswith("error: --resume:") and len(refused.stderr.strip().splitlines()) == 1
     assert "--allow-mixed-revisions" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_full_results_folder_ends_the_run_with_one_error_and_the_row_printed(tmp_path):
+    import resource
+
+    from bench.results import ResultStore
+    from tests.helpers import result_row
+
+    ResultStore(tmp_path).append(result_row("torch-ddp", notes=["x" * 200_000]))
+    limit = (tmp_path / "results.jsonl").stat().st_size + 100  # the next row does not fit: as a full disk
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run([sys.executable, "-m", "bench", "run", "--variant", "torch-single", "--task", "quick",
+                             "--out", str(tmp_path)], cwd=REPO, env={**os.environ, **CPU}, capture_output=True,
+                            text=True, preexec_fn=small_files, timeout=300)
+    assert result.returncode == 1
+    error, line = result.stderr.strip().splitlines()[-2:]
+    assert error.startswith(f"error: cannot write to {tmp_path}: File too large: free space there or pass --out")
+    row = json.loads(line)
+    assert row["status"] == "ok" and row["variant"] == "torch-single" and row["throughput"]["median"] > 0
+    assert [r["variant"] for r in rows(tmp_path)] == ["torch-ddp"]  # the store as it was, not torn

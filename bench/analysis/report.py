@@ -156,6 +156,27 @@ def allreduce_table(table: list[dict]) -> str:
     return pd.concat([topology, sizes], axis=1).to_markdown(index=False, disable_numparse=True)
 
 
+def checkpoint_table(runs: pd.DataFrame) -> str | None:
+    """Per configuration that saved checkpoints: the training stall of one save, loading it back, the bytes
+    on disk (medians over its runs), and the stall against an epoch's training time."""
+    if "checkpoint_save_s" not in runs:
+        return None
+    saved = runs[(runs["status"] == "ok") & runs["checkpoint_save_s"].notna()].copy()
+    if saved.empty:
+        return None
+    saved["series"] = [key.series for key in saved["key"]]
+    saved["stall"] = saved["checkpoint_save_s"] / (saved["train_s"] / saved["epochs"])
+    folded = saved.groupby(["series", "world_size"], sort=False).agg(
+        runs=("run_id", "size"), save=("checkpoint_save_s", "median"), load=("checkpoint_load_s", "median"),
+        size=("checkpoint_bytes", "median"), stall=("stall", "median"),
+        resumed=("resumed_from", lambda r: int(r.notna().sum()))).reset_index()
+    body = [[r.series, str(r.world_size), str(r.runs), _fmt(r.save, ".3f"), _fmt(r.load, ".3f"),
+             _fmt(r.size / 2**20, ".2f"), _fmt(r.stall, ".1%"), str(r.resumed)] for r in folded.itertuples()]
+    headers = ["variant", "devices", "runs", "save s (stall)", "load s", "MiB on disk", "save / epoch of training",
+               "resumed runs"]
+    return pd.DataFrame(body, columns=headers).to_markdown(index=False, disable_numparse=True)
+
+
 def utilisation_entries(configs: pd.DataFrame) -> list[dict]:
     """Per measured configuration: how close to the peak, and where the rest goes (communication from
     its no-sync twin, input from its synthetic-input twin and the wait for batches, compile time)."""
@@ -272,6 +293,13 @@ def write_report(directory: Path) -> Path:
         for png in (plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix)
                     + plots.draw_utilisation(used, directory, prefix)):
             body += [f"![{png.stem}]({png.name})", ""]
+    checkpoints = checkpoint_table(runs)
+    if checkpoints:
+        body += ["## Checkpoints", "",
+                 "Saved after every epoch the approach's own way (DDP: rank 0 `torch.save` of the unwrapped state "
+                 "dicts; Accelerate: `save_state`; TensorFlow: `tf.train.Checkpoint` + `CheckpointManager`), every "
+                 "rank waiting until it is written: the save is the training stall. Load = reading the last one "
+                 "back before the final evaluation.", "", checkpoints, ""]
     peaks = peak.load(directory)
     if peaks:
         body += ["## Matmul peak (measured)", "", peak_table(peaks), ""]

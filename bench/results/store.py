@@ -40,7 +40,8 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def append_line(path: Path, doc: dict) -> None:
     """Append one row as one write of a complete line, flushed to disk, under an exclusive lock (concurrent
-    sweeps never interleave); after a torn tail it starts on a fresh line. Stop signals wait until it is done."""
+    sweeps never interleave); after a torn tail it starts on a fresh line; a write that fails leaves the file
+    as it was. Stop signals wait until it is done."""
     line = (json.dumps(doc, default=str) + "\n").encode()
     with held():
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -49,11 +50,25 @@ def append_line(path: Path, doc: dict) -> None:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line
-            os.write(fd, line)
-            os.fsync(fd)
+            try:
+                written = os.write(fd, line)
+                if written < len(line):  # a full disk takes what fits: the rest raises
+                    os.write(fd, line[written:])
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, size)  # no torn line left behind
+                raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+class StoreError(RuntimeError):
+    """The results folder cannot take a row (full disk, no permission); the row's line is kept in `line`."""
+
+    def __init__(self, message: str, line: str):
+        super().__init__(message)
+        self.line = line
 
 
 class ResultStore:
@@ -63,9 +78,14 @@ class ResultStore:
         self.csv = self.directory / "results.csv"
 
     def append(self, row: ResultRow) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        append_line(self.jsonl, row.to_dict())
-        self.export_csv()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            append_line(self.jsonl, row.to_dict())
+            self.export_csv()
+        except OSError as exc:
+            raise StoreError(f"cannot write to {self.directory}: {exc.strerror or exc}: free space there or pass "
+                             f"--out elsewhere; the row follows, append it to {self.jsonl.name} by hand",
+                             json.dumps(row.to_dict(), default=str)) from exc
 
     def dicts(self) -> list[dict]:
         """The stored rows as they were written (a torn line skipped with a warning)."""
