@@ -171,7 +171,7 @@ def checkpoint_table(runs: pd.DataFrame) -> str | None:
         size=("checkpoint_bytes", "median"), stall=("stall", "median"),
         resumed=("resumed_from", lambda r: int(r.notna().sum()))).reset_index()
     body = [[r.series, str(r.world_size), str(r.runs), _fmt(r.save, ".3f"), _fmt(r.load, ".3f"),
-             _fmt(r.size / 2**20, ".2f"), _fmt(r.stall, ".1%"), str(r.resumed)] for r in folded.itertuples()]
+             _fmt(r.size / 2**20, ".2f"), _fmt(r.stall, ".2%"), str(r.resumed)] for r in folded.itertuples()]
     headers = ["variant", "devices", "runs", "save s (stall)", "load s", "MiB on disk", "save / epoch of training",
                "resumed runs"]
     return pd.DataFrame(body, columns=headers).to_markdown(index=False, disable_numparse=True)
