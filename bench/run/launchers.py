@@ -8,15 +8,13 @@ Every launch is recorded as the exact command, so it can be re-run by hand.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench import REPO_ROOT
 from bench.run.loopback import free_port, loopback_store_env
-from bench.run.processes import RUN_ID_ENV, Process
+from bench.run.processes import RUN_ID_ENV, Process, python_path
 from bench.run.runspec import RunSpec
 from bench.spec.devices import NodePlan, Placement
 from bench.spec.task import ACCELERATE_MIXED_PRECISION, SpecError
@@ -132,10 +130,9 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
 
 def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
     """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
-    pythonpath = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
     threads = str(plan.threads)
     return {
-        RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": pythonpath,
+        RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
         "PYTHONUNBUFFERED": "1",
         # torchrun leaves a torchelastic_* folder per run in TMPDIR: keep it in the run directory.
         "TMPDIR": str(run_dir / "tmp"),

@@ -31,6 +31,11 @@ class Process:
     log_name: str
 
 
+def python_path() -> str:
+    """PYTHONPATH for a child of the harness: the repo first, then whatever the caller had."""
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+
+
 def start(processes: list[Process], run_dir: Path, launch_time: float) -> tuple[list[subprocess.Popen], list[Path]]:
     """Each in a session of its own, output to its log in the run directory."""
     procs, logs = [], []

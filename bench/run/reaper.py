@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from bench import REPO_ROOT
-from bench.run.processes import kill_all_of_run
+from bench.run.processes import kill_all_of_run, python_path
 
 
 class Reaper:
@@ -29,8 +29,7 @@ class Reaper:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "bench.run.reaper", "--fd", str(read_end), "--run-id", run_id],
                 pass_fds=[read_end], cwd=REPO_ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                    p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)})
+                env={**os.environ, "PYTHONPATH": python_path()})
         finally:
             os.close(read_end)
 
