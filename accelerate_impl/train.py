@@ -34,6 +34,8 @@ def train(spec_path: str) -> dict:
         os.environ["ACCELERATE_MIXED_PRECISION"] = ACCELERATE_MIXED_PRECISION[worker.task["precision"]]
         if worker.device_type == "cpu":
             os.environ["ACCELERATE_USE_CPU"] = "true"
+        else:  # the GPU the engine's rank chose (Accelerate would take LOCAL_RANK modulo the visible count)
+            os.environ["ACCELERATE_TORCH_DEVICE"] = f"cuda:{worker.cuda_device(torch.cuda.device_count())}"
     with worker.session():
         set_threads(worker.pin())
         task = worker.task

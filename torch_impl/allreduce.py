@@ -23,7 +23,7 @@ def main() -> None:
         set_threads(worker.pin())
         cuda = worker.device_type == "cuda"
         dist.init_process_group("nccl" if cuda else "gloo")
-        device = torch.device("cuda", worker.local_rank) if cuda else torch.device("cpu")
+        device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
         if cuda:
             torch.cuda.set_device(device)
         n = dist.get_world_size()

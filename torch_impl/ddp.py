@@ -34,7 +34,7 @@ def train(spec_path: str) -> dict:
         if not dist.is_initialized():
             dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
         rank, world_size = dist.get_rank(), dist.get_world_size()
-        device = torch.device("cuda", worker.local_rank) if cuda else torch.device("cpu")
+        device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
         if cuda:
             torch.cuda.set_device(device)
         worker.joined(world_size, backend=dist.get_backend(), **device_info(device))

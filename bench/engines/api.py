@@ -29,6 +29,7 @@ from bench.run.loopback import LOOPBACK_ENV
 from bench.spec.task import SpecError
 from bench.spec.variants import check_engine
 from bench.worker import NODE_RANK_ENV
+from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 
 # Which pip extra brings each engine, for the one-line error when it is missing.
 ENGINE_EXTRAS = {"ray": "ray", "spark": "spark", "dask": "dask", "torchrun": "torch"}
@@ -54,6 +55,9 @@ class Group:
     rendezvous: str | None     # file://... when all ranks are local; None: the engine's own (env://)
     timeout_s: float
     failure_dir: str | None = None  # all ranks local: a failing rank also leaves its error here
+    # CUDA, every rank on this host: each (fake) node's GPUs, so a rank sees its node's as under torchrun.
+    node_gpus: tuple[tuple[str, ...], ...] | None = None
+    first_visible_is_own: bool = False  # dask-cuda's workers: CUDA_VISIBLE_DEVICES rotated, the own GPU first
 
     @property
     def per_node(self) -> int:
@@ -64,8 +68,9 @@ class Group:
         return "nccl" if self.device_type == "cuda" else "gloo"
 
 
-def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) -> list:
-    """Inside one rank: set the environment, join the group, run fn, all-gather every rank's value."""
+def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict, own_gpu: str | None = None) -> list:
+    """Inside one rank: set the environment, join the group, run fn, all-gather every rank's value.
+    `own_gpu`: the GPU the engine gave this rank (Ray), as CUDA_VISIBLE_DEVICES names it."""
     import torch
     import torch.distributed as dist
 
@@ -76,7 +81,9 @@ def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) 
     if group.rendezvous:
         os.environ.update(LOOPBACK_ENV)
     if group.device_type == "cuda":
-        torch.cuda.set_device(local_rank)
+        index = choose_gpu(group, int(node), local_rank, own_gpu, torch.cuda.device_count)
+        os.environ[CUDA_DEVICE_ENV] = str(index)  # what the variant's code trains on (Worker.cuda_device)
+        torch.cuda.set_device(index)
     if not dist.is_initialized():  # Ray Train's backend (ours) may have done it already
         dist.init_process_group(group.backend, init_method=group.rendezvous or "env://", rank=rank,
                                 world_size=group.world_size, timeout=timedelta(seconds=group.timeout_s))
@@ -99,6 +106,18 @@ def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict) 
         dist.destroy_process_group()
 
 
+def choose_gpu(group: Group, node: int, local_rank: int, own_gpu: str | None,
+               device_count: Callable[[], int]) -> int:
+    """The rank's GPU index, from what its process can see (`bench.worker.gpus.cuda_index`). Called before
+    CUDA starts in this process, so narrowing CUDA_VISIBLE_DEVICES to the node's GPUs still counts."""
+    if own_gpu is None and group.node_gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(group.node_gpus[node])
+    visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), device_count())
+    if own_gpu is None and group.first_visible_is_own and visible:
+        own_gpu = visible[0]
+    return cuda_index(visible, local_rank, own_gpu)
+
+
 def rank_main_from_env(group: Group, fn: Callable, args: tuple, kwargs: dict) -> list:
     """`rank_main` for engines whose ranks are torchrun processes (Spark's TorchDistributor, our
     torchrun engine): the rank comes from the RANK torchrun set."""
@@ -107,12 +126,12 @@ def rank_main_from_env(group: Group, fn: Callable, args: tuple, kwargs: dict) ->
 
 def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str = "dask",
         device_type: str = "cpu", timeout_s: float = 600.0, address: str | None = None,
-        run_dir: str | os.PathLike | None = None, **kwargs: Any) -> list:
+        run_dir: str | os.PathLike | None = None, node_gpus: list[list[str]] | None = None, **kwargs: Any) -> list:
     """fn(*args, **kwargs) on `devices` ranks over `nodes` nodes through `engine`; every rank's value.
 
     `address`: an existing cluster (a Ray address, a Spark master URL, a Dask scheduler); None starts a
     local one for this call and shuts it down after. `run_dir` holds the engine's files (default: a
-    fresh temporary directory)."""
+    fresh temporary directory). `node_gpus` (CUDA, local cluster): each node's GPUs, as this process names them."""
     check_engine(engine)
     if devices < 1 or nodes < 1 or devices % nodes:
         raise SpecError(f"devices ({devices}) must be a positive multiple of nodes ({nodes})")
@@ -121,7 +140,8 @@ def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str 
     local = address is None
     # A fresh file per call: a FileStore file left from an earlier group would be joined by mistake.
     rendezvous = f"file://{work / f'rendezvous-{uuid.uuid4().hex[:8]}'}" if local else None
-    group = Group(devices, nodes, device_type, rendezvous, timeout_s, str(work) if local else None)
+    gpus = tuple(map(tuple, node_gpus)) if node_gpus and local and device_type == "cuda" else None
+    group = Group(devices, nodes, device_type, rendezvous, timeout_s, str(work) if local else None, gpus)
     backend = _engine(engine)
     try:
         values = backend.run(group, fn, args, kwargs, address=address, work=work)

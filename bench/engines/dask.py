@@ -6,7 +6,9 @@ the cached result without training).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import uuid
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from distributed import Client, LocalCluster, as_completed
 
 from bench.engines.api import Group, rank_main
 from bench.spec.task import SpecError
+from bench.worker.gpus import rotated
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:
@@ -29,6 +32,8 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
         if len(workers) < group.world_size:
             raise SpecError(f"the Dask cluster has {len(workers)} workers, the run needs {group.world_size}: "
                             "add workers or lower --devices")
+        if group.device_type == "cuda" and address is not None:
+            group = dataclasses.replace(group, first_visible_is_own=rotated_visibility(client))
         tag = uuid.uuid4().hex[:8]
         futures = [client.submit(rank_main, group, rank, fn, args, kwargs, workers=[workers[rank]],
                                  allow_other_workers=False, pure=False, key=f"dtbench-{tag}-rank{rank}")
@@ -44,3 +49,13 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
         client.close()
         if cluster is not None:
             cluster.close()  # stops the worker processes, even one stuck in a collective
+
+
+def rotated_visibility(client: Client) -> bool:
+    """Whether the cluster's workers see every GPU with their own first (dask-cuda's LocalCUDACluster and
+    dask-cuda-worker rotate CUDA_VISIBLE_DEVICES so), in which case each rank trains on its first visible."""
+    by_host: dict[str, list[list[str]]] = {}
+    for worker, visible in client.run(os.environ.get, "CUDA_VISIBLE_DEVICES").items():
+        host = worker.rsplit(":", 1)[0]
+        by_host.setdefault(host, []).append([g.strip() for g in (visible or "").split(",") if g.strip()])
+    return bool(by_host) and all(rotated(lists) for lists in by_host.values())

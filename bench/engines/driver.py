@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     train = getattr(importlib.import_module(module), name)
     try:
         api.run(train, args.spec, devices=spec["world_size"], nodes=spec["nodes"], engine=args.engine,
-                        device_type=spec["device_type"], address=args.address,
-                        run_dir=Path(spec["run_dir"]) / "engine")
+                device_type=spec["device_type"], address=args.address, run_dir=Path(spec["run_dir"]) / "engine",
+                node_gpus=[plan["cuda_visible"] for plan in spec["node_plans"]] if spec["device_type"] == "cuda" else None)
     except api.RankFailed as exc:
         print(f"{args.engine}: {exc}", file=sys.stderr)
         return 1

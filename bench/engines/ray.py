@@ -24,7 +24,9 @@ def _train_loop(config: dict) -> None:
 
     group = config["group"]
     rank = ray.train.get_context().get_world_rank()
-    values = rank_main(group, rank, config["fn"], config["args"], config["kwargs"])
+    # The GPU Ray gave this worker (its workers on a node all see the node's GPUs they were given).
+    own_gpu = str(ray.get_gpu_ids()[0]) if group.device_type == "cuda" and ray.get_gpu_ids() else None
+    values = rank_main(group, rank, config["fn"], config["args"], config["kwargs"], own_gpu=own_gpu)
     with tempfile.TemporaryDirectory() as folder:
         checkpoint = None
         if rank == 0:

@@ -23,11 +23,9 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
 
     master = address or f"local[{group.world_size}]"
     local_mode = master.startswith("local[")
-    builder = (SparkSession.builder.master(master).appName("dtbench")
-               .config("spark.ui.enabled", "false")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.local.dir", str(work / "spark"))
-               .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", "")))
+    builder = SparkSession.builder.master(master).appName("dtbench")
+    for key, value in session_conf(group, local_mode, work).items():
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:
@@ -36,3 +34,52 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
         return distributor.run(rank_main_from_env, group, fn, args, kwargs)
     finally:
         session.stop()
+
+
+def session_conf(group: Group, local_mode: bool, work: Path) -> dict[str, str]:
+    """The Spark session's settings. On CUDA, the GPU resources TorchDistributor(use_gpu=True) needs
+    (without them: "GPUs were unable to be found on the driver"): in local mode the driver owns the
+    GPUs, on a cluster each executor owns its node's and each task (rank) one."""
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+        "spark.local.dir": str(work / "spark"),
+        "spark.executorEnv.PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    if group.device_type != "cuda":
+        return conf
+    script = write_discovery_script(work)
+    if local_mode:
+        return {**conf, "spark.driver.resource.gpu.amount": str(group.world_size),
+                "spark.driver.resource.gpu.discoveryScript": script}
+    per_node = str(group.per_node)
+    return {**conf, "spark.executor.resource.gpu.amount": per_node, "spark.task.resource.gpu.amount": "1",
+            "spark.executor.resource.gpu.discoveryScript": script,
+            # local-cluster[...] starts its workers from this session's settings
+            "spark.worker.resource.gpu.amount": per_node, "spark.worker.resource.gpu.discoveryScript": script}
+
+
+# Spark runs it to learn the GPUs its process may use. Addresses index CUDA_VISIBLE_DEVICES when that is
+# set (Spark maps them back through it: pyspark.ml.torch.distributor._get_gpus_owned), else nvidia-smi's.
+DISCOVERY_SCRIPT = """\
+import json, os, subprocess
+visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+if visible is not None:
+    count = len([g for g in visible.split(",") if g.strip() and g.strip() != "-1"])
+    addresses = [str(i) for i in range(count)]
+else:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except OSError:
+        out = ""
+    addresses = [line.strip() for line in out.splitlines() if line.strip()]
+print(json.dumps({"name": "gpu", "addresses": addresses}))
+"""
+
+
+def write_discovery_script(work: Path) -> str:
+    path = work / "gpu_discovery.py"
+    path.write_text(f"#!{sys.executable}\n{DISCOVERY_SCRIPT}")
+    path.chmod(0o755)
+    return str(path)

@@ -82,7 +82,9 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
-                        "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)}},
+                        "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)},
+                        # the device each rank chose from what it could see (bench.worker.gpus)
+                        "rank_devices": {str(r): joined[r][-1].get("device") for r in sorted(joined)}},
     }
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from bench.worker.clock import StepClock
+from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 from bench.worker.turns import Turns
 
 SPEC_ENV = "DTBENCH_SPEC"
@@ -90,6 +91,13 @@ class Worker:
     def independent(self) -> bool:
         """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
         return bool(self.spec.get("independent"))
+
+    def cuda_device(self, device_count: int) -> int:
+        """The GPU index this rank trains on: the one its engine chose, or the one its launcher's
+        visibility gives it (`bench.worker.gpus.cuda_index`)."""
+        if os.environ.get(CUDA_DEVICE_ENV):
+            return int(os.environ[CUDA_DEVICE_ENV])
+        return cuda_index(visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), device_count), self.local_rank)
 
     def pin(self) -> int:
         """Pin this process to its slot's cores; return how many threads it should use."""
