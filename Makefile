@@ -2,7 +2,9 @@
 #   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [ARGS=...]
 #   make test        the whole suite (what CI runs)
 #   make test-fast   the tests that start no training run: the edit loop (under 2 minutes)
-#   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled).
+#   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled;
+#   DTBENCH_TF_PYTHON=/path/to/python names a TensorFlow GPU interpreter of your own).
+#   On a GPU box (nvidia-smi lists one) setup also makes .venv-tf with TensorFlow's GPU build.
 SHELL := /bin/bash
 SETUP ?= venv
 PYTHON ?= python3
@@ -22,6 +24,9 @@ else
 PY := $(VENV)/bin/python
 endif
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+TF_VENV := .venv-tf
+TF_STAMP := $(TF_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 .PHONY: setup packages data bench test test-fast report reference benchmark regress overhead clean
 
@@ -31,12 +36,19 @@ ifeq ($(SETUP),none)
 packages:
 	@$(PY) -c "import numpy, pandas" || { echo "SETUP=none: this Python lacks numpy/pandas; drop SETUP=none to make a venv"; exit 2; }
 else
-packages: $(STAMP)
+packages: $(STAMP) $(if $(HAS_GPU),$(TF_STAMP))
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"
 	@rm -f $(VENV)/.installed-* && touch $@
+
+# A GPU box: TensorFlow's GPU build in a venv of its own (its CUDA-12 cuDNN/NCCL wheels overwrite torch's
+# CUDA-13 ones in a shared venv; bench/run/interpreters.py); the harness starts TF variants with it.
+$(TF_STAMP): pyproject.toml
+	@test -x $(TF_VENV)/bin/python || $(PYTHON) -m venv $(TF_VENV)
+	$(TF_VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[tf-gpu]"
+	@rm -f $(TF_VENV)/.installed-* && touch $@
 endif
 
 # Installs Debian's dataset-fashion-mnist when missing, then fills the dataset cache.
@@ -76,4 +88,4 @@ overhead: setup
 	$(PY) -m bench overhead --task $(TASK) $(ARGS)
 
 clean:
-	rm -rf $(VENV) .cache results/latest
+	rm -rf $(VENV) $(TF_VENV) .cache results/latest

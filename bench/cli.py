@@ -133,6 +133,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run import data, sweep
     from bench.run.execute import execute
 
+    if variant.framework.startswith("tensorflow") and device_type == "cuda":
+        from bench.run.interpreters import require_tf_gpus
+
+        require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
+
     if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
         row = execute(spec, args.out, machine, data.prepare(task))
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
@@ -142,8 +147,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if rows[0].status == "ok" else 1
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def _sweep_machine(args: argparse.Namespace) -> devices.Machine:
+    """This machine, or with --assume-gpus the GPU box a --dry-run plans for."""
     machine = devices.discover()
+    if args.assume_gpus is None:
+        return machine
+    if not args.dry_run:
+        raise SpecError("--assume-gpus only plans: add --dry-run (a real sweep uses the GPUs it finds)")
+    if args.assume_gpus < 1:
+        raise SpecError(f"--assume-gpus {args.assume_gpus}: assume at least 1 GPU, or drop it to plan for this machine")
+    if args.device_type == "cpu":
+        raise SpecError("--assume-gpus plans GPU runs: drop --device-type cpu (or --assume-gpus)")
+    from bench.run import preview
+
+    return preview.assumed_machine(args.assume_gpus, machine.cores)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    machine = _sweep_machine(args)
     device_type = _device_type(args, machine)
     task = _task_from(args, device_type)
     if args.variants in ("all", ""):
@@ -164,6 +185,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume:
         planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
         print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
+    if args.dry_run:
+        from bench.run import preview
+
+        print(preview.render(preview.build(specs, machine, args.out), machine, args.assume_gpus is not None,
+                             args.out, args.analysis))
+        return 0
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
         sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
@@ -283,6 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run only what --out lacks: configurations without a finished row of this revision and task")
     p.add_argument("--allow-mixed-revisions", action="store_true",
                    help="--resume over rows another code revision wrote (their runs count as done)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the whole plan and run nothing: every run's processes, commands, GPUs, cores, "
+                        "rendezvous, TF_CONFIG and Accelerate config, and an estimate from --out's earlier rows")
+    p.add_argument("--assume-gpus", type=int, metavar="N",
+                   help="with --dry-run: plan for a box with N GPUs (this machine's cores)")
     p.add_argument("--no-analysis", dest="analysis", action="store_false",
                    help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
                         "the all-reduce microbenchmark")

@@ -1,10 +1,10 @@
 """The accelerate variant end to end on CPU, and the silent non-distributed launch caught."""
+import dataclasses
 import json
 
 import pytest
 
 from bench.run import data, execute
-from bench.run.processes import Process
 from bench.run.runspec import RunSpec
 from bench.spec import devices
 from bench.spec.task import get_task
@@ -36,7 +36,7 @@ def test_silent_non_distributed_launch_is_recorded_as_failed(tmp_path, monkeypat
 
     def without_cpu_switch(*args, **kwargs):
         procs = real(*args, **kwargs)
-        return [Process(p.command, {k: v for k, v in p.env.items() if k != "ACCELERATE_USE_CPU"}, p.log_name)
+        return [dataclasses.replace(p, env={k: v for k, v in p.env.items() if k != "ACCELERATE_USE_CPU"})
                 for p in procs]
 
     monkeypatch.setattr(execute, "processes", without_cpu_switch)

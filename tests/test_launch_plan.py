@@ -29,7 +29,9 @@ def test_torchrun_one_launcher_per_node_each_seeing_its_gpus(tmp_path):
 
 def test_accelerate_config_file_per_node(tmp_path):
     _, procs = plan("accelerate", tmp_path)
-    configs = [json.loads((tmp_path / f"accelerate_config_node{i}.json").read_text()) for i in range(2)]
+    [[(path, _)], [(path1, _)]] = [p.files for p in procs]
+    assert (path, path1) == tuple(str(tmp_path / f"accelerate_config_node{i}.json") for i in range(2))
+    configs = [json.loads(content) for p in procs for _, content in p.files]
     assert [c["machine_rank"] for c in configs] == [0, 1]
     assert all(c["num_processes"] == 8 and c["num_machines"] == 2 for c in configs)
     assert configs[0]["mixed_precision"] == "no"

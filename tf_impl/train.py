@@ -8,10 +8,13 @@ normalisation as the PyTorch variants.
 """
 from __future__ import annotations
 
+import os
+import sys
 
 import numpy as np
 
 from bench.run import data as cache
+from bench.run.interpreters import TF_PYTHON_ENV
 from bench.worker import Worker, cpu_model, peak_rss_mb
 
 # Imported after the worker has pinned itself and sized TF's pools (see configure()).
@@ -34,10 +37,30 @@ def configure(worker: Worker, logical_cpus: int = 1):
     if worker.device_type == "cpu" and logical_cpus > 1:
         [cpu] = tf.config.list_physical_devices("CPU")
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
+    if worker.device_type == "cuda":
+        require_gpus(worker)
     precision = worker.task["precision"]
     if precision != "fp32":
         keras.mixed_precision.set_global_policy({"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision])
     return tf
+
+
+def require_gpus(worker: Worker) -> None:
+    """Asked for CUDA, train on the GPUs the harness gave this process or not at all: never on the CPU
+    beside PyTorch rows on GPUs (tensorflow-cpu, or a GPU build that cannot find its CUDA libraries)."""
+    given = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    seen = tf.config.list_physical_devices("GPU")
+    if len(seen) < max(1, len(given)):
+        build = tf.sysconfig.get_build_info()
+        kind = f"a CUDA {build.get('cuda_version')} build" if build.get("is_cuda_build") else "a CPU-only build"
+        fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if build.get("is_cuda_build")
+               else f"install its GPU build (`make setup` on a GPU box makes .venv-tf) or set {TF_PYTHON_ENV}")
+        raise GPUsNotSeen(f"{worker.spec['variant']} asked for cuda on {len(given)} GPU(s) ({','.join(given)}), but "
+                          f"TensorFlow {tf.__version__} ({kind}, {sys.executable}) sees {len(seen)}: {fix}")
+
+
+class GPUsNotSeen(RuntimeError):
+    pass
 
 
 def device_info(strategy) -> dict:
@@ -45,6 +68,9 @@ def device_info(strategy) -> dict:
             "threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
     gpus = tf.config.list_physical_devices("GPU")
+    build = tf.sysconfig.get_build_info()
+    info.update(tf_cuda_build=build.get("cuda_version"), tf_cudnn_build=build.get("cudnn_version"),
+                gpus_seen=[tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus])
     if gpus:
         details = tf.config.experimental.get_device_details(gpus[0])
         info.update(device_name=details.get("device_name", "GPU"), cuda=tf.sysconfig.get_build_info().get("cuda_version"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.run.interpreters import python_for
 from bench.run.loopback import free_port, loopback_store_env
 from bench.run.processes import RUN_ID_ENV, Process, python_path
 from bench.run.runspec import RunSpec
@@ -46,18 +47,18 @@ def torchrun(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]
 
 def accelerate(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     config_path = ctx.run_dir / f"accelerate_config_node{plan.node_rank}.json"
-    config_path.write_text(json.dumps(accelerate_config(spec, plan.node_rank, ctx.master_port), indent=1))
+    config = json.dumps(accelerate_config(spec, plan.node_rank, ctx.master_port), indent=1)
     env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
     if spec.device_type == "cpu":
         env["ACCELERATE_USE_CPU"] = "true"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_path),
            "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
-    return [Process(cmd, env, f"node{plan.node_rank}.log")]
+    return [Process(cmd, env, f"node{plan.node_rank}.log", files=((str(config_path), config),))]
 
 
 def python(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     """One process drives the node's devices (DataParallel, MirroredStrategy, the single-device loops)."""
-    cmd = [sys.executable, "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+    cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
     return [Process(cmd, node_environment(spec, plan, ctx.run_id, ctx.run_dir), f"node{plan.node_rank}.log")]
 
 
@@ -70,7 +71,7 @@ def tf_config_workers(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list
                       "LOCAL_RANK": str(local), "WORLD_SIZE": str(len(ctx.tf_ports))}
         if plan.cuda_visible and per_node > 1:  # one worker per GPU: it must see only its own
             worker_env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible[local]
-        cmd = [sys.executable, "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+        cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
         out.append(Process(cmd, worker_env, f"node{plan.node_rank}-worker{local}.log"))
     return out
 
@@ -80,10 +81,12 @@ LAUNCHERS: dict[str, Callable[[RunSpec, NodePlan, LaunchContext], list[Process]]
 }
 
 
-def engine_driver(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> Process:
+def engine_driver(spec: RunSpec, placement: Placement, ctx: LaunchContext) -> Process:
     """The engine starts every rank itself; the ranks pin themselves from the spec."""
-    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    env = node_environment(spec, placement.nodes[0], ctx.run_id, ctx.run_dir)
     env.pop("OMP_NUM_THREADS"), env.pop("MKL_NUM_THREADS")  # sized per rank from its slot
+    if spec.device_type == "cuda":  # every node's GPUs: each rank narrows to its own node's (engines.api)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(g for node in placement.nodes for g in node.cuda_visible)
     cmd = [sys.executable, "-m", "bench.engines.driver", "--spec", str(ctx.spec_path), "--engine", spec.engine]
     if spec.engine_address:
         cmd += ["--address", spec.engine_address]
@@ -98,7 +101,7 @@ def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, s
     ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), tf_ports,
                         store_port)
     if spec.on_engine:
-        return [engine_driver(spec, placement.nodes[0], ctx)]
+        return [engine_driver(spec, placement, ctx)]
     if spec.variant.launcher not in LAUNCHERS:
         raise SpecError(f"variant {spec.variant.name} names an unknown launcher {spec.variant.launcher!r}")
     launcher = LAUNCHERS[spec.variant.launcher]

@@ -29,6 +29,7 @@ class Process:
     command: list[str]
     env: dict[str, str]
     log_name: str
+    files: tuple[tuple[str, str], ...] = ()  # (path, content) written before it starts (a launcher's config)
 
 
 def python_path() -> str:
@@ -40,6 +41,8 @@ def start(processes: list[Process], run_dir: Path, launch_time: float) -> tuple[
     """Each in a session of its own, output to its log in the run directory."""
     procs, logs = [], []
     for p in processes:
+        for path, content in p.files:
+            Path(path).write_text(content)
         logs.append(run_dir / p.log_name)
         procs.append(spawn(p.command, {**p.env, LAUNCH_TIME_ENV: repr(launch_time)}, logs[-1]))
     return procs, logs

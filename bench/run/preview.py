@@ -1,0 +1,158 @@
+"""`bench sweep --dry-run`: the whole plan, built by the code that launches it, and nothing started.
+
+For each run, in the order the sweep runs them: every process the harness would start (command, the
+environment that matters, a launcher's config file), and every rank's view — its rank, local rank and
+world size, the GPUs it trains on (chosen by the rule the ranks use, `bench.worker.gpus.cuda_index`), its
+cores, its rendezvous or TF_CONFIG. `--assume-gpus N` plans for a box of N GPUs from one without any.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.results import ResultStore
+from bench.results.key import config_key
+from bench.run.launchers import processes
+from bench.run.processes import Process
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine, Placement
+from bench.worker.gpus import cuda_index
+
+# The environment a reader of the plan needs; the rest (PYTHONPATH, TMPDIR, ...) is the same for every run.
+SHOWN_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE", "TF_CONFIG",
+             "ACCELERATE_USE_CPU")
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """One training process as it will see the world (a single-process variant: one per node)."""
+    node: int
+    rank: int
+    local_rank: int
+    world_size: int
+    gpus: tuple[str, ...]         # the GPUs it trains on, as the box names them; () on CPU
+    cores: tuple[int, ...]
+    rendezvous: str               # MASTER_ADDR:PORT, the TF_CONFIG task, or the engine's
+    tf_config: dict | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    index: int
+    spec: RunSpec
+    skipped: str | None = None    # not applicable: the sweep records a `skipped` row
+    processes: list[Process] = field(default_factory=list)
+    ranks: list[RankPlan] = field(default_factory=list)
+
+
+def assumed_machine(gpus: int, cores: tuple[int, ...]) -> Machine:
+    return Machine(cores=cores, gpus=tuple(str(i) for i in range(gpus)), gpu_names=("assumed GPU",) * gpus)
+
+
+def build(specs: list[RunSpec], machine: Machine, out_dir: Path) -> list[RunPlan]:
+    """Every run's processes and ranks, from the launchers themselves (ports are picked again at launch)."""
+    plans = []
+    for index, spec in enumerate(specs, 1):
+        reason = spec.inapplicable()
+        if reason:
+            plans.append(RunPlan(index, spec, skipped=reason))
+            continue
+        placement = spec.check(machine)
+        run_dir = out_dir / "runs" / f"<run {index}>"
+        procs = processes(spec, placement, f"<run {index}>", run_dir, run_dir / "spec.json")
+        plans.append(RunPlan(index, spec, None, procs, ranks(spec, placement, procs)))
+    return plans
+
+
+def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[RankPlan]:
+    """What each training process will see, by how the variant's launcher (or the engine) starts it."""
+    cuda = spec.device_type == "cuda"
+    out = []
+    if spec.on_engine:
+        per_node = spec.devices_per_node
+        for rank in range(spec.world_size):
+            node, local = divmod(rank, per_node)
+            plan = placement.nodes[node]
+            # Ray gives each worker a GPU of its choosing; Dask and Spark ranks narrow to their node's.
+            gpus = () if not cuda or spec.engine == "ray" else (plan.cuda_visible[cuda_index(list(plan.cuda_visible), local)],)
+            out.append(RankPlan(node, rank, local, spec.world_size, gpus, plan.cpu_slots[local % len(plan.cpu_slots)],
+                                f"{spec.engine} (file:// store on this host)" if spec.all_local else spec.engine))
+        return out
+    launcher = spec.variant.launcher
+    if launcher == "tf-config":
+        for proc in procs:
+            config = json.loads(proc.env["TF_CONFIG"])
+            index = config["task"]["index"]
+            node, local = divmod(index, spec.processes_per_node)
+            plan = placement.nodes[node]
+            visible = tuple(g for g in proc.env["CUDA_VISIBLE_DEVICES"].split(",") if g) if cuda else ()
+            out.append(RankPlan(node, index, local, len(config["cluster"]["worker"]), visible, plan.cpu_slots[local],
+                                config["cluster"]["worker"][index], config))
+        return out
+    for proc, plan in zip(procs, placement.nodes):
+        visible = list(plan.cuda_visible or ())
+        if launcher == "python":  # one process drives all of its node's devices
+            out.append(RankPlan(plan.node_rank, plan.node_rank, 0, spec.nodes, tuple(visible), plan.cpu_slots[0],
+                                "none (one process)"))
+            continue
+        per_node = spec.processes_per_node
+        for local in range(per_node):
+            gpus = (visible[cuda_index(visible, local)],) if cuda else ()
+            out.append(RankPlan(plan.node_rank, plan.node_rank * per_node + local, local, spec.world_size, gpus,
+                                plan.cpu_slots[local], rendezvous(proc)))
+    return out
+
+
+def rendezvous(proc: Process) -> str:
+    """MASTER_ADDR:MASTER_PORT as torchrun's flags or Accelerate's config file give it."""
+    flags = dict(re.findall(r"--(master-addr|master-port)=(\S+)", " ".join(proc.command)))
+    if flags:
+        return f"{flags['master-addr']}:{flags['master-port']}"
+    config = json.loads(proc.files[0][1])
+    return f"{config['main_process_ip']}:{config['main_process_port']}"
+
+
+def estimate_s(specs: list[RunSpec], out_dir: Path) -> tuple[float, int]:
+    """(seconds, runs with no earlier row) from the median wall time of the same configurations in out_dir."""
+    walls: dict = {}
+    for row in ResultStore(out_dir).dicts():
+        if row.get("status") == "ok" and row.get("wall_s"):
+            walls.setdefault(config_key(row), []).append(row["wall_s"])
+    known = [statistics.median(walls[s.key]) for s in specs if s.key in walls]
+    return sum(known), len(specs) - len(known)
+
+
+def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path, analysis: bool) -> str:
+    gpus = f"{len(machine.gpus)} GPUs" + (" (assumed: --assume-gpus)" if assumed else "") if machine.gpus else "no GPU"
+    lines = [f"Plan: {len(plans)} runs on this machine's {len(machine.cores)} cores and {gpus}. Nothing is started;",
+             "ports are picked free again at launch, so those shown are examples."]
+    specs = [p.spec for p in plans if not p.skipped]
+    seconds, unknown = estimate_s(specs, out_dir)
+    if seconds:
+        lines.append(f"Estimate: {seconds / 60:.0f} min for {len(specs) - unknown} runs from the same configurations' "
+                     f"earlier rows in {out_dir}" + (f"; {unknown} runs have none" if unknown else ""))
+    else:
+        lines.append(f"Estimate: none ({out_dir} holds no finished row of these configurations)")
+    if analysis:
+        lines.append("Before the runs: the peak matmul benchmark per precision; after them: the all-reduce "
+                     "microbenchmark at each multi-device count.")
+    for plan in plans:
+        spec = plan.spec
+        lines += ["", f"[{plan.index}/{len(plans)}] {spec.key.label}"]
+        if plan.skipped:
+            lines.append(f"  skipped (recorded as such): {plan.skipped}")
+            continue
+        for proc in plan.processes:
+            shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in proc.env.items() if k in SHOWN_ENV)
+            lines.append(f"  {proc.log_name.removesuffix('.log')}: {shown} {shlex.join(proc.command)}")
+            for path, content in proc.files:
+                lines.append(f"    {Path(path).name}: {json.dumps(json.loads(content), separators=(',', ':'))}")
+        for r in plan.ranks:
+            where = f"GPU {','.join(r.gpus)}" if r.gpus else ("GPU chosen by Ray" if spec.device_type == "cuda" else "CPU")
+            lines.append(f"    node {r.node} rank {r.rank}/{r.world_size} local {r.local_rank}: {where}, "
+                         f"cores {','.join(map(str, r.cores))}, rendezvous {r.rendezvous}")
+    return "\n".join(lines)
