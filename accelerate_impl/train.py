@@ -23,7 +23,8 @@ from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import data
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import build_model, count_parameters
-from torch_impl.train import RunningLoss, device_info, fast_path, make_optimizer, peak_memory_mb, set_threads
+from torch_impl.recipe import make_optimizer, make_scheduler
+from torch_impl.train import RunningLoss, device_info, fast_path, peak_memory_mb, set_threads
 
 
 def train(spec_path: str) -> dict:
@@ -43,7 +44,11 @@ def train(spec_path: str) -> dict:
         # Accelerate's own torch.compile (its dynamo plugin), applied by prepare().
         accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True,
                                                                             data_seed=task["seed"]),
-                                  dynamo_backend="inductor" if task["compile"] else "no")
+                                  dynamo_backend="inductor" if task["compile"] else "no",
+                                  # One scheduler step per optimizer step: by default Accelerate steps it once
+                                  # per process (for schedules written in one-process steps); ours is in the
+                                  # run's own steps, as in every other variant.
+                                  step_scheduler_with_optimizer=False)
         expected = ACCELERATE_MIXED_PRECISION[task["precision"]]
         if accelerator.mixed_precision != expected:
             raise RuntimeError(f"accelerate launched with mixed_precision={accelerator.mixed_precision}, "
@@ -69,6 +74,7 @@ def train(spec_path: str) -> dict:
             model, optimizer, train_loader, eval_loader = accelerator.prepare(
                 model, optimizer, train_loader, eval_loader)
             epochs = task["epochs"]
+        scheduler = accelerator.prepare(make_scheduler(optimizer, task, len(train_loader), epochs))
         # keep_torch_compile=False: unwrapping must not rewire the compiled model (its no_sync would be lost).
         raw_model = accelerator.unwrap_model(model, keep_torch_compile=False)
 
@@ -81,6 +87,7 @@ def train(spec_path: str) -> dict:
         first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
         clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader))
         running_loss = RunningLoss(device)
+        loss_curve = worker.loss_curve(first_epoch * len(train_loader))
         evaluate_exactly = None if eval_loader is None else (
             lambda: evaluate(accelerator, raw_model, eval_loader, running_loss))
         # Independent runs are the no-communication bound: no gradient all-reduce.
@@ -100,7 +107,9 @@ def train(spec_path: str) -> dict:
                         loss = F.cross_entropy(model(x), y)
                     accelerator.backward(loss)
                     optimizer.step()
+                scheduler.step()
                 running_loss.add(loss)
+                loss_curve.add(loss.detach(), clock)
             # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
             evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly, checkpoint)
             if clock.stop:

@@ -12,7 +12,8 @@ from bench.results.store import StoreError
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices
-from bench.spec.task import INPUTS, PRECISIONS, PRESETS, SpecError, TaskSpec, get_task
+from bench.spec.task import (DATASET_SHAPES, DATASETS, INPUTS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
+                             WEAK_SCALING_WARMUP_EPOCHS, SpecError, TaskSpec, get_task)
 from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
 
 log = logging.getLogger("bench")
@@ -24,9 +25,25 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     precision = args.precision or ("bf16" if device_type == "cuda" else None)
     # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
     compiled = args.compile if args.command == "run" else None
-    return get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
+    # A sweep scales weak unless told (the field's convention), one run strong (its global batch as given).
+    scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
+    task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
                     windows=args.windows, data_dir=args.data_dir, compile=compiled, input=args.input,
-                    checkpoint_every_epoch=args.checkpoint_every_epoch or None)
+                    checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
+                    per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
+                    lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
+                    warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
+                    dataset=args.dataset, val_split=args.val_split)
+    if task.dataset == "imagefolder":  # classes, channels and size come from the folder
+        from bench.run import imagefolder
+
+        return imagefolder.describe(task, args.image_size)
+    if args.image_size or args.val_split:
+        raise SpecError("--image-size and --val-split go with --dataset imagefolder --data-dir DIR")
+    if args.dataset in DATASET_SHAPES:  # another bundled dataset: its own image size, channels and classes
+        side, channels, classes = DATASET_SHAPES[args.dataset]
+        return task.replace(image_size=side, channels=channels, classes=classes)
+    return task
 
 
 def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
@@ -50,6 +67,27 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every-epoch", action="store_true",
                    help="save model + optimizer after each epoch the approach's own way; the row times the save "
                         "(the training stall) and loading it back, and counts its bytes")
+    p.add_argument("--scaling", choices=SCALINGS,
+                   help="weak: each device keeps --per-device-batch and the global batch grows with the devices "
+                        "(sweep default); strong: the global batch is split over them (run default)")
+    p.add_argument("--per-device-batch", type=int, help="weak scaling: each device's batch (default: the task's "
+                                                         "batch at one device)")
+    p.add_argument("--lr-scaling", choices=LR_SCALINGS,
+                   help="weak scaling: linear (default) multiplies the learning rate by the devices, with a "
+                        f"warm-up ({WEAK_SCALING_WARMUP_EPOCHS} epochs unless --warmup-epochs); none keeps it")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, help="the task's optimizer (default sgd, momentum 0.9)")
+    p.add_argument("--lr", type=float, help="base learning rate (one device's)")
+    p.add_argument("--momentum", type=float, help="SGD momentum")
+    p.add_argument("--weight-decay", type=float, help="L2 in the gradient (sgd, adam); decoupled (adamw)")
+    p.add_argument("--schedule", choices=SCHEDULES, help="after the warm-up: constant (default), step "
+                                                         "(x --lr-gamma every --lr-step-epochs), cosine (to 0)")
+    p.add_argument("--warmup-epochs", type=float, help="linear learning-rate warm-up, in epochs (default 0)")
+    p.add_argument("--lr-step-epochs", type=int, help="--schedule step: epochs between decays (default 1)")
+    p.add_argument("--lr-gamma", type=float, help="--schedule step: the factor of each decay (default 0.1)")
+    p.add_argument("--dataset", choices=DATASETS, help="override the task's dataset; imagefolder reads --data-dir")
+    p.add_argument("--val-split", type=float, help="imagefolder without test/ or val/: this fraction of each class, "
+                                                   "seeded, is the test set")
+    p.add_argument("--image-size", type=int, help="imagefolder: resize to this side (default: the folder's)")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
@@ -118,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--devices and --nodes must be at least 1")
     if args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
-    spec = RunSpec(variant, task, device_type, args.nodes, args.devices // args.nodes,
+    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
                          independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve())
@@ -225,8 +263,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def export_images(args: argparse.Namespace) -> int:
+    """`bench data export-images --task T [--format png|jpeg] DIR`: the task's dataset as an image folder."""
+    from bench.run import data, imagefolder
+
+    if len(args.tasks) != 2:
+        raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR")
+    target = Path(args.tasks[1])
+    if target.exists() and any(target.iterdir()):
+        raise SpecError(f"{target} is not empty: export into a new folder")
+    task = get_task(args.task, data_dir=args.data_dir)
+    folder = data.prepare(task)
+    if folder is None:
+        raise SpecError(f"task {task.name} is synthetic: it has no images to export")
+    written = imagefolder.export(data.load(folder), target, args.format)
+    log.info("wrote %s images to %s/train and %s to %s/test (%s): read them back with --dataset imagefolder "
+             "--data-dir %s", f"{written['train']:,}", target, f"{written['test']:,}", target, args.format, target)
+    return 0
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     from bench.run import data
+
+    if args.tasks[:1] == ["export-images"]:
+        return export_images(args)
 
     if args.download:
         log.info("downloaded to %s", data.download_fashion_mnist())
@@ -332,8 +392,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("data", help="prepare the tasks' datasets into the cache")
+    p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "
+                                    "writes one as an image folder (DIR/train/<class>/*, DIR/test/<class>/*)")
     p.add_argument("tasks", nargs="*", default=["quick", "default"])
+    p.add_argument("--task", default="default", help="export-images: the task whose dataset to write")
+    p.add_argument("--format", choices=("png", "jpeg"), default="png", help="export-images: png (lossless, "
+                                                                            "default) or jpeg")
     p.add_argument("--install", action="store_true", help="install Debian's dataset-fashion-mnist if missing")
     p.add_argument("--download", action="store_true", help="opt-in: download Fashion-MNIST (needs internet)")
     p.add_argument("--data-dir")
@@ -374,7 +438,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "data" and not any(e.startswith("-") for e in extra):
+        args.tasks += extra  # `data export-images --task T DIR`: DIR after the options
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
     stop_on_signals()
     try:

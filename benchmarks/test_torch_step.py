@@ -10,7 +10,8 @@ import torch
 
 from bench.spec.task import get_task
 from torch_impl.model import build_model
-from torch_impl.train import AMP_DTYPES, fast_path, make_optimizer, place, train_step
+from torch_impl.recipe import make_optimizer
+from torch_impl.train import AMP_DTYPES, fast_path, place, train_step
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

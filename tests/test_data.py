@@ -65,20 +65,3 @@ def test_fashion_mnist_with_a_wrong_file_is_refused(tmp_path):
         (tmp_path / f"{stem}.gz").write_bytes(gzip.compress(payload))
     with pytest.raises(SpecError, match="fails its checksum"):
         data.read_fashion_mnist(str(tmp_path))
-
-
-def test_image_folder(tmp_path):
-    from PIL import Image
-
-    for split in ("train", "test"):
-        for cls, shade in (("cat", 30), ("dog", 220)):
-            (tmp_path / split / cls).mkdir(parents=True)
-            for i in range(3):
-                Image.new("RGB", (20, 14), (shade, shade, i)).save(tmp_path / split / cls / f"{i}.png")
-    arrays = data.read_imagefolder(str(tmp_path), image_size=8, channels=3)
-    assert arrays["train_x"].shape == (6, 8, 8, 3) and arrays["test_y"].tolist() == [0, 0, 0, 1, 1, 1]
-
-
-def test_image_folder_without_splits_says_what_it_needs(tmp_path):
-    with pytest.raises(SpecError, match="train/ and test/"):
-        data.read_imagefolder(str(tmp_path), 8, 3)

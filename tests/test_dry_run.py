@@ -93,7 +93,7 @@ def test_an_earlier_results_folder_gives_an_estimate(tmp_path):
         store.append(result_row("torch-ddp", 1, task={"name": "quick", "global_batch": 64, "precision": "fp32"},
                                 wall_s=wall, engine="torchrun"))
     result = bench("sweep", "--dry-run", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick",
-                   "--device-type", "cpu", "--no-analysis", "--out", str(tmp_path))
+                   "--device-type", "cpu", "--no-analysis", "--scaling", "strong", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "Estimate: 1 min for 1 runs" in result.stdout and "1 runs have none" in result.stdout
 

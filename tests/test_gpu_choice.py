@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from bench.engines.api import Group, choose_gpu
+from bench.spec.task import SpecError
 from bench.worker.gpus import GPUChoiceError, cuda_index, rotated, visible_gpus
 
 
@@ -82,7 +83,15 @@ def test_spark_cluster_mode_gives_each_executor_its_nodes_gpus_and_each_task_one
     conf = spark_conf(tmp_path, local_mode=False, world=8, nodes=2)
     assert conf["spark.executor.resource.gpu.amount"] == "4"
     assert conf["spark.task.resource.gpu.amount"] == "1"
-    assert conf["spark.executor.resource.gpu.discoveryScript"] == conf["spark.worker.resource.gpu.discoveryScript"]
+    assert not any("discoveryScript" in key for key in conf)  # the cluster's workers discover their own
+
+
+def test_spark_local_cluster_with_gpus_is_refused(tmp_path):
+    pytest.importorskip("pyspark", reason="needs the spark extra")
+    from bench.engines import spark
+
+    with pytest.raises(SpecError, match="cannot share GPUs between its workers"):
+        spark.run(Group(2, 1, "cuda", None, 60.0), print, (), {}, "local-cluster[2,1,1024]", tmp_path)
 
 
 def test_spark_on_cpu_asks_for_no_gpu(tmp_path):

@@ -15,9 +15,12 @@ TASK = {"name": "default", "model": "small-cnn", "dataset": "fashion-mnist", "pr
         "global_batch": 128, "target_accuracy": 0.85, "params": 105866}
 
 
-def has_row(markdown: str, *cells: str) -> bool:
-    """A markdown table line starting with these cells (padded or not)."""
-    return re.search(r"^\|" + r"\|".join(rf"\s*{re.escape(c)}\s*" for c in cells) + r"\|", markdown, re.M) is not None
+def has_row(markdown: str, variant: str, devices: str, *cells: str) -> bool:
+    """A markdown table line starting with these cells (padded or not); the batch cell (third) may be left out."""
+    if cells and "/dev, " not in cells[0]:
+        cells = ("*", *cells)
+    pattern = [rf"\s*{re.escape(c)}\s*" if c != "*" else "[^|]*" for c in (variant, devices, *cells)]
+    return re.search(r"^\|" + r"\|".join(pattern) + r"\|", markdown, re.M) is not None
 
 
 def configurations(rows):
@@ -29,7 +32,10 @@ def row(variant, world, median, *, independent=False, status="ok", framework="to
                                "windows": [median] * 6},
                    per_device_throughput=median / world, step_time_ms={"median": step, "p90": step * 1.1},
                    startup_s=4.0, test_accuracy=None if independent else 0.88, eval_samples=None if independent else 10000,
-                   time_to_accuracy_s=None if independent else 9.0) if status == "ok" else {}
+                   time_to_accuracy_s=None if independent else 9.0,
+                   curves={"steps": [[10 * i, 1280 * i, 0.5 * i, 2.0 / i] for i in range(1, 9)],
+                           "epochs": [[1, 5120, 2.0, 1.0, 0.8, 0.7], [2, 10240, 4.0, 0.5, 0.4, 0.88]]}
+                   ) if status == "ok" else {}
     return result_row(variant, world, run_id=f"{variant}-{world}-{independent}", status=status, framework=framework,
                       task=dict(TASK), independent=independent,
                       error=None if status == "ok" else "not applicable: one slot", **{"throughput": None, **figures})
@@ -57,8 +63,10 @@ def test_report_has_every_row_every_plot_and_the_analysis(store):
     assert has_row(text, "torch-ddp", "1 cpu", "ok") and has_row(text, "torch-ddp", "2 cpu", "ok")
     assert has_row(text, "torch-ddp (no sync)", "2 cpu", "ok")
     assert has_row(text, "tf-mirrored", "2 cpu", "ok") and has_row(text, "torch-dp", "2 cpu", "n/a")
-    for name in ("throughput", "efficiency", "accuracy", "startup", "step-breakdown"):
-        png = store.directory / f"default-fp32-{name}.png"
+    assert "## task default/fp32, strong scaling" in text and "same global batch" in text
+    assert has_row(text, "torch-ddp", "2 cpu", "128 (64/dev, strong)", "ok")
+    for name in ("throughput", "efficiency", "accuracy", "startup", "loss", "step-breakdown"):
+        png = store.directory / f"default-fp32-strong-{name}.png"
         assert png.stat().st_size > 10_000, name
         assert f"]({png.name})" in text
     assert "**9,000" not in text  # a no-sync run never wins a column
@@ -140,3 +148,25 @@ def test_a_new_runs_stored_efficiency_follows_the_same_rule():
     # A repeat of a configuration stores its own efficiency, not the folded one of its key.
     own, _ = aggregate.efficiencies_of(row("torch-ddp", 2, 8000.0), earlier + [row("torch-ddp", 2, 6000.0)])
     assert own == pytest.approx(8000 / (2 * 5000))
+
+
+def test_weak_and_strong_runs_are_reported_apart_each_against_its_own_baseline(tmp_path):
+    """Weak: efficiency against one device at the same per-device batch; strong: at the same global batch."""
+    weak = {**TASK, "scaling": "weak"}
+    s = ResultStore(tmp_path)
+    for r in (row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 6000.0),                  # strong, global 128
+              row("torch-ddp", 1, 4000.0), row("torch-ddp", 2, 7200.0)):                 # weak, 128 a device
+        s.append(r)
+    rows = s.rows()
+    rows[2].task, rows[3].task = dict(weak), {**weak, "global_batch": 256}
+    rows[0].run_id, rows[2].run_id = "strong-1", "weak-1"
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
+    configs = aggregate.configurations(frame(ResultStore(tmp_path).dicts()))
+    by = {(k.scaling, k.world_size): e for k, e in zip(configs["key"], configs["scaling_efficiency"])}
+    assert by[("strong", 2)] == pytest.approx(6000 / (2 * 5000))
+    assert by[("weak", 2)] == pytest.approx(7200 / (2 * 4000))   # vs the weak one-device run, not the strong
+    assert len(set(configs["key"])) == 4
+    text = report.write_report(tmp_path).read_text()
+    assert "## task default/fp32, weak scaling" in text and "## task default/fp32, strong scaling" in text
+    assert has_row(text, "torch-ddp", "2 cpu", "256 (128/dev, weak)", "ok")
+    assert (tmp_path / "default-fp32-weak-efficiency.png").exists()

@@ -13,9 +13,14 @@ READ_BACK = """
 import json, sys, mlflow
 mlflow.set_tracking_uri(sys.argv[1])
 [run] = mlflow.search_runs(experiment_names=["dtbench"], output_format="list")
-history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "window_throughput")
+client = mlflow.MlflowClient()
+history = client.get_metric_history(run.info.run_id, "window_throughput")
+loss = client.get_metric_history(run.info.run_id, "train_loss")
+accuracy = client.get_metric_history(run.info.run_id, "epoch_test_accuracy")
 print(json.dumps({"name": run.info.run_name, "params": run.data.params, "metrics": run.data.metrics,
-                  "windows": [m.value for m in sorted(history, key=lambda m: m.step)]}))
+                  "windows": [m.value for m in sorted(history, key=lambda m: m.step)],
+                  "train_loss": [[m.step, m.value] for m in sorted(loss, key=lambda m: m.step)],
+                  "epoch_test_accuracy": [[m.step, m.value] for m in sorted(accuracy, key=lambda m: m.step)]}))
 """
 
 
@@ -35,6 +40,12 @@ def test_a_run_is_logged_to_mlflow_offline(out, tmp_path):
     assert run["metrics"]["throughput_median"] == pytest.approx(row["throughput"]["median"])
     assert run["metrics"]["test_accuracy"] == pytest.approx(row["test_accuracy"])
     assert run["windows"] == pytest.approx(row["throughput"]["windows"])
+    # The loss curve as the walkthroughs log it: train_loss with its step, every 10 steps; test accuracy per epoch.
+    steps = [step for step, _ in run["train_loss"]]
+    assert len(steps) >= 5 and steps == list(range(10, 10 * len(steps) + 1, 10))
+    assert run["train_loss"] == [[s, pytest.approx(loss)] for s, _, _, loss in row["curves"]["steps"]]
+    assert [epoch for epoch, _ in run["epoch_test_accuracy"]] == [1, 2, 3]
+    assert run["epoch_test_accuracy"][-1][1] == pytest.approx(row["test_accuracy"])
 
 
 def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):

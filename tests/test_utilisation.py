@@ -170,7 +170,7 @@ def test_report_says_how_close_to_the_hardware_and_where_the_rest_goes(tmp_path)
     assert f"torch-ddp on 2 device(s) reaches {ddp2:.1%} of the measured fp32 matmul peak" in text
     assert "gradient synchronisation costs 20% of its throughput" in text
     assert math.isclose(5000 / 5100, 0.98, abs_tol=0.005) and "| 0.98 " in text  # real / synthetic at 1 device
-    assert (tmp_path / "default-fp32-utilisation.png").stat().st_size > 10_000
+    assert (tmp_path / "default-fp32-strong-utilisation.png").stat().st_size > 10_000
 
 
 @pytest.mark.slow

@@ -99,22 +99,25 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
     task = worker.task
     global_batch = task["global_batch"]
-    model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy)
+    if worker.synthetic:
+        epochs, steps_per_epoch = 1, worker.timed_steps
+    else:
+        arrays = cache.load(worker.spec["data_path"], mmap=False)
+        epochs, steps_per_epoch = task["epochs"], len(arrays["train_y"]) // global_batch
+    model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy, steps_per_epoch, epochs)
     eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     # Every worker waits until the chief has written (a one-number sum across workers).
     checkpoint = TFCheckpoint(model, optimizer, worker_index,
                               barrier=lambda: eval_functions[1](tf.zeros([1], tf.float64)).numpy())
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
     if worker.synthetic:  # one batch made on the devices, trained again and again: no input pipeline
-        test, epochs, steps_per_epoch = None, 1, worker.timed_steps
+        test = None
         device_batch = synthetic_batch(strategy, task)
 
         def step():
             return train_step_on(*device_batch)
     else:
-        arrays = cache.load(worker.spec["data_path"], mmap=False)
-        test, epochs = (arrays["test_x"], arrays["test_y"]), task["epochs"]
-        steps_per_epoch = len(arrays["train_y"]) // global_batch
+        test = (arrays["test_x"], arrays["test_y"])
         batches = iter(train_dataset(strategy, arrays["train_x"], arrays["train_y"], task["seed"], global_batch,
                                      steps_per_epoch, range(first_epoch, epochs)))
 
@@ -132,11 +135,13 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         return evaluate(*eval_functions, *test, num_workers, worker_index, train_loss_sum, len(losses))
 
     clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch)
+    loss_curve = worker.loss_curve(first_epoch * steps_per_epoch)
     clock.start()
     for epoch in range(first_epoch, epochs):
         losses = []
         for _ in clock.timed(range(steps_per_epoch)):
             losses.append(step())
+            loss_curve.add(losses[-1], clock)
         # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None, checkpoint)
         if clock.stop:
@@ -154,17 +159,18 @@ def fast_path(task: dict) -> dict:
             "prefetch": True, "compile": bool(task["compile"])}
 
 
-def build_training(task: dict, strategy):
-    """The model, its optimizer, the loss and the distributed training step, as a tf.function taking the
-    batch iterator and as one taking a batch already on the devices."""
-    # Imports keras, so only here: after configure() has pinned this process and sized its pools.
+def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
+    """The model, its optimizer (on the task's schedule over `epochs` x `steps_per_epoch` steps), the loss
+    and the distributed training step, as a tf.function taking the batch iterator and as one taking a
+    batch already on the devices."""
+    # Import keras, so only here: after configure() has pinned this process and sized its pools.
     from tf_impl.model import build_model
+    from tf_impl.recipe import make_optimizer
 
     global_batch, fp16 = task["global_batch"], task["precision"] == "fp16"
     with strategy.scope():
         model = build_model(task)
-        optimizer = keras.optimizers.SGD(learning_rate=task["lr"], momentum=task["momentum"],
-                                         weight_decay=task["weight_decay"] or None)
+        optimizer = make_optimizer(task, steps_per_epoch, epochs)
         if fp16:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         # Build the slots (momentum) here, under the scope: built lazily inside strategy.run,

@@ -15,15 +15,17 @@ FILE = "checkpoint.pt"
 
 class TorchCheckpoint:
     def __init__(self, raw_model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                 device: torch.device, rank: int, barrier: Callable[[], None]):
-        self.raw_model, self.optimizer, self.scaler = raw_model, optimizer, scaler
+                 device: torch.device, rank: int, barrier: Callable[[], None],
+                 scheduler: torch.optim.lr_scheduler.LRScheduler | None = None):
+        self.raw_model, self.optimizer, self.scaler, self.scheduler = raw_model, optimizer, scaler, scheduler
         self.device, self.rank, self.barrier = device, rank, barrier
 
     def save(self, directory: Path, epochs_done: int) -> None:
         if self.rank == 0:
             directory.mkdir(parents=True, exist_ok=True)
             state = {"model": self.raw_model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "scaler": self.scaler.state_dict(), "rng": torch.get_rng_state(), "epochs_done": epochs_done}
+                     "scaler": self.scaler.state_dict(), "rng": torch.get_rng_state(), "epochs_done": epochs_done,
+                     "scheduler": self.scheduler.state_dict() if self.scheduler else None}
             aside = directory / f"{FILE}.tmp"
             torch.save(state, aside)
             os.replace(aside, directory / FILE)
@@ -34,5 +36,7 @@ class TorchCheckpoint:
         self.raw_model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])
         return state["epochs_done"]

@@ -19,6 +19,7 @@ from torch_impl import data
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
+from torch_impl.recipe import make_optimizer, make_scheduler
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -42,10 +43,12 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         train_set, test_set = data.load_splits(worker.spec)
         loader = data.train_loader(train_set, batch, rank, world_size, task["seed"], settings["pin_memory"])
         epochs = task["epochs"]
-    checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, rank, sync)
+    scheduler = make_scheduler(optimizer, task, len(loader), epochs)
+    checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, rank, sync, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
     clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(loader))
     running_loss = RunningLoss(device)
+    loss_curve = worker.loss_curve(first_epoch * len(loader))
     evaluate_exactly = None if test_set is None else (
         lambda: evaluate(raw_model, test_set, device, amp_dtype, all_reduce_sum, rank, world_size, running_loss))
 
@@ -55,7 +58,10 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         if test_set is not None:
             loader.sampler.set_epoch(epoch)  # the data order is the epoch's: a resumed run reads on where it was
         for images, labels in clock.timed(loader):
-            running_loss.add(train_step(model, optimizer, scaler, amp_dtype, images, labels, device, no_sync))
+            loss = train_step(model, optimizer, scaler, amp_dtype, images, labels, device, no_sync)
+            scheduler.step()
+            running_loss.add(loss)
+            loss_curve.add(loss.detach(), clock)
         # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly, checkpoint)
         if clock.stop:
@@ -140,11 +146,6 @@ class RunningLoss:
 
 def autocast(device: torch.device, amp_dtype: torch.dtype | None):
     return torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
-
-
-def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
-    return torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
-                           weight_decay=task["weight_decay"])
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -50,6 +50,9 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None) -> pd.Da
     folded["scaling_efficiency"] = [own for own, _ in scaling]
     folded["scaling_efficiency_vs_single"] = [single for _, single in scaling]
     folded["series"] = [k.series for k in folded["key"]]
+    folded["scaling"] = [k.scaling for k in folded["key"]]
+    folded["per_device_batch"] = [k.per_device_batch for k in folded["key"]]
+    folded["global_batch"] = [k.global_batch for k in folded["key"]]
     records = folded.to_dict("records")
     folded["achieved_tflops"] = [utilisation.tflops(_value(r["flops_per_sample"]), _value(r["throughput"]))
                                  for r in records]

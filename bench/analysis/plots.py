@@ -66,7 +66,9 @@ def efficiency(rows: list[dict], path: Path) -> None:
     _device_axis(ax, rows)
     ax.set_ylim(0, 1.2)
     ax.set_ylabel("scaling efficiency = T(N) / (N x T(1))")
-    ax.set_title(_title("Scaling efficiency (strong scaling, same global batch)", rows), fontsize=9)
+    baseline = ("weak scaling: vs 1 device at the same per-device batch" if rows[0]["scaling"] == "weak"
+                else "strong scaling: vs 1 device at the same global batch")
+    ax.set_title(_title(f"Scaling efficiency ({baseline})", rows), fontsize=9)
     if drawn:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -163,7 +165,40 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
     return [path]
 
 
-PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup}
+def loss_curves(rows: list[dict], path: Path) -> None:
+    """Rank 0's training loss (every few steps) and each epoch's test loss, one line per variant and device
+    count, against samples seen and against training seconds (pauses excluded)."""
+    fig, (by_samples, by_seconds) = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    drawn = False
+    for label, rs in _series(rows).items():
+        for r in rs:
+            steps = r.get("curves.steps")
+            if not isinstance(steps, list) or not steps:
+                continue
+            name = f"{label}, {r['world_size']} dev"
+            line, = by_samples.plot([s[1] for s in steps], [s[3] for s in steps], lw=1, label=name)
+            by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1, color=line.get_color())
+            epochs = [e for e in (r.get("curves.epochs") or []) if e[4] is not None]
+            if epochs:  # the test loss at each epoch's end, as markers on the same colour
+                by_samples.plot([e[1] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
+                by_seconds.plot([e[2] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
+            drawn = True
+    if not drawn:
+        plt.close(fig)
+        return
+    by_samples.set_xlabel("samples seen")
+    by_seconds.set_xlabel("training seconds (evaluation excluded)")
+    by_samples.set_ylabel("loss (lines: training, rank 0; dots: test, each epoch)")
+    for ax in (by_samples, by_seconds):
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    by_samples.legend(fontsize=7)
+    fig.suptitle(_title("Loss curves", rows), fontsize=9)
+    _save(fig, path)
+
+
+PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup,
+         "loss": loss_curves}
 
 
 def draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
@@ -174,6 +209,8 @@ def draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
         return written
     for name, draw in PLOTS.items():
         path = directory / f"{prefix}-{name}.png"
+        path.unlink(missing_ok=True)  # a plot with nothing to draw leaves no file, not an older one
         draw(rows, path)
-        written.append(path)
+        if path.exists():
+            written.append(path)
     return written

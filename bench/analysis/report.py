@@ -52,7 +52,7 @@ FIGURES = (
     Column("MFU", lambda r: r["mfu"], ".1%", True),
     Column("of meas. peak", lambda r: r["peak_fraction"], ".1%", True),
 )
-HEADERS = ("variant", "devices", "status") + tuple(c.header for c in FIGURES)
+HEADERS = ("variant", "devices", "batch", "status") + tuple(c.header for c in FIGURES)
 # Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
 
 
@@ -60,11 +60,12 @@ def _cells(r: dict) -> list[str]:
     topo = f"{r['world_size']}" + (f" ({r['nodes']}x{r['devices_per_node']})" if r["nodes"] > 1 else "")
     device = r["device_type"] + ("*" if _cpu_limits(r) else "")
     status = r["status"] if r["status"] != "skipped" else "n/a"
+    batch = f"{r['global_batch']} ({r['per_device_batch']}/dev, {r['scaling']})"
     if r["status"] != "ok":
         reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
-        return [r["series"], f"{topo} {device}", status, reason] + ["-"] * (len(FIGURES) - 1)
+        return [r["series"], f"{topo} {device}", batch, status, reason] + ["-"] * (len(FIGURES) - 1)
     figures = [_throughput_cell(r) if c.fmt == "throughput" else _fmt(c.value(r), c.fmt) for c in FIGURES]
-    return [r["series"], f"{topo} {device}", status, *figures]
+    return [r["series"], f"{topo} {device}", batch, status, *figures]
 
 
 def cells(configs: pd.DataFrame) -> pd.DataFrame:
@@ -242,13 +243,24 @@ def footnotes(configs: pd.DataFrame) -> list[str]:
     notes = [f"`cpu*` {limit}; larger topologies show n/a." for limit in limits]
     if configs["oversubscribed"].fillna(False).astype(bool).any():
         notes.append("Some runs had more device slots than cores (`oversubscribed` in the row).")
-    notes.append("Scaling efficiency = throughput(N) / (N x throughput(1)) of the same variant and task; "
-                 "eff. vs single uses the framework's plain single-device loop (torch-single, tf-single) as "
-                 "throughput(1). CPU device slot = 1 core unless --cores-per-slot says otherwise.")
+    notes.append("Scaling efficiency = throughput(N) / (N x throughput(1)) of the same variant and task, "
+                 "throughput(1) measured like with like: under weak scaling one device at the same per-device "
+                 "batch, under strong scaling one device at the same global batch; eff. vs single uses the "
+                 "framework's plain single-device loop (torch-single, tf-single) as throughput(1). CPU device "
+                 "slot = 1 core unless --cores-per-slot says otherwise.")
     if configs["independent"].any():
         notes.append("(no sync): the same variant with gradient synchronisation switched off, each replica on "
                      "its own shard: the no-communication upper bound (no accuracy: the replicas diverge).")
     return notes
+
+
+SCALING_NOTES = {
+    "weak": "Weak scaling: each device trains the same per-device batch and the global batch grows with the "
+            "devices (the learning rate with it: linear scaling rule, with a warm-up); scaling efficiency is "
+            "against one device at the same per-device batch.",
+    "strong": "Strong scaling: the global batch is split over the devices; scaling efficiency is against one "
+              "device at the same global batch.",
+}
 
 
 def write_report(directory: Path) -> Path:
@@ -271,9 +283,10 @@ def write_report(directory: Path) -> Path:
               + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items()),
               ""]
     body = []
-    for (task, precision), subset in configs.groupby(["task", "precision"], sort=False):
+    for (task, precision, scaling), subset in configs.groupby(["task", "precision", "scaling"], sort=False):
         subset = subset.reset_index(drop=True)
-        body += [f"## task {task}/{precision}", "", markdown_table(subset), "", "Best per column in **bold**.", ""]
+        body += [f"## task {task}/{precision}, {scaling} scaling", "", SCALING_NOTES[scaling], "",
+                 markdown_table(subset), "", "Best per column in **bold**.", ""]
         entries = breakdown(subset, table)
         if entries:
             body += ["### Where the step time goes", "",
@@ -289,7 +302,7 @@ def write_report(directory: Path) -> Path:
                      "(known GPUs only); of measured peak against `python -m bench peak` on this machine, per device "
                      "and at the precision the matmuls ran in.", "", utilisation_table(used), "",
                      *where_the_rest_goes(used), ""]
-        prefix = f"{task}-{precision}"
+        prefix = f"{task}-{precision}-{scaling}"
         for png in (plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix)
                     + plots.draw_utilisation(used, directory, prefix)):
             body += [f"![{png.stem}]({png.name})", ""]

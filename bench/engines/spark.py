@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from bench.engines.api import Group, rank_main_from_env
+from bench.spec.task import SpecError
 
 
 def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: Path) -> list:
@@ -23,6 +24,10 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
 
     master = address or f"local[{group.world_size}]"
     local_mode = master.startswith("local[")
+    if group.device_type == "cuda" and master.startswith("local-cluster"):
+        # Its workers all start on this host from one environment and would each claim the same GPUs.
+        raise SpecError("--spark-master local-cluster[...] cannot share GPUs between its workers: use the default "
+                        "local mode (no --spark-master) or a real cluster whose workers discover their own GPUs")
     builder = SparkSession.builder.master(master).appName("dtbench")
     for key, value in session_conf(group, local_mode, work).items():
         builder = builder.config(key, value)
@@ -48,15 +53,12 @@ def session_conf(group: Group, local_mode: bool, work: Path) -> dict[str, str]:
     }
     if group.device_type != "cuda":
         return conf
-    script = write_discovery_script(work)
     if local_mode:
         return {**conf, "spark.driver.resource.gpu.amount": str(group.world_size),
-                "spark.driver.resource.gpu.discoveryScript": script}
-    per_node = str(group.per_node)
-    return {**conf, "spark.executor.resource.gpu.amount": per_node, "spark.task.resource.gpu.amount": "1",
-            "spark.executor.resource.gpu.discoveryScript": script,
-            # local-cluster[...] starts its workers from this session's settings
-            "spark.worker.resource.gpu.amount": per_node, "spark.worker.resource.gpu.discoveryScript": script}
+                "spark.driver.resource.gpu.discoveryScript": write_discovery_script(work)}
+    # A cluster's workers discover their own GPUs (their discovery script is the cluster's, on their hosts);
+    # the application asks each executor for its node's and each task (rank) for one.
+    return {**conf, "spark.executor.resource.gpu.amount": str(group.per_node), "spark.task.resource.gpu.amount": "1"}
 
 
 # Spark runs it to learn the GPUs its process may use. Addresses index CUDA_VISIBLE_DEVICES when that is

@@ -95,7 +95,7 @@ def same_task(a: dict, b: dict) -> bool:
     """Every task setting the key leaves out (epochs, windows, learning rate ...) matches too. A field
     an older revision did not have counts at its default."""
     defaults = {f.name: f.default for f in dataclasses.fields(TaskSpec) if f.default is not dataclasses.MISSING}
-    derived = {"per_device_batch", "params"}  # computed from the world size and the model
+    derived = {"per_device_batch", "params", "warmup_epochs_applied"}  # from the world size, model, scaling
 
     def settings(task: dict) -> dict:
         return {k: v for k, v in {**defaults, **task}.items() if k not in derived}

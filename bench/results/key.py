@@ -19,6 +19,10 @@ class RunKey(NamedTuple):
     independent: bool      # gradient synchronisation off: the no-communication bound
     input: str = "memory"  # memory | synthetic (a real dataset's twin with the input pipeline left out)
     compile: bool = False  # torch.compile / XLA
+    scaling: str = "strong"      # weak: the per-device batch stays as devices are added; strong: the global batch
+    per_device_batch: int = 0    # global_batch / world size
+    dataset: str = ""            # the task's dataset, when a run overrides it (--dataset imagefolder:NAME:SIZEpx)
+    recipe: str = ""             # the training recipe, where it is not the preset's (optimizer=adamw lr=0.001 ...)
 
     @property
     def world_size(self) -> int:
@@ -29,29 +33,64 @@ class RunKey(NamedTuple):
         """How tables and plots name the series: variant, (no sync), [engine] when not its own launcher."""
         engine = f" [{self.engine}]" if self.engine not in OWN_LAUNCHERS else ""
         modes = [m for m, on in (("compiled", self.compile), ("no sync", self.independent),
-                                 (self.input, self.input != "memory")) if on]
+                                 (self.input, self.input != "memory"), (self.dataset, bool(self.dataset)),
+                                 (self.recipe, bool(self.recipe))) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
 
     @property
     def label(self) -> str:
         return (f"{self.series} {self.nodes}x{self.devices_per_node} {self.device_type} "
-                f"{self.task}/{self.precision} batch {self.global_batch}")
+                f"{self.task}/{self.precision} batch {self.global_batch} ({self.scaling})")
 
     def one_device(self, variant: str | None = None) -> "RunKey":
-        """The scaling baseline: this configuration on one device with gradients synchronised; with
-        `variant`, that variant's run instead (a plain single-device loop, which no engine runs)."""
-        if variant is None:
-            return self._replace(nodes=1, devices_per_node=1, independent=False)
-        return self._replace(variant=variant, engine="local", nodes=1, devices_per_node=1, independent=False)
+        """The scaling baseline: this configuration on one device with gradients synchronised — under weak
+        scaling at the same per-device batch, under strong at the same global batch; with `variant`, that
+        variant's run instead (a plain single-device loop, which no engine runs)."""
+        batch = self.per_device_batch if self.scaling == "weak" else self.global_batch
+        one = self._replace(nodes=1, devices_per_node=1, independent=False, global_batch=batch, per_device_batch=batch)
+        return one if variant is None else one._replace(variant=variant, engine="local")
 
 
 def config_key(row: dict) -> RunKey:
     """The key of a result row (as a dict: a stored line, or `ResultRow.to_dict()`)."""
     task = row["task"]
+    world = int(row["nodes"]) * int(row["devices_per_node"])
+    global_batch = int(task.get("global_batch") or 0)
     return RunKey(row["variant"], row.get("engine") or "local", row["device_type"], int(row["nodes"]),
-                  int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"),
-                  int(task.get("global_batch") or 0), bool(row.get("independent")),
-                  task.get("input", "memory"), bool(task.get("compile")))
+                  int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"), global_batch,
+                  bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
+                  task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task))
+
+
+RECIPE_FIELDS = ("optimizer", "lr", "momentum", "weight_decay", "schedule", "warmup_epochs", "lr_step_epochs",
+                 "lr_gamma", "lr_scaling")
+
+
+def dataset_override(task: dict) -> str:
+    """The dataset when it is not the task preset's own ("" otherwise), so such runs never fold together;
+    an image folder by its folder name and size."""
+    from bench.spec.task import PRESETS
+
+    preset = PRESETS.get(task.get("name"))
+    dataset = task.get("dataset") or ""
+    if preset is None or dataset == preset.dataset:
+        return ""
+    if dataset == "imagefolder":
+        folder = (task.get("data_dir") or "").rstrip("/").rsplit("/", 1)[-1]
+        return f"imagefolder:{folder}:{task.get('image_size')}px"
+    return dataset
+
+
+def recipe_override(task: dict) -> str:
+    """The recipe settings that differ from the task preset's ("" when none do). The warm-up weak scaling
+    adds by itself (no --warmup-epochs) is part of the scaling mode, not of the recipe."""
+    from bench.spec.task import PRESETS
+
+    preset = PRESETS.get(task.get("name"))
+    if preset is None:
+        return ""
+    return " ".join(f"{name}={task[name]}" for name in RECIPE_FIELDS
+                    if name in task and task[name] != getattr(preset, name))
 
 
 def scaling_efficiency(throughput_n: float, devices: int, throughput_1: float | None) -> float | None:

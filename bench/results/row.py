@@ -65,6 +65,10 @@ class ResultRow:
     resumed_from: str | None = None
     resumed_after_epochs: int | None = None
     resume_load_s: float | None = None
+    # The loss curve: rank 0's training loss every few steps ([step, samples, train_s, loss]) and per epoch
+    # the training loss (mean over all ranks) and the test loss and accuracy
+    # ([epoch, samples, train_s, train_loss, test_loss, test_accuracy]); train_s excludes pauses.
+    curves: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     git_sha: str | None = None
     host: str | None = None

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import REPO_ROOT
+from bench.run import imagefolder
 from bench.spec.task import SpecError, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -122,38 +123,11 @@ def read_digits(seed: int = 0) -> dict[str, np.ndarray]:
             "test_x": images[test], "test_y": labels[test]}
 
 
-def read_imagefolder(root: str, image_size: int, channels: int) -> dict[str, np.ndarray]:
-    """ROOT/train/<class>/* and ROOT/test/<class>/* (or val/), resized to image_size."""
-    from PIL import Image
-
-    root_path = Path(root)
-    test_dir = next((root_path / d for d in ("test", "val") if (root_path / d).is_dir()), None)
-    if not (root_path / "train").is_dir() or test_dir is None:
-        raise SpecError(f"image folder {root} needs train/ and test/ (or val/) subfolders with one folder per class")
-    classes = sorted(p.name for p in (root_path / "train").iterdir() if p.is_dir())
-    mode = "L" if channels == 1 else "RGB"
-    out = {}
-    for split, directory in (("train", root_path / "train"), ("test", test_dir)):
-        images, labels = [], []
-        for label, cls in enumerate(classes):
-            for file in sorted((directory / cls).glob("*")):
-                with Image.open(file) as img:
-                    img = img.convert(mode).resize((image_size, image_size), Image.BILINEAR)
-                    images.append(np.asarray(img, dtype=np.uint8).reshape(image_size, image_size, channels))
-                labels.append(label)
-        if not images:
-            raise SpecError(f"image folder {directory} holds no images")
-        out[f"{split}_x"] = np.stack(images)
-        out[f"{split}_y"] = np.asarray(labels, dtype=np.int64)
-    return out
-
-
 # ---------------------------------------------------------------- cache
 
 def cache_key(task: TaskSpec) -> str:
     if task.dataset == "imagefolder":
-        digest = hashlib.sha256(str(Path(task.data_dir).resolve()).encode()).hexdigest()[:10]
-        return f"imagefolder-{digest}-{task.image_size}px-{task.channels}ch"
+        return f"imagefolder-{imagefolder.fingerprint(task)}-{task.image_size}px-{task.channels}ch"
     if task.dataset == "digits":
         return f"digits-seed{task.seed}"
     return task.dataset
@@ -164,7 +138,7 @@ def _read_source(task: TaskSpec) -> dict[str, np.ndarray]:
         return read_fashion_mnist(task.data_dir)
     if task.dataset == "digits":
         return read_digits(task.seed)
-    return read_imagefolder(task.data_dir, task.image_size, task.channels)
+    return imagefolder.read(task)
 
 
 def prepare(task: TaskSpec) -> Path | None:

@@ -116,7 +116,8 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
         device_type=spec.device_type, nodes=spec.nodes,
         devices_per_node=spec.devices_per_node, world_size=spec.world_size,
         cores_per_slot=spec.cores_per_slot if spec.device_type == "cpu" else None,
-        task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size},
+        task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size,
+              "warmup_epochs_applied": spec.task.effective_warmup_epochs},
         warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
         independent=spec.independent, git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
 
@@ -155,6 +156,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.error = str(exc)
         return row
     row.environment.update(measured.pop("worker_info"))
+    row.notes.extend(measured.pop("notes"))
     row.task["params"] = measured.pop("params")
     for key, value in measured.items():
         setattr(row, key, value)

@@ -80,12 +80,22 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
                                 if main.get("input_wait_s") is not None else None),
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
+        "curves": curves(events(0, "loss"), events(0, "epoch")),
+        "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
+                  for w in events(0, "windows")],
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
                         "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)},
                         # the device each rank chose from what it could see (bench.worker.gpus)
                         "rank_devices": {str(r): joined[r][-1].get("device") for r in sorted(joined)}},
     }
+
+
+def curves(losses: list[dict], epochs: list[dict]) -> dict:
+    """Rank 0's loss every few steps and every epoch's evaluation, as the row's loss curves."""
+    return {"steps": [[e["step"], e["samples"], e["train_s"], e["loss"]] for e in losses],
+            "epochs": [[e["epoch"], e.get("samples"), e["train_s"], e.get("train_loss"), e.get("test_loss"),
+                        e.get("test_accuracy")] for e in epochs]}
 
 
 def checkpoints(saved: list[dict], restored: list[dict]) -> dict:

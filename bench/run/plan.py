@@ -51,7 +51,8 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
             for n in counts:
                 if variant.max_devices is not None and n > variant.max_devices:
                     continue
-                for mode in ([task, task.replace(compile=True)] if compiled else [task]):
+                scaled = task.for_world(n)  # weak scaling: the global batch (and learning rate) grow with n
+                for mode in ([scaled, scaled.replace(compile=True)] if compiled else [scaled]):
                     spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)

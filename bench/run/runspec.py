@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.results.key import RunKey
+from bench.results.key import RunKey, dataset_override, recipe_override
 from bench.spec import devices
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
@@ -77,7 +77,8 @@ class RunSpec:
     def key(self) -> RunKey:
         return RunKey(self.variant.name, self.row_engine, self.device_type, self.nodes, self.devices_per_node,
                       self.task.name, self.task.precision, self.task.global_batch, self.independent,
-                      self.task.input, self.task.compile)
+                      self.task.input, self.task.compile, self.task.scaling, self.task.global_batch // self.world_size,
+                      dataset_override(self.task.to_dict()), recipe_override(self.task.to_dict()))
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
@@ -94,8 +95,9 @@ class RunSpec:
         old = json.loads(spec_file.read_text())
         mine = {"variant": self.variant.name, "world_size": self.world_size, "nodes": self.nodes,
                 "device_type": self.device_type, **self.task.to_dict()}
+        defaults = {f.name: f.default for f in dataclasses.fields(TaskSpec) if f.default is not dataclasses.MISSING}
         theirs = {"variant": old["variant"], "world_size": old["world_size"], "nodes": old["nodes"],
-                  "device_type": old["device_type"], **old["task"]}
+                  "device_type": old["device_type"], **defaults, **old["task"]}  # a field it predates: the default
         differ = [f"{name} {theirs.get(name)!r} there, {value!r} here" for name, value in mine.items()
                   if theirs.get(name) != value]
         if differ:

@@ -51,6 +51,14 @@ def log_row(uri: str, row: ResultRow, experiment: str = "dtbench") -> None:
         mlflow.log_metrics({name: float(get(row)) for name, get in METRICS.items() if get(row) is not None})
         for step, value in enumerate((row.throughput or {}).get("windows", [])):
             mlflow.log_metric("window_throughput", value, step=step)
+        # The loss curve as the walkthroughs log it: train_loss at its step; the test figures per epoch.
+        for step, _samples, _seconds, loss in row.curves.get("steps", []):
+            mlflow.log_metric("train_loss", loss, step=step)
+        for epoch, _samples, _seconds, train_loss, test_loss, test_accuracy in row.curves.get("epochs", []):
+            for name, value in (("epoch_train_loss", train_loss), ("epoch_test_loss", test_loss),
+                                ("epoch_test_accuracy", test_accuracy)):
+                if value is not None:
+                    mlflow.log_metric(name, value, step=epoch)
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
 

@@ -11,8 +11,17 @@ from dataclasses import dataclass
 PRECISIONS = ("fp32", "bf16", "fp16")
 # The same precisions in Accelerate's words (its config file and ACCELERATE_MIXED_PRECISION).
 ACCELERATE_MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
-OPTIMIZERS = ("sgd",)
+OPTIMIZERS = ("sgd", "adam", "adamw")
+SCHEDULES = ("constant", "step", "cosine")
+# Weak: the per-device batch stays, the global batch grows with the devices (tf_cnn_benchmarks, MLPerf);
+# strong: the global batch stays and is split over them.
+SCALINGS = ("weak", "strong")
+LR_SCALINGS = ("linear", "none")
+# Under weak scaling with the learning rate scaled, the warm-up a sweep gives it unless told (epochs).
+WEAK_SCALING_WARMUP_EPOCHS = 0.5
 DATASETS = ("fashion-mnist", "digits", "synthetic", "imagefolder")
+# (side, channels, classes) of the bundled datasets, for --dataset on a preset made for another
+DATASET_SHAPES = {"fashion-mnist": (28, 1, 10), "digits": (8, 1, 10)}
 MODELS = ("small-cnn", "mnist-cnn", "resnet50")
 # Where a step's images come from: the cached dataset in memory, or (the input pipeline's cost left
 # out) one batch made on the device. A synthetic dataset is always read the second way.
@@ -37,6 +46,19 @@ class TaskSpec:
     momentum: float = 0.9
     weight_decay: float = 0.0
     optimizer: str = "sgd"
+    # The learning rate over training, per step: a linear warm-up, then constant, step (x lr_gamma every
+    # lr_step_epochs) or cosine (to 0 at the end) decay.
+    schedule: str = "constant"
+    warmup_epochs: float | None = None    # None: none, or WEAK_SCALING_WARMUP_EPOCHS when the rate is scaled
+    #                                       (effective_warmup_epochs)
+    lr_step_epochs: int = 1
+    lr_gamma: float = 0.1
+    # How the batch follows the device count, and the learning rate the batch (Goyal et al., 2017).
+    scaling: str = "strong"
+    per_device_batch: int | None = None   # weak: what each device trains on (default: the one-device batch)
+    lr_scaling: str = "linear"
+    lr_scale: float = 1.0                 # set by for_world: the factor the base lr is multiplied by
+    loss_every_steps: int = 10            # rank 0 records the training loss this often (the loss curve)
     seed: int = 0
     precision: str = "fp32"
     warmup_steps: int = 10
@@ -44,6 +66,7 @@ class TaskSpec:
     windows: int = 10
     target_accuracy: float | None = None  # for time-to-accuracy
     data_dir: str | None = None           # imagefolder root, or an override for the dataset's files
+    val_split: float | None = None        # imagefolder with no test/ or val/: the seeded test fraction per class
     input: str = "memory"
     compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
     checkpoint_every_epoch: bool = False  # save model + optimizer state after each epoch, the approach's own way
@@ -52,6 +75,32 @@ class TaskSpec:
     def synthetic(self) -> bool:
         """Batches made on the device: a synthetic dataset, or a real one's synthetic twin."""
         return self.dataset == "synthetic" or self.input == "synthetic"
+
+    @property
+    def peak_lr(self) -> float:
+        return self.lr * self.lr_scale
+
+    @property
+    def warmup_start_factor(self) -> float:
+        """Where the warm-up starts, as a fraction of the peak: at the unscaled rate when the rate was
+        scaled (Goyal et al.'s gradual warm-up), else at a tenth of it."""
+        return 1.0 / self.lr_scale if self.lr_scale > 1 else 0.1
+
+    def for_world(self, world_size: int) -> "TaskSpec":
+        """The task as `world_size` devices train it: under weak scaling the global batch is the per-device
+        batch times the devices, and the learning rate follows it (linear rule, with a warm-up)."""
+        if self.scaling == "strong":
+            return self.replace(lr_scale=1.0)
+        per_device = self.per_device_batch or self.global_batch
+        scale = float(world_size) if self.lr_scaling == "linear" else 1.0
+        return self.replace(global_batch=per_device * world_size, per_device_batch=per_device, lr_scale=scale)
+
+    @property
+    def effective_warmup_epochs(self) -> float:
+        """--warmup-epochs, else the warm-up a scaled rate gets by itself, else none."""
+        if self.warmup_epochs is not None:
+            return self.warmup_epochs
+        return WEAK_SCALING_WARMUP_EPOCHS if self.lr_scale > 1 else 0.0
 
     def replace(self, **changes) -> "TaskSpec":
         return dataclasses.replace(self, **changes)
@@ -70,12 +119,27 @@ class TaskSpec:
             raise SpecError(f"unknown input {self.input!r}: choose one of {', '.join(INPUTS)}")
         if self.optimizer not in OPTIMIZERS:
             raise SpecError(f"unknown optimizer {self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
-        for field in ("global_batch", "epochs", "window_steps", "windows"):
+        for name, value, choices in (("schedule", self.schedule, SCHEDULES), ("scaling", self.scaling, SCALINGS),
+                                     ("lr scaling", self.lr_scaling, LR_SCALINGS)):
+            if value not in choices:
+                raise SpecError(f"unknown {name} {value!r}: choose one of {', '.join(choices)}")
+        if self.lr <= 0 or self.momentum < 0 or self.weight_decay < 0 or not 0 < self.lr_gamma <= 1:
+            raise SpecError("--lr must be > 0, --momentum and --weight-decay >= 0, --lr-gamma in (0, 1]")
+        if self.warmup_epochs is not None and not 0 <= self.warmup_epochs < self.epochs:
+            raise SpecError(f"--warmup-epochs {self.warmup_epochs} must be at least 0 and fewer than the "
+                            f"{self.epochs} epochs trained")
+        if self.per_device_batch is not None and self.scaling != "weak":
+            raise SpecError("--per-device-batch goes with --scaling weak (strong scaling splits --global-batch)")
+        for field in ("global_batch", "epochs", "window_steps", "windows", "lr_step_epochs", "loss_every_steps"):
             if getattr(self, field) < 1:
                 raise SpecError(f"{field} must be at least 1 (got {getattr(self, field)})")
         if self.warmup_steps < 1:
             # The first step compiles kernels and grows allocators: never timed.
             raise SpecError(f"warmup_steps must be at least 1 (got {self.warmup_steps})")
+        if self.val_split is not None and not 0 < self.val_split < 1:
+            raise SpecError(f"--val-split {self.val_split} must be between 0 and 1, e.g. 0.2")
+        if self.per_device_batch is not None and self.per_device_batch < 1:
+            raise SpecError(f"--per-device-batch must be at least 1 (got {self.per_device_batch})")
         if self.dataset == "imagefolder" and not self.data_dir:
             raise SpecError("dataset imagefolder needs a directory: pass --data-dir DIR")
 
@@ -91,7 +155,8 @@ PRESETS: dict[str, TaskSpec] = {
     # Fashion-MNIST; two epochs reach >= 85 % test accuracy in every variant.
     "default": TaskSpec(
         name="default", dataset="fashion-mnist", model="small-cnn", image_size=28, channels=1,
-        classes=10, global_batch=128, epochs=2, lr=0.05, warmup_steps=20, window_steps=40,
+        # 20-step windows: under weak scaling 8 devices train 116 steps (batch 1024), still 4 windows.
+        classes=10, global_batch=128, epochs=2, lr=0.05, warmup_steps=20, window_steps=20,
         windows=10, target_accuracy=0.85,
     ),
     # The classic pytorch/examples MNIST net (conv32, conv64, pool, dropout, fc128, fc10).

@@ -45,6 +45,7 @@ FAULT_ENV = "DTBENCH_FAULT"
 
 
 CHECKPOINT_DIR = "checkpoint"
+MIN_WINDOWS = 3  # the fewest timing windows a row may rest on (a median and a spread)
 
 
 class Checkpoint(Protocol):
@@ -55,6 +56,26 @@ class Checkpoint(Protocol):
     def load(self, directory: Path) -> int:
         """Restore the state saved in `directory`; return how many epochs it had trained."""
         ...
+
+
+class LossCurve:
+    """Rank 0's training loss every `every` steps. The losses stay as the framework returned them (on the
+    device) and are read at the epoch's end, the clock paused: no device sync inside a timing window."""
+
+    def __init__(self, worker: "Worker", every: int, steps_done: int):
+        self.worker, self.every, self.step = worker, every, steps_done
+        self.pending: list[tuple[int, float, object]] = []
+
+    def add(self, loss, clock: StepClock) -> None:
+        self.step += 1
+        if self.worker.rank == 0 and self.step % self.every == 0:
+            self.pending.append((self.step, clock.train_seconds(), loss))
+
+    def flush(self) -> None:
+        samples_per_step = self.worker.task["global_batch"]
+        for step, seconds, loss in self.pending:
+            self.worker.record("loss", step=step, samples=step * samples_per_step, train_s=seconds, loss=float(loss))
+        self.pending = []
 
 
 class Worker:
@@ -72,6 +93,7 @@ class Worker:
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
         self._time_to_accuracy: float | None = None
+        self._loss_curve: LossCurve | None = None
 
     @property
     def device_type(self) -> str:
@@ -118,12 +140,18 @@ class Worker:
                     cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), **info)
 
     def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int) -> StepClock:
-        """The run's clock, for a loop that trains `steps` steps in all (refused when fewer than it times)."""
-        if steps < self.timed_steps:
-            raise ValueError(f"the task trains {steps} steps but warm-up and windows need "
-                             f"{self.timed_steps}: raise epochs or lower windows/window_steps")
+        """The run's clock, for a loop that trains `steps` steps in all. Fewer steps than the windows need
+        (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
+        recorded; fewer than MIN_WINDOWS is refused."""
         t = self.task
-        return StepClock(t["warmup_steps"], t["window_steps"], t["windows"], samples_per_step, sync,
+        windows = min(t["windows"], (steps - t["warmup_steps"]) // t["window_steps"])
+        if windows < min(MIN_WINDOWS, t["windows"]):
+            raise ValueError(f"the task trains {steps} steps but warm-up and {MIN_WINDOWS} windows need "
+                             f"{t['warmup_steps'] + MIN_WINDOWS * t['window_steps']}: raise epochs or lower "
+                             "window_steps")
+        if windows < t["windows"]:
+            self.record("windows", planned=t["windows"], timed=windows, steps=steps)
+        return StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
                          on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
                          turns=Turns.from_environment(self.rank), stop_when_done=self.independent)
 
@@ -141,6 +169,11 @@ class Worker:
             time.sleep(24 * 3600)
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def loss_curve(self, steps_done: int = 0) -> LossCurve:
+        """The loop's loss log (`add(loss, clock)` after every step); a resumed run counts on from its steps."""
+        self._loss_curve = LossCurve(self, self.task.get("loss_every_steps") or 10, steps_done)
+        return self._loss_curve
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -177,6 +210,8 @@ class Worker:
         runs: their replicas diverged), record the epoch and when the target accuracy was first reached,
         resume for the next epoch."""
         clock.pause()
+        if self._loss_curve is not None:
+            self._loss_curve.flush()
         if clock.stop:
             return None
         if checkpoint is not None and self.task.get("checkpoint_every_epoch"):
@@ -187,7 +222,8 @@ class Worker:
             target = self.task.get("target_accuracy")
             if self._time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
                 self._time_to_accuracy = clock.train_seconds()
-            self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), **evaluation)
+            seen = self._loss_curve.step * self.task["global_batch"] if self._loss_curve else None
+            self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, **evaluation)
         if epoch + 1 < epochs:
             clock.resume()
         return evaluation
