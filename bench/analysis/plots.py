@@ -172,6 +172,9 @@ def loss_curves(rows: list[dict], path: Path) -> None:
     drawn = False
     for label, rs in _series(rows).items():
         for r in rs:
+            # A synthetic batch is learnt by heart and no-sync replicas train apart: neither is a training curve.
+            if r["independent"] or r["key"].input == "synthetic" or r["dataset"] == "synthetic":
+                continue
             steps = r.get("curves.steps")
             if not isinstance(steps, list) or not steps:
                 continue
