@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from bench.run import data as cache
-from bench.run.interpreters import TF_PYTHON_ENV
+from bench.run.interpreters import gpus_not_seen
 from bench.worker import Worker, cpu_model, peak_rss_mb
 
 # Imported after the worker has pinned itself and sized TF's pools (see configure()).
@@ -52,11 +52,9 @@ def require_gpus(worker: Worker) -> None:
     seen = tf.config.list_physical_devices("GPU")
     if len(seen) < max(1, len(given)):
         build = tf.sysconfig.get_build_info()
-        kind = f"a CUDA {build.get('cuda_version')} build" if build.get("is_cuda_build") else "a CPU-only build"
-        fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if build.get("is_cuda_build")
-               else f"install its GPU build (`make setup` on a GPU box makes .venv-tf) or set {TF_PYTHON_ENV}")
-        raise GPUsNotSeen(f"{worker.spec['variant']} asked for cuda on {len(given)} GPU(s) ({','.join(given)}), but "
-                          f"TensorFlow {tf.__version__} ({kind}, {sys.executable}) sees {len(seen)}: {fix}")
+        raise GPUsNotSeen(gpus_not_seen(worker.spec["variant"], given, len(seen), f"TensorFlow {tf.__version__}",
+                                        build.get("cuda_version") if build.get("is_cuda_build") else None,
+                                        sys.executable))
 
 
 class GPUsNotSeen(RuntimeError):
@@ -67,14 +65,12 @@ def device_info(strategy) -> dict:
     info = {"framework_version": tf.__version__, "keras": keras.__version__,
             "threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
-    gpus = tf.config.list_physical_devices("GPU")
     build = tf.sysconfig.get_build_info()
-    info.update(tf_cuda_build=build.get("cuda_version"), tf_cudnn_build=build.get("cudnn_version"),
-                gpus_seen=[tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus])
-    if gpus:
-        details = tf.config.experimental.get_device_details(gpus[0])
-        info.update(device_name=details.get("device_name", "GPU"), cuda=tf.sysconfig.get_build_info().get("cuda_version"),
-                    cudnn=tf.sysconfig.get_build_info().get("cudnn_version"))
+    names = [tf.config.experimental.get_device_details(g).get("device_name", g.name)
+             for g in tf.config.list_physical_devices("GPU")]
+    info.update(tf_cuda_build=build.get("cuda_version"), tf_cudnn_build=build.get("cudnn_version"), gpus_seen=names)
+    if names:
+        info.update(device_name=names[0], cuda=build.get("cuda_version"), cudnn=build.get("cudnn_version"))
     else:
         info.update(device_name=cpu_model())
     return info

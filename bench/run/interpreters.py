@@ -59,9 +59,17 @@ def require_tf_gpus(variant: Variant, cuda_visible: tuple[str, ...]) -> None:
     seen = tf_gpus_seen(",".join(cuda_visible))
     if seen["gpus"] >= len(cuda_visible):
         return
-    build = (f"TensorFlow {seen['version']} ({'CUDA ' + seen['cuda'] + ' build' if seen['cuda'] else 'a CPU-only build'})"
-             if seen["version"] else f"no TensorFlow ({seen.get('problem')})")
-    fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if seen["cuda"] else
+    tensorflow = f"TensorFlow {seen['version']}" if seen["version"] else f"no TensorFlow ({seen.get('problem')})"
+    raise SpecError(gpus_not_seen(variant.name, list(cuda_visible), seen["gpus"], tensorflow, seen["cuda"],
+                                  seen["python"]))
+
+
+def gpus_not_seen(variant: str, given: list[str], seen: int, tensorflow: str, cuda_build: str | None,
+                  python: str) -> str:
+    """The one-line refusal of a TensorFlow variant that sees fewer GPUs than it was given, with its fix:
+    from `require_tf_gpus` before a run, and from the worker itself (tf_impl/train.py) inside a sweep."""
+    build = f"a CUDA {cuda_build} build" if cuda_build else "a CPU-only build"
+    fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if cuda_build else
            f"install its GPU build (`make setup` on a GPU box makes .venv-tf) or set {TF_PYTHON_ENV} to a Python with one")
-    raise SpecError(f"{variant.name} asked for cuda on {len(cuda_visible)} GPU(s), but {build} in {seen['python']} "
-                    f"sees {seen['gpus']}: {fix}")
+    return (f"{variant} asked for cuda on {len(given)} GPU(s) ({','.join(given)}), but {tensorflow} ({build}, "
+            f"{python}) sees {seen}: {fix}")
