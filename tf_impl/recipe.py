@@ -65,7 +65,7 @@ def learning_rate(task: dict, steps_per_epoch: int, epochs: int):
     """The rate at each step, as a Keras schedule (a float when it never changes)."""
     spec = TaskSpec(**task)
     peak, total = spec.peak_lr, epochs * steps_per_epoch
-    warmup = round(spec.effective_warmup_epochs * steps_per_epoch)
+    warmup = spec.lr_warmup_steps(steps_per_epoch)
     start = peak * spec.warmup_start_factor
     if spec.schedule == "cosine":
         return keras.optimizers.schedules.CosineDecay(

@@ -29,24 +29,16 @@ def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
 def make_scheduler(optimizer: torch.optim.Optimizer, task: dict, steps_per_epoch: int,
                    epochs: int) -> lr_scheduler.LRScheduler:
     """The task's schedule over `epochs` x `steps_per_epoch` optimizer steps."""
-    total = epochs * steps_per_epoch
-    warmup = warmup_steps(task, steps_per_epoch)
-    if task["schedule"] == "step":
-        main = lr_scheduler.StepLR(optimizer, step_size=task["lr_step_epochs"] * steps_per_epoch, gamma=task["lr_gamma"])
-    elif task["schedule"] == "cosine":
+    spec = TaskSpec(**task)
+    total, warmup = epochs * steps_per_epoch, spec.lr_warmup_steps(steps_per_epoch)
+    if spec.schedule == "step":
+        main = lr_scheduler.StepLR(optimizer, step_size=spec.lr_step_epochs * steps_per_epoch, gamma=spec.lr_gamma)
+    elif spec.schedule == "cosine":
         main = lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total - warmup))
     else:
         main = lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     if not warmup:
         return main
-    start = lr_scheduler.LinearLR(optimizer, start_factor=warmup_start_factor(task), end_factor=1.0,
+    start = lr_scheduler.LinearLR(optimizer, start_factor=spec.warmup_start_factor, end_factor=1.0,
                                   total_iters=warmup)
     return lr_scheduler.SequentialLR(optimizer, [start, main], milestones=[warmup])
-
-
-def warmup_steps(task: dict, steps_per_epoch: int) -> int:
-    return round(TaskSpec(**task).effective_warmup_epochs * steps_per_epoch)
-
-
-def warmup_start_factor(task: dict) -> float:
-    return TaskSpec(**task).warmup_start_factor

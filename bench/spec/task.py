@@ -95,6 +95,10 @@ class TaskSpec:
         scale = float(world_size) if self.lr_scaling == "linear" else 1.0
         return self.replace(global_batch=per_device * world_size, per_device_batch=per_device, lr_scale=scale)
 
+    def lr_warmup_steps(self, steps_per_epoch: int) -> int:
+        """The learning-rate warm-up in optimizer steps, as both frameworks' schedules count it."""
+        return round(self.effective_warmup_epochs * steps_per_epoch)
+
     @property
     def effective_warmup_epochs(self) -> float:
         """--warmup-epochs, else the warm-up a scaled rate gets by itself, else none."""
