@@ -67,10 +67,9 @@ def train(spec_path: str) -> dict:
             eval_loader, epochs = None, 1
         else:
             train_set, test_set = data.load_splits(worker.spec)
-            train_loader = DataLoader(train_set, batch_size=per_process_batch, shuffle=True, drop_last=True,
-                                      collate_fn=data.whole_batch, pin_memory=settings["pin_memory"])
-            eval_loader = DataLoader(test_set, batch_size=data.EVAL_BATCH, collate_fn=data.whole_batch,
-                                     pin_memory=settings["pin_memory"])
+            loading = data.loader_options(train_set, worker.loader_workers, settings["pin_memory"])
+            train_loader = DataLoader(train_set, batch_size=per_process_batch, shuffle=True, drop_last=True, **loading)
+            eval_loader = DataLoader(test_set, batch_size=data.EVAL_BATCH, **loading)
             model, optimizer, train_loader, eval_loader = accelerator.prepare(
                 model, optimizer, train_loader, eval_loader)
             epochs = task["epochs"]

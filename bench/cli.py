@@ -12,12 +12,33 @@ from bench.results.store import StoreError
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices
-from bench.spec.task import (DATASET_SHAPES, DATASETS, INPUTS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
+from bench.spec.task import (DATASET_SHAPES, DATASETS, FILE_INPUTS, INPUTS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
                              WEAK_SCALING_WARMUP_EPOCHS, SpecError, TaskSpec, get_task)
 from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
+
+
+def input_modes(args: argparse.Namespace) -> list[dict]:
+    """The task fields of every input pipeline named (input, loader_workers, data_url): a file input once per
+    --loader-workers count."""
+    inputs = [i.strip() for i in (args.input or "memory").split(",") if i.strip()]
+    try:
+        workers = [int(w) for w in str(args.loader_workers).split(",") if w.strip()]
+    except ValueError:
+        raise SpecError(f"--loader-workers {args.loader_workers!r}: give counts, e.g. 2 or 0,1,2") from None
+    for name in inputs:
+        if name not in INPUTS:
+            raise SpecError(f"unknown input {name!r}: choose one of {', '.join(INPUTS)}")
+    if any(workers) and not any(i in FILE_INPUTS for i in inputs):
+        raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
+    if args.data_url and "s3" not in inputs:
+        raise SpecError("--data-url goes with --input s3")
+    pairs = list(dict.fromkeys((i, w) for i in inputs for w in (workers if i in FILE_INPUTS else [0])))
+    if args.command == "run" and len(pairs) != 1:
+        raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
+    return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
 
 
 def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
@@ -27,22 +48,31 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     compiled = args.compile if args.command == "run" else None
     # A sweep scales weak unless told (the field's convention), one run strong (its global batch as given).
     scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
+    [first_mode, *more_modes] = input_modes(args)
     task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=args.data_dir, compile=compiled, input=args.input,
+                    windows=args.windows, data_dir=args.data_dir, compile=compiled, **first_mode,
                     checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
                     warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
                     dataset=args.dataset, val_split=args.val_split)
+    for mode in more_modes:
+        task.replace(**mode).validate()
     if task.dataset == "imagefolder":  # classes, channels and size come from the folder
         from bench.run import imagefolder
 
-        return imagefolder.describe(task, args.image_size)
-    if args.image_size or args.val_split:
+        task = imagefolder.describe(task, args.image_size)
+    elif args.image_size or args.val_split:
         raise SpecError("--image-size and --val-split go with --dataset imagefolder --data-dir DIR")
-    if args.dataset in DATASET_SHAPES:  # another bundled dataset: its own image size, channels and classes
+    elif args.dataset in DATASET_SHAPES:  # another bundled dataset: its own image size, channels and classes
         side, channels, classes = DATASET_SHAPES[args.dataset]
-        return task.replace(image_size=side, channels=channels, classes=classes)
+        task = task.replace(image_size=side, channels=channels, classes=classes)
+    for mode in [first_mode, *more_modes]:
+        if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images
+            from bench.run import data
+
+            data.check_remote(task.replace(**mode))
+            break
     return task
 
 
@@ -58,9 +88,17 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override the task's epochs")
     p.add_argument("--windows", type=int, help="override the number of timing windows")
     p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
-    p.add_argument("--input", choices=INPUTS,
-                   help="memory: the cached dataset (default); synthetic: one batch made on the device, "
-                        "the input pipeline left out")
+    p.add_argument("--input", help="memory: the cached dataset (default); files: image files through the framework's "
+                                   "file pipeline (ImageFolder + DataLoader, tf.data); s3: the same from --data-url; "
+                                   "synthetic: one batch made on the device, the input pipeline left out "
+                                   "(a sweep takes several, comma-separated)")
+    p.add_argument("--loader-workers", default="0", help="files | s3: parallel decoders (DataLoader worker "
+                                                          "processes, tf.data map threads), their cores taken from "
+                                                          "the slot's; 0 decodes in the training loop (default); "
+                                                          "a sweep takes several, e.g. 0,1,2")
+    p.add_argument("--data-url", help="--input s3: s3://BUCKET/PREFIX holding an image folder; the endpoint and "
+                                      "credentials come from the AWS environment (AWS_ENDPOINT_URL, "
+                                      "AWS_ACCESS_KEY_ID, ...)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
                         "configuration eager and compiled; the compile time is the row's compile_s")
@@ -214,7 +252,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
                        variants_named=args.variants not in ("all", ""),
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
-                       repeats=args.repeats, compiled=args.compile)
+                       repeats=args.repeats, compiled=args.compile, inputs=input_modes(args))
     from bench.analysis import report
     from bench.run import resume, sweep
 
@@ -264,21 +302,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def export_images(args: argparse.Namespace) -> int:
-    """`bench data export-images --task T [--format png|jpeg] DIR`: the task's dataset as an image folder."""
-    from bench.run import data, imagefolder
+    """`bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX`: the task's dataset as an
+    image folder, on disk or uploaded to object storage (the AWS environment names endpoint and credentials)."""
+    import tempfile
+
+    from bench.run import data, imagefolder, s3
 
     if len(args.tasks) != 2:
-        raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR")
-    target = Path(args.tasks[1])
-    if target.exists() and any(target.iterdir()):
+        raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
+    target = args.tasks[1]
+    remote = target.startswith("s3://")
+    if remote and s3.holds_objects(target):
+        raise SpecError(f"{target} already holds objects: export under a new prefix")
+    if not remote and Path(target).exists() and any(Path(target).iterdir()):
         raise SpecError(f"{target} is not empty: export into a new folder")
     task = get_task(args.task, data_dir=args.data_dir)
     folder = data.prepare(task)
     if folder is None:
         raise SpecError(f"task {task.name} is synthetic: it has no images to export")
-    written = imagefolder.export(data.load(folder), target, args.format)
-    log.info("wrote %s images to %s/train and %s to %s/test (%s): read them back with --dataset imagefolder "
-             "--data-dir %s", f"{written['train']:,}", target, f"{written['test']:,}", target, args.format, target)
+    with tempfile.TemporaryDirectory(prefix="dtbench-export-") as scratch:
+        written = imagefolder.export(data.load(folder), Path(scratch) if remote else Path(target), args.format)
+        if remote:
+            s3.upload(Path(scratch), target)
+    log.info("wrote %s images to %s/train and %s to %s/test (%s): read them back with %s", f"{written['train']:,}",
+             target, f"{written['test']:,}", target, args.format,
+             f"--input s3 --data-url {target}" if remote else f"--dataset imagefolder --data-dir {target}")
     return 0
 
 
@@ -445,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    for chatty in ("botocore", "boto3", "s3transfer", "urllib3"):  # where they found credentials, each call
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     stop_on_signals()
     try:
         return args.func(args)

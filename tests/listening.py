@@ -72,3 +72,14 @@ class ListenerWatch:
 
     def beyond_loopback(self) -> set[tuple[str, str]]:
         return {(name, addr) for name, addr in self.seen if not is_loopback(addr)}
+
+
+def listeners_of(pid: int) -> set[str]:
+    """The hex addresses of the listening TCP sockets process `pid` holds."""
+    inodes = _listening_inodes()
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            found.add(inodes[link[8:-1]])
+    return found

@@ -95,27 +95,23 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
     task = worker.task
     global_batch = task["global_batch"]
-    if worker.synthetic:
-        epochs, steps_per_epoch = 1, worker.timed_steps
-    else:
-        arrays = cache.load(worker.spec["data_path"], mmap=False)
-        epochs, steps_per_epoch = task["epochs"], len(arrays["train_y"]) // global_batch
+    source = None if worker.synthetic else InputSource(worker.spec)
+    epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
+        (task["epochs"], source.train_count // global_batch)
     model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy, steps_per_epoch, epochs)
     eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     # Every worker waits until the chief has written (a one-number sum across workers).
     checkpoint = TFCheckpoint(model, optimizer, worker_index,
                               barrier=lambda: eval_functions[1](tf.zeros([1], tf.float64)).numpy())
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
-    if worker.synthetic:  # one batch made on the devices, trained again and again: no input pipeline
-        test = None
+    if source is None:  # one batch made on the devices, trained again and again: no input pipeline
         device_batch = synthetic_batch(strategy, task)
 
         def step():
             return train_step_on(*device_batch)
     else:
-        test = (arrays["test_x"], arrays["test_y"])
-        batches = iter(train_dataset(strategy, arrays["train_x"], arrays["train_y"], task["seed"], global_batch,
-                                     steps_per_epoch, range(first_epoch, epochs)))
+        batches = iter(train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch,
+                                     range(first_epoch, epochs)))
 
         def step():
             return train_step(batches)
@@ -128,7 +124,8 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
     def evaluate_exactly() -> dict:
         train_loss_sum = float(tf.add_n(losses).numpy())
-        return evaluate(*eval_functions, *test, num_workers, worker_index, train_loss_sum, len(losses))
+        return evaluate(*eval_functions, source.test_batches(num_workers, worker_index), worker_index,
+                        train_loss_sum, len(losses))
 
     clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch)
     loss_curve = worker.loss_curve(first_epoch * steps_per_epoch)
@@ -139,7 +136,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
             losses.append(step())
             loss_curve.add(losses[-1], clock)
         # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
-        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if test else None, checkpoint)
+        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if source else None, checkpoint)
         if clock.stop:
             break
     # The batch is fetched inside the step (a tf.function, tf.data prefetching): no host-side wait to time.
@@ -149,10 +146,11 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
 def fast_path(task: dict) -> dict:
     """What TensorFlow's performance guide asks for and this run has: NHWC is Keras' own layout; TF32
-    is on by default on GPUs; XLA (`jit_compile`) with --compile."""
+    is on by default on GPUs; XLA (`jit_compile`) with --compile; tf.data prefetching (and parallel
+    decoding of files with --loader-workers)."""
     gpu = bool(tf.config.list_logical_devices("GPU"))
     return {"channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
-            "prefetch": True, "compile": bool(task["compile"])}
+            "prefetch": True, "compile": bool(task["compile"]), "parallel_decode": task.get("loader_workers") or 0}
 
 
 def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
@@ -218,40 +216,78 @@ def synthetic_batch(strategy, task: dict):
     return strategy.experimental_distribute_values_from_function(make)
 
 
-def train_dataset(strategy, train_x: np.ndarray, train_y: np.ndarray, seed: int, global_batch: int,
-                  steps_per_epoch: int, epochs: range):
+class InputSource:
+    """The run's images for tf.data: the cached arrays, or files (a folder or an S3 prefix) decoded in the
+    pipeline by `loader_workers` parallel map calls (0: one at a time)."""
+
+    def __init__(self, spec: dict):
+        task = spec["task"]
+        self.workers = int(task.get("loader_workers") or 0)
+        if task.get("input") in ("files", "s3"):
+            from tf_impl import files
+
+            found = files.listing(spec)
+            self.load = files.image_loader(task, spec["images"])
+            self.train, self.test = [(found.files[s], found.labels[s]) for s in ("train", "test")]
+        else:
+            arrays = cache.load(spec["data_path"], mmap=False)
+            self.load = None
+            self.train, self.test = [(arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "test")]
+
+    @property
+    def train_count(self) -> int:
+        return len(self.train[1])
+
+    def batches(self, indices, split: tuple, batch: int):
+        """The images and labels at `indices` (a dataset of sample indices), batched."""
+        images, labels = tf.constant(split[0]), tf.constant(split[1])
+        if self.load is None:  # in memory: gather whole batches
+            return indices.batch(batch, drop_remainder=True).map(
+                lambda at: (tf.gather(images, at), tf.gather(labels, at)), num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True)
+        decoded = indices.map(lambda at: (self.load(images[at]), labels[at]),
+                              num_parallel_calls=self.workers or None, deterministic=True)
+        return decoded.batch(batch, drop_remainder=True)
+
+    def test_batches(self, num_workers: int, worker_index: int):
+        """Worker w's share of the test set (samples w, w+W, ...), in batches of EVAL_BATCH."""
+        if self.load is None:
+            xs, ys = self.test[0][worker_index::num_workers], self.test[1][worker_index::num_workers]
+            return ((tf.constant(xs[s:s + EVAL_BATCH]), tf.constant(ys[s:s + EVAL_BATCH]))
+                    for s in range(0, len(ys), EVAL_BATCH))
+        images, labels = tf.constant(self.test[0]), tf.constant(self.test[1])
+        mine = tf.data.Dataset.range(worker_index, len(self.test[1]), num_workers)
+        return (mine.map(lambda at: (self.load(images[at]), labels[at]), num_parallel_calls=self.workers or None,
+                         deterministic=True).batch(EVAL_BATCH).prefetch(tf.data.AUTOTUNE))
+
+
+def train_dataset(strategy, source: InputSource, seed: int, global_batch: int, steps_per_epoch: int, epochs: range):
     """The batches of `epochs`; each epoch's order is drawn from (seed, epoch) alone, so that a resumed run
     reads on exactly where the run it continues stopped."""
     def per_worker(ctx: "tf.distribute.InputContext"):
-        images, labels = tf.constant(train_x), tf.constant(train_y)
-        mine = tf.range(ctx.input_pipeline_id, len(train_y), ctx.num_input_pipelines)  # this pipeline's shard
+        mine = tf.range(ctx.input_pipeline_id, source.train_count, ctx.num_input_pipelines)  # this pipeline's shard
         per_replica = ctx.get_per_replica_batch_size(global_batch)
         batches_per_epoch = steps_per_epoch * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
 
         def epoch(index):
             order = tf.gather(mine, tf.argsort(tf.random.stateless_uniform(tf.shape(mine), seed=[seed, index])))
-            return (tf.data.Dataset.from_tensor_slices(order).batch(per_replica, drop_remainder=True)
-                    .take(batches_per_epoch))
+            return tf.data.Dataset.from_tensor_slices(order).take(batches_per_epoch * per_replica)
 
-        ds = tf.data.Dataset.range(epochs.start, epochs.stop).flat_map(epoch)
-        ds = ds.map(lambda batch: (tf.gather(images, batch), tf.gather(labels, batch)),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return ds.prefetch(tf.data.AUTOTUNE)
+        indices = tf.data.Dataset.range(epochs.start, epochs.stop).flat_map(epoch)
+        return source.batches(indices, source.train, per_replica).prefetch(tf.data.AUTOTUNE)
 
     return strategy.distribute_datasets_from_function(per_worker)
 
 
-def evaluate(eval_batch, sum_across_workers, test_x: np.ndarray, test_y: np.ndarray, num_workers: int,
-             worker_index: int, train_loss_sum: float, steps: int) -> dict:
-    """Exact accuracy: worker w evaluates samples w, w+W, ...; the sums are all-reduced."""
-    xs, ys = test_x[worker_index::num_workers], test_y[worker_index::num_workers]
-    correct = loss = 0.0
-    for start in range(0, len(ys), EVAL_BATCH):
-        c, l = eval_batch(tf.constant(xs[start:start + EVAL_BATCH]), tf.constant(ys[start:start + EVAL_BATCH]))
-        correct, loss = correct + float(c), loss + float(l)
+def evaluate(eval_batch, sum_across_workers, batches, worker_index: int, train_loss_sum: float, steps: int) -> dict:
+    """Exact accuracy: worker w evaluates samples w, w+W, ... (`batches`); the sums are all-reduced."""
+    correct = loss = count = 0.0
+    for images, labels in batches:
+        c, l = eval_batch(images, labels)
+        correct, loss, count = correct + float(c), loss + float(l), count + int(labels.shape[0])
     # Each worker's train-loss sum is already the global mean per step: contribute it from worker 0 only.
     own_train = train_loss_sum if worker_index == 0 else 0.0
-    totals = sum_across_workers(tf.constant([correct, len(ys), loss, own_train], tf.float64)).numpy()
+    totals = sum_across_workers(tf.constant([correct, count, loss, own_train], tf.float64)).numpy()
     correct, count, loss_sum, train_loss_sum = totals.tolist()
     return {"test_accuracy": correct / count, "test_loss": loss_sum / count, "eval_samples": int(count),
             "train_loss": train_loss_sum / max(steps, 1)}

@@ -1,4 +1,5 @@
-"""Input for the PyTorch variants: the shared uint8 cache, standard samplers, batched fetches."""
+"""Input for the PyTorch variants: the shared uint8 cache (batched fetches) or image files (ImageFolder,
+S3, torch_impl.files) through DataLoader workers, with the same standard samplers."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -51,25 +52,41 @@ class ExactShardSampler(Sampler[int]):
         return len(self.indices)
 
 
-def load_splits(spec: dict) -> tuple[InMemoryImages, InMemoryImages]:
+def load_splits(spec: dict) -> tuple[Dataset, Dataset]:
+    """(train, test) of the run's input: the cached arrays, an image folder, or an S3 prefix."""
+    task = spec["task"]
+    if task.get("input") in ("files", "s3"):
+        from torch_impl import files
+
+        return (files.s3_splits if task["input"] == "s3" else files.folder_splits)(task, spec["images"])
     arrays = cache.load(spec["data_path"], mmap=False)
     return (InMemoryImages(arrays["train_x"], arrays["train_y"]),
             InMemoryImages(arrays["test_x"], arrays["test_y"]))
 
 
-def train_loader(dataset: InMemoryImages, batch: int, rank: int, world_size: int, seed: int,
-                 pin_memory: bool = False) -> DataLoader:
+def loader_options(dataset: Dataset, workers: int, pin_memory: bool) -> dict:
+    """In memory: whole batches fetched at once, in the loop. Files: samples decoded by `workers` worker
+    processes (0: in the loop), forked from the rank (Linux's default), kept alive across epochs, each two
+    batches ahead (PyTorch's default)."""
+    if isinstance(dataset, InMemoryImages):
+        return {"collate_fn": whole_batch, "pin_memory": pin_memory}
+    return {"num_workers": workers, "persistent_workers": workers > 0, "pin_memory": pin_memory}
+
+
+def train_loader(dataset: Dataset, batch: int, rank: int, world_size: int, seed: int,
+                 pin_memory: bool = False, workers: int = 0) -> DataLoader:
     """The same data-order policy for every variant: DistributedSampler(seed), set_epoch per epoch.
     `pin_memory` for a GPU: page-locked batches, so that the copy to the device runs asynchronously."""
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
                                  seed=seed, drop_last=True)
     return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
-                      collate_fn=whole_batch, pin_memory=pin_memory)
+                      **loader_options(dataset, workers, pin_memory))
 
 
-def eval_loader(dataset: InMemoryImages, rank: int, world_size: int, pin_memory: bool = False) -> DataLoader:
+def eval_loader(dataset: Dataset, rank: int, world_size: int, pin_memory: bool = False,
+                workers: int = 0) -> DataLoader:
     return DataLoader(dataset, batch_size=EVAL_BATCH, sampler=ExactShardSampler(len(dataset), rank, world_size),
-                      collate_fn=whole_batch, pin_memory=pin_memory)
+                      **loader_options(dataset, workers, pin_memory))
 
 
 def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, rank: int):

@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader
 
 from bench.worker import Worker, cpu_model, peak_rss_mb
 from torch_impl import data
@@ -41,7 +42,8 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
     else:
         train_set, test_set = data.load_splits(worker.spec)
-        loader = data.train_loader(train_set, batch, rank, world_size, task["seed"], settings["pin_memory"])
+        loader = data.train_loader(train_set, batch, rank, world_size, task["seed"], settings["pin_memory"],
+                                   worker.loader_workers)
         epochs = task["epochs"]
     scheduler = make_scheduler(optimizer, task, len(loader), epochs)
     checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, rank, sync, scheduler)
@@ -49,8 +51,11 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
     clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(loader))
     running_loss = RunningLoss(device)
     loss_curve = worker.loss_curve(first_epoch * len(loader))
+    # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
+    test_loader = None if test_set is None else data.eval_loader(test_set, rank, world_size, device.type == "cuda",
+                                                                 worker.loader_workers)
     evaluate_exactly = None if test_set is None else (
-        lambda: evaluate(raw_model, test_set, device, amp_dtype, all_reduce_sum, rank, world_size, running_loss))
+        lambda: evaluate(raw_model, test_loader, device, amp_dtype, all_reduce_sum, running_loss))
 
     model.train()
     clock.start()
@@ -78,7 +83,8 @@ def fast_path(device: torch.device, task: dict) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls and convolutions on TF32 tensor cores
         torch.backends.cudnn.allow_tf32 = True
     return {"channels_last": data.CHANNELS_LAST[device.type], "cudnn_benchmark": cuda, "tf32": cuda,
-            "pin_memory": cuda, "compile": bool(task["compile"])}
+            "pin_memory": cuda, "compile": bool(task["compile"]),
+            "persistent_workers": bool(task.get("loader_workers"))}
 
 
 def place(model: nn.Module, device: torch.device) -> nn.Module:
@@ -103,14 +109,13 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch
 
 
 @torch.no_grad()
-def evaluate(raw_model: nn.Module, test_set: data.InMemoryImages, device: torch.device, amp_dtype: torch.dtype | None,
-             all_reduce_sum: Callable[[torch.Tensor], None], rank: int, world_size: int,
-             running_loss: "RunningLoss") -> dict:
-    """Exact accuracy: every test sample once across ranks, summed to every rank (with the training
-    loss since the last evaluation)."""
+def evaluate(raw_model: nn.Module, test_loader: DataLoader, device: torch.device, amp_dtype: torch.dtype | None,
+             all_reduce_sum: Callable[[torch.Tensor], None], running_loss: "RunningLoss") -> dict:
+    """Exact accuracy: every test sample once across ranks (`data.eval_loader`: this rank's share), summed to
+    every rank (with the training loss since the last evaluation)."""
     raw_model.eval()
     totals = torch.zeros(5, dtype=torch.float64, device=device)
-    for images, labels in data.eval_loader(test_set, rank, world_size, pin_memory=device.type == "cuda"):
+    for images, labels in test_loader:
         x = data.to_model_input(images, device)
         y = labels.to(device)
         with autocast(device, amp_dtype):

@@ -143,6 +143,29 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     return [path]
 
 
+def draw_inputs(comparison: dict | None, directory: Path, prefix: str) -> list[Path]:
+    """Throughput per input pipeline, grouped by variant and device count (the report's input table)."""
+    path = directory / f"{prefix}-input.png"
+    path.unlink(missing_ok=True)
+    if comparison is None:
+        return []
+    modes, groups = comparison["modes"], comparison["groups"]
+    fig, ax = plt.subplots(figsize=(max(7, 0.45 * len(groups) * len(modes)), 4.5))
+    width = 0.8 / len(modes)
+    for i, mode in enumerate(modes):
+        drawn = [(g, by_mode[mode]["throughput"]) for g, (_, _, by_mode) in enumerate(groups) if mode in by_mode]
+        ax.bar([g + i * width for g, _ in drawn], [t for _, t in drawn], width, label=mode)
+    ax.set_xticks([g + width * (len(modes) - 1) / 2 for g in range(len(groups))],
+                  [f"{series}\n{devices} dev" for series, devices, _ in groups], fontsize=8)
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title(_title("Throughput per input pipeline: the same images from memory, files and S3",
+                        [next(iter(by_mode.values())) for _, _, by_mode in groups]), fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    _save(fig, path)
+    return [path]
+
+
 def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
     """Per configuration: the fraction of the measured matmul peak per device (and MFU where known)."""
     rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]

@@ -188,10 +188,44 @@ def utilisation_entries(configs: pd.DataFrame) -> list[dict]:
         key = r["key"]
         if r["status"] != "ok" or key.independent or key.input == "synthetic":
             continue  # the twins are read beside the row they explain
-        no_sync, synthetic = ok.get(key._replace(independent=True)), ok.get(key._replace(input="synthetic"))
+        no_sync = ok.get(key._replace(independent=True))
+        synthetic = ok.get(key._replace(input="synthetic", loader_workers=0))
         out.append({"row": r, "comm_cost": 1 - r["throughput"] / no_sync["throughput"] if no_sync else None,
                     "real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None})
     return out
+
+
+INPUT_ORDER = {"memory": 0, "files": 1, "s3": 2}
+
+
+def input_comparison(configs: pd.DataFrame) -> dict | None:
+    """The same configurations by input pipeline (memory, files and S3 with their loader workers):
+    {"modes": [mode, ...], "groups": [(series, devices, {mode: row})]}; None unless some run read files."""
+    records = [r for r in configs.to_dict("records")
+               if r["status"] == "ok" and not r["key"].independent and r["key"].input in INPUT_ORDER]
+    if not any(r["key"].input != "memory" for r in records):
+        return None
+    modes = sorted({r["key"].input_mode: r["key"] for r in records}.items(),
+                   key=lambda item: (INPUT_ORDER[item[1].input], item[1].loader_workers))
+    groups: dict = {}
+    for r in records:
+        groups.setdefault(r["key"]._replace(input="memory", loader_workers=0), {})[r["key"].input_mode] = r
+    return {"modes": [mode for mode, _ in modes],
+            "groups": [(base.series, base.world_size, by_mode) for base, by_mode in groups.items()]}
+
+
+def input_table(comparison: dict) -> str:
+    """Throughput (x the in-memory input's) · test accuracy, a column per input pipeline."""
+    body = []
+    for series, devices, by_mode in comparison["groups"]:
+        memory, cells = by_mode.get("memory"), [series, str(devices)]
+        for mode in comparison["modes"]:
+            r = by_mode.get(mode)
+            ratio = f" ({r['throughput'] / memory['throughput']:.2f}x)" if r and memory and mode != "memory" else ""
+            cells.append(f"{_fmt(r['throughput'], ',.0f')}{ratio} · {_fmt(r['test_accuracy'], '.2%')}" if r else "-")
+        body.append(cells)
+    return pd.DataFrame(body, columns=["variant", "devices", *comparison["modes"]]).to_markdown(
+        index=False, disable_numparse=True)
 
 
 def utilisation_table(entries: list[dict]) -> str:
@@ -294,6 +328,15 @@ def write_report(directory: Path) -> Path:
                      "1 - throughput / no-sync throughput (negative: the no-sync run was slower, i.e. run-to-run "
                      "noise exceeded the cost; repeat the runs); all-reduce floor = gradient bytes x 2(n-1)/n / "
                      "busbw from the microbenchmark below (torch backends).", "", breakdown_table(entries), ""]
+        inputs = input_comparison(subset)
+        if inputs is not None:
+            body += ["### Input pipelines: memory, files, object storage", "",
+                     "Throughput (samples/s; x the in-memory input's) · test accuracy, per input pipeline: the "
+                     "cached arrays in memory; the same images as PNG files through the framework's file "
+                     "pipeline (torchvision ImageFolder + DataLoader workers, tf.data map threads: `N workers`, "
+                     "whose cores come out of the slot's); the same files from an S3-compatible server (s3, "
+                     "s3torchconnector / boto3). Same images, same order: the accuracies should agree.", "",
+                     input_table(inputs), ""]
         used = utilisation_entries(subset)
         if any(present(e["row"]["flops_per_sample"]) for e in used):
             body += ["### How close to the hardware", "",
@@ -303,7 +346,8 @@ def write_report(directory: Path) -> Path:
                      "and at the precision the matmuls ran in.", "", utilisation_table(used), "",
                      *where_the_rest_goes(used), ""]
         prefix = f"{task}-{precision}-{scaling}"
-        for png in (plots.draw_all(subset, directory, prefix) + plots.draw_breakdown(entries, directory, prefix)
+        for png in (plots.draw_all(subset, directory, prefix) + plots.draw_inputs(inputs, directory, prefix)
+                    + plots.draw_breakdown(entries, directory, prefix)
                     + plots.draw_utilisation(used, directory, prefix)):
             body += [f"![{png.stem}]({png.name})", ""]
     checkpoints = checkpoint_table(runs)

@@ -17,12 +17,13 @@ class RunKey(NamedTuple):
     precision: str
     global_batch: int
     independent: bool      # gradient synchronisation off: the no-communication bound
-    input: str = "memory"  # memory | synthetic (a real dataset's twin with the input pipeline left out)
+    input: str = "memory"  # memory | files | s3 | synthetic (a real dataset's twin with the input pipeline left out)
     compile: bool = False  # torch.compile / XLA
     scaling: str = "strong"      # weak: the per-device batch stays as devices are added; strong: the global batch
     per_device_batch: int = 0    # global_batch / world size
     dataset: str = ""            # the task's dataset, when a run overrides it (--dataset imagefolder:NAME:SIZEpx)
     recipe: str = ""             # the training recipe, where it is not the preset's (optimizer=adamw lr=0.001 ...)
+    loader_workers: int = 0      # files | s3: the input pipeline's parallel decoders
 
     @property
     def world_size(self) -> int:
@@ -33,9 +34,15 @@ class RunKey(NamedTuple):
         """How tables and plots name the series: variant, (no sync), [engine] when not its own launcher."""
         engine = f" [{self.engine}]" if self.engine not in OWN_LAUNCHERS else ""
         modes = [m for m, on in (("compiled", self.compile), ("no sync", self.independent),
-                                 (self.input, self.input != "memory"), (self.dataset, bool(self.dataset)),
+                                 (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
                                  (self.recipe, bool(self.recipe))) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
+
+    @property
+    def input_mode(self) -> str:
+        """memory, synthetic, or a file pipeline with its decoders: "files", "s3, 2 workers"."""
+        workers = f", {self.loader_workers} worker{'s' if self.loader_workers > 1 else ''}" if self.loader_workers else ""
+        return self.input + workers
 
     @property
     def label(self) -> str:
@@ -59,7 +66,8 @@ def config_key(row: dict) -> RunKey:
     return RunKey(row["variant"], row.get("engine") or "local", row["device_type"], int(row["nodes"]),
                   int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"), global_batch,
                   bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
-                  task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task))
+                  task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task),
+                  int(task.get("loader_workers") or 0))
 
 
 RECIPE_FIELDS = ("optimizer", "lr", "momentum", "weight_decay", "schedule", "warmup_epochs", "lr_step_epochs",
@@ -76,7 +84,8 @@ def dataset_override(task: dict) -> str:
     if preset is None or dataset == preset.dataset:
         return ""
     if dataset == "imagefolder":
-        folder = (task.get("data_dir") or "").rstrip("/").rsplit("/", 1)[-1]
+        source = task.get("data_url") if task.get("input") == "s3" else task.get("data_dir")
+        folder = (source or "").rstrip("/").rsplit("/", 1)[-1]
         return f"imagefolder:{folder}:{task.get('image_size')}px"
     return dataset
 

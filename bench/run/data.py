@@ -142,9 +142,60 @@ def _read_source(task: TaskSpec) -> dict[str, np.ndarray]:
 
 
 def prepare(task: TaskSpec) -> Path | None:
-    """Make sure the task's dataset is in the cache; return its folder (None for synthetic)."""
-    if task.synthetic:
+    """Make sure the task's dataset is in the cache, and for --input files its image folder; return the
+    cache's folder (None for synthetic data and for an image folder read as files)."""
+    if task.synthetic or (task.dataset == "imagefolder" and task.reads_files):
         return None
+    folder = _prepare_arrays(task)
+    if task.input == "files":
+        export_images(task, folder)
+    return folder
+
+
+def images_root(task: TaskSpec) -> str | None:
+    """Where a run with --input files or s3 reads its images: the user's image folder, the task's dataset
+    exported into the cache (`prepare`), or the S3 URL."""
+    if task.input == "s3":
+        return task.data_url
+    if task.input != "files":
+        return None
+    return task.data_dir if task.dataset == "imagefolder" else str(exported_images_dir(task))
+
+
+def check_remote(task: TaskSpec) -> None:
+    """Before a run with --input s3 starts: the endpoint answers, the credentials and bucket are good, the
+    prefix holds an image folder, and its images are the task's (classes, channels, size); else one line."""
+    found = imagefolder.describe(task)  # an image folder's own task was described from this same prefix
+    if task.dataset != "imagefolder" and (found.classes, found.channels, found.image_size) != (task.classes, task.channels, task.image_size):
+        raise SpecError(f"{task.data_url} holds {found.classes} classes of {found.image_size}px {found.channels}-channel "
+                        f"images, task {task.name} trains {task.classes} classes of {task.image_size}px "
+                        f"{task.channels}-channel ones: upload the task's own (python -m bench data export-images "
+                        f"--task {task.name} {task.data_url})")
+
+
+def exported_images_dir(task: TaskSpec) -> Path:
+    return cache_root() / "images" / f"{cache_key(task)}-png"
+
+
+def export_images(task: TaskSpec, folder: Path) -> Path:
+    """The cached dataset as a PNG image folder beside it, written once (lossless: it decodes to the same
+    pixels, so files and memory train on identical images)."""
+    target = exported_images_dir(task)
+    if (target / "written.json").exists():
+        return target
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    written = imagefolder.export(load(folder), tmp, "png")
+    (tmp / "written.json").write_text(json.dumps(written))
+    if target.exists():  # another process won the race: keep its copy
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(target)
+    log.info("exported %s as an image folder in %s", task.dataset, target)
+    return target
+
+
+def _prepare_arrays(task: TaskSpec) -> Path:
     folder = cache_root() / cache_key(task)
     if (folder / "manifest.json").exists():
         verify(folder)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -18,8 +19,8 @@ from bench.analysis import utilisation
 from bench.interrupt import Interrupted
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
-from bench.run import fold
-from bench.run.launchers import processes
+from bench.run import data, fold
+from bench.run.launchers import processes, run_temp_dir
 from bench.run.loopback import loopback_listener
 from bench.run.processes import RUN_ID_ENV, kill_run, spawn, start, wait
 from bench.run.reaper import Reaper
@@ -53,6 +54,8 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
     doc = {
         "run_id": run_id, "variant": spec.variant.name, "task": spec.task.to_dict(),
         "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
+        # --input files | s3: the image folder or s3://bucket/prefix the input pipeline reads (never credentials)
+        "images": data.images_root(spec.task),
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
         "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
         "engine": spec.engine,
@@ -83,7 +86,9 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     placement = spec.check(machine)
     run_id = new_run_id(spec)
     run_dir = (out_dir / "runs" / run_id).resolve()
-    (run_dir / "tmp").mkdir(parents=True)
+    run_dir.mkdir(parents=True)
+    temp = run_temp_dir(run_id)
+    temp.mkdir()
     spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
     reaper, procs, command = Reaper(run_id), [], None
     try:
@@ -104,6 +109,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     finally:
         kill_run(run_id, procs)
         reaper.release()
+        shutil.move(temp, run_dir / "tmp")  # what the processes left in TMPDIR, kept with the run
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time)
 

@@ -82,7 +82,9 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         "curves": curves(events(0, "loss"), events(0, "epoch")),
         "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
-                  for w in events(0, "windows")],
+                  for w in events(0, "windows")] + [
+            f"{w['workers']} loader worker(s) decode on the slot's {w['cores']} core(s), beside the training's "
+            f"{w['trainer_threads']} thread(s)" for w in events(0, "loader")[-1:]],
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
                         "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)},

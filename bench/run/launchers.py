@@ -131,14 +131,22 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
     }
 
 
+def run_temp_dir(run_id: str) -> Path:
+    """The run's TMPDIR while it runs: /tmp/dtbench-<the run id's random tail>."""
+    return Path("/tmp") / f"dtbench-{run_id.rsplit('-', 1)[-1]}"
+
+
 def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
     """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
     threads = str(plan.threads)
     return {
         RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
         "PYTHONUNBUFFERED": "1",
-        # torchrun leaves a torchelastic_* folder per run in TMPDIR: keep it in the run directory.
-        "TMPDIR": str(run_dir / "tmp"),
+        # A short temp folder of the run's own (moved into the run directory afterwards: torchrun leaves a
+        # torchelastic_* folder there). Short, because multiprocessing puts Unix sockets in it (DataLoader
+        # workers pass batches through one): under a long run directory their paths pass AF_UNIX's 108
+        # bytes and a worker's batch is lost, the run hanging.
+        "TMPDIR": str(run_temp_dir(run_id)),
         # Size every thread pool to the slot: an oversized OpenMP pool collapses under contention.
         "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
         # Never let a CPU run touch a GPU, and let a GPU node see only its own GPUs.

@@ -30,13 +30,15 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
          repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),),
-         variants_named: bool = False, compiled: bool = False) -> list[RunSpec]:
+         variants_named: bool = False, compiled: bool = False,
+         inputs: list[dict] | None = None) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending; with
     `compiled` each run eager and then compiled. With `analysis`, after each multi-device run that has
     one its independent (no gradient sync) twin, and after each one-device run on a real dataset its
     synthetic-input twin (the input pipeline's cost). With `repeats` the whole list runs that many
     times, round-robin, so that drifts of the machine spread over every configuration instead of
-    hitting one."""
+    hitting one. `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
+    a synthetic-input twin is planned once, not once per pipeline."""
     if repeats < 1:
         raise SpecError(f"repeats must be at least 1 (got {repeats})")
     if nodes < 1:
@@ -52,14 +54,17 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 if variant.max_devices is not None and n > variant.max_devices:
                     continue
                 scaled = task.for_world(n)  # weak scaling: the global batch (and learning rate) grow with n
-                for mode in ([scaled, scaled.replace(compile=True)] if compiled else [scaled]):
+                pipelines = [scaled.replace(**fields) for fields in inputs] if inputs else [scaled]
+                modes = [m for fed in pipelines for m in ([fed, fed.replace(compile=True)] if compiled else [fed])]
+                for mode in modes:
                     spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)
                     if analysis and variant.independent and n > 1:
                         specs.append(dataclasses.replace(spec, independent=True))
-                    if analysis and n == 1 and not mode.synthetic:
-                        specs.append(dataclasses.replace(spec, task=mode.replace(input="synthetic")))
+                    twin = mode.replace(input="synthetic", loader_workers=0, data_url=None)
+                    if analysis and n == 1 and not mode.synthetic and dataclasses.replace(spec, task=twin) not in specs:
+                        specs.append(dataclasses.replace(spec, task=twin))
     return specs * repeats
 
 

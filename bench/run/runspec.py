@@ -78,7 +78,8 @@ class RunSpec:
         return RunKey(self.variant.name, self.row_engine, self.device_type, self.nodes, self.devices_per_node,
                       self.task.name, self.task.precision, self.task.global_batch, self.independent,
                       self.task.input, self.task.compile, self.task.scaling, self.task.global_batch // self.world_size,
-                      dataset_override(self.task.to_dict()), recipe_override(self.task.to_dict()))
+                      dataset_override(self.task.to_dict()), recipe_override(self.task.to_dict()),
+                      self.task.loader_workers)
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)

@@ -23,9 +23,12 @@ DATASETS = ("fashion-mnist", "digits", "synthetic", "imagefolder")
 # (side, channels, classes) of the bundled datasets, for --dataset on a preset made for another
 DATASET_SHAPES = {"fashion-mnist": (28, 1, 10), "digits": (8, 1, 10)}
 MODELS = ("small-cnn", "mnist-cnn", "resnet50")
-# Where a step's images come from: the cached dataset in memory, or (the input pipeline's cost left
-# out) one batch made on the device. A synthetic dataset is always read the second way.
-INPUTS = ("memory", "synthetic")
+# Where a step's images come from: the cached dataset in memory; image files through the framework's own
+# file pipeline (torchvision ImageFolder + DataLoader, tf.data); the same files from an S3-compatible
+# object store (--data-url); or (the input pipeline's cost left out) one batch made on the device.
+# A synthetic dataset is always read the last way.
+INPUTS = ("memory", "files", "s3", "synthetic")
+FILE_INPUTS = ("files", "s3")
 
 
 class SpecError(ValueError):
@@ -68,6 +71,9 @@ class TaskSpec:
     data_dir: str | None = None           # imagefolder root, or an override for the dataset's files
     val_split: float | None = None        # imagefolder with no test/ or val/: the seeded test fraction per class
     input: str = "memory"
+    loader_workers: int = 0               # files | s3: parallel decoders (DataLoader worker processes, tf.data
+    #                                       map threads), their cores taken out of the slot's; 0: in the loop
+    data_url: str | None = None           # --input s3: s3://bucket/prefix holding the image folder
     compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
     checkpoint_every_epoch: bool = False  # save model + optimizer state after each epoch, the approach's own way
 
@@ -75,6 +81,11 @@ class TaskSpec:
     def synthetic(self) -> bool:
         """Batches made on the device: a synthetic dataset, or a real one's synthetic twin."""
         return self.dataset == "synthetic" or self.input == "synthetic"
+
+    @property
+    def reads_files(self) -> bool:
+        """Images decoded from files (local or S3) by the framework's input pipeline, every epoch."""
+        return self.input in FILE_INPUTS
 
     @property
     def peak_lr(self) -> float:
@@ -144,8 +155,23 @@ class TaskSpec:
             raise SpecError(f"--val-split {self.val_split} must be between 0 and 1, e.g. 0.2")
         if self.per_device_batch is not None and self.per_device_batch < 1:
             raise SpecError(f"--per-device-batch must be at least 1 (got {self.per_device_batch})")
-        if self.dataset == "imagefolder" and not self.data_dir:
+        if self.dataset == "imagefolder" and not self.data_dir and self.input != "s3":
             raise SpecError("dataset imagefolder needs a directory: pass --data-dir DIR")
+        self._validate_input()
+
+    def _validate_input(self) -> None:
+        if self.loader_workers < 0:
+            raise SpecError(f"--loader-workers must be at least 0 (got {self.loader_workers})")
+        if self.loader_workers and not self.reads_files:
+            raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
+        if self.reads_files and self.dataset == "synthetic":
+            raise SpecError(f"task {self.name} is synthetic: it has no images for --input {self.input}; "
+                            "pick a task with a dataset (e.g. --task default)")
+        if self.input == "s3" and not (self.data_url or "").startswith("s3://"):
+            raise SpecError("--input s3 reads an image folder from object storage: pass --data-url "
+                            "s3://BUCKET/PREFIX (fill it with `python -m bench data export-images --task T s3://...`)")
+        if self.data_url and self.input != "s3":
+            raise SpecError("--data-url goes with --input s3")
 
 
 PRESETS: dict[str, TaskSpec] = {

@@ -122,13 +122,27 @@ class Worker:
         return cuda_index(visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), device_count), self.local_rank)
 
     def pin(self) -> int:
-        """Pin this process to its slot's cores; return how many threads it should use."""
+        """Pin this process to its slot's cores; return how many threads it should use: the slot's cores,
+        less one per loader worker (file input), which decode on the same cores (never fewer than one)."""
         # On a real multi-host run the spec holds only this host's node.
         [plan] = [p for p in self.spec["node_plans"] if p["node_rank"] == self.node_rank]
         slots = plan["cpu_slots"]
         cores = slots[self.local_rank % len(slots)]
         os.sched_setaffinity(0, cores)
-        return len(cores)
+        workers = self.loader_workers
+        threads = max(1, len(cores) - workers)
+        if workers:
+            self.record("loader", workers=workers, cores=len(cores), trainer_threads=threads)
+        return threads
+
+    @property
+    def loader_workers(self) -> int:
+        return int(self.task.get("loader_workers") or 0)
+
+    @property
+    def images(self) -> str | None:
+        """--input files | s3: the image folder or s3://bucket/prefix the input pipeline reads."""
+        return self.spec.get("images")
 
     def record(self, event: str, **fields) -> None:
         self._report.write(json.dumps({"event": event, "rank": self.rank, "time": time.time(), **fields}) + "\n")

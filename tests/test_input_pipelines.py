@@ -1,0 +1,233 @@
+"""Input pipelines as users run them (`--input files|s3`, `--loader-workers`): the same images in the same
+order as the in-memory input, from a folder and from a real S3-compatible server on loopback; bad sources
+refused in one line, before anything starts, with no secret in the output."""
+import dataclasses
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from bench.results.key import config_key
+from bench.run import data, imagefolder, plan
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
+from tests.helpers import CPU, bench, rows
+from tests.listening import is_loopback, listeners_of
+
+
+def memory_batches(task, workers=0):
+    from torch_impl import data as torch_data
+
+    arrays = data.load(data.prepare(task.replace(input="memory", loader_workers=0)), mmap=False)
+    return torch_data.train_loader(torch_data.InMemoryImages(arrays["train_x"], arrays["train_y"]), 64, 1, 2, 0)
+
+
+def test_the_file_pipeline_draws_the_in_memory_batches():
+    """ImageFolder + DataLoader workers over the exported PNGs: batch for batch what rank 1 of 2 reads from memory."""
+    from torch_impl import data as torch_data
+    from torch_impl import files
+
+    task = get_task("quick", input="files", loader_workers=2)
+    data.prepare(task)
+    train, _ = files.folder_splits(task.to_dict(), data.images_root(task))
+    loader = torch_data.train_loader(train, 64, 1, 2, 0, workers=2)
+    assert loader.num_workers == 2 and loader.persistent_workers
+    pairs = list(zip(loader, memory_batches(task)))
+    assert len(pairs) == len(loader) > 5
+    for (images, labels), (want_images, want_labels) in pairs:
+        assert images.dtype == torch.uint8 and torch.equal(images, want_images) and torch.equal(labels, want_labels)
+
+
+def test_a_val_split_folder_read_as_files_holds_out_what_memory_holds_out(tmp_path):
+    from PIL import Image
+
+    from torch_impl import files
+
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(10):
+            Image.new("L", (8, 8), i * 20 + (cls == "b")).save(tmp_path / cls / f"{i}.png")
+    task = imagefolder.describe(get_task("quick", dataset="imagefolder", data_dir=str(tmp_path), val_split=0.2))
+    memory = imagefolder.read(task)
+    train, test = files.folder_splits(task.to_dict(), str(tmp_path))
+    assert np.array_equal(np.stack([x.numpy() for x, _ in test]), memory["test_x"])
+    assert [y for _, y in train] == memory["train_y"].tolist()
+
+
+def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_exported_from(s3_server, s3_digits, monkeypatch):
+    from torch_impl import files
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    task = get_task("quick", input="s3", data_url=s3_digits)
+    remote = imagefolder.listing(task, s3_digits)
+    local = imagefolder.listing(task, data.images_root(task.replace(input="files", data_url=None)))
+    assert remote.classes == local.classes
+    for split in ("train", "test"):
+        assert [k.rsplit("/", 1)[-1] for k in remote.files[split]] == [f.rsplit("/", 1)[-1] for f in local.files[split]]
+        assert np.array_equal(remote.labels[split], local.labels[split])
+    train, test = files.s3_splits(task.to_dict(), s3_digits)  # s3torchconnector's map-style datasets
+    arrays = data.load(data.prepare(get_task("quick")))
+    for index in (0, 7, len(test) - 1):
+        image, label = test[index]
+        assert np.array_equal(image.numpy(), arrays["test_x"][index]) and label == arrays["test_y"][index]
+    assert len(train) == len(arrays["train_y"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--loader-workers", "2"], "--loader-workers goes with --input files or s3"),
+    (["--input", "s3"], "pass --data-url s3://BUCKET/PREFIX"),
+    (["--data-url", "s3://b/p"], "--data-url goes with --input s3"),
+    (["--input", "files", "--task", "resnet50"], "it has no images for --input files"),
+    (["--input", "files,memory"], "bench run takes one --input"),
+    (["--input", "files", "--loader-workers", "-1"], "--loader-workers must be at least 0"),
+    (["--input", "files", "--loader-workers", "two"], "give counts, e.g. 2 or 0,1,2"),
+    (["--input", "tape"], "unknown input 'tape'"),
+])
+def test_input_options_are_checked_before_anything_starts(tmp_path, args, message):
+    result = bench("run", "--variant", "torch-ddp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert message in line
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+@pytest.mark.parametrize("problem, message", [
+    ("unreachable", "cannot reach the S3 endpoint http://127.0.0.1:9"),
+    ("missing bucket", "bucket of s3://nobucket/digits does not exist"),
+    ("wrong secret", "refused the credentials for s3://dtbench/digits (SignatureDoesNotMatch)"),
+    ("unknown key", "refused the credentials for s3://dtbench/digits (InvalidAccessKeyId)"),
+    ("empty prefix", "s3://dtbench/nothing-here holds no objects"),
+    ("not an image folder", "image folder s3://dtbench/digits/train/3 has no train/ and test/"),
+    ("another task's images", "holds 10 classes of 8px 1-channel images, task default trains 10 classes of 28px"),
+])
+def test_bad_s3_sources_are_one_line_and_exit_2_within_seconds_without_the_secret(s3_server, s3_digits, tmp_path,
+                                                                                  problem, message):
+    env, url, task = {}, s3_digits, "quick"
+    if problem == "unreachable":
+        env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens on the discard port
+    elif problem == "missing bucket":
+        url = "s3://nobucket/digits"
+    elif problem == "wrong secret":
+        env = {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    elif problem == "unknown key":
+        env = {"AWS_ACCESS_KEY_ID": "AKIANOSUCHKEY0000000"}
+    elif problem == "empty prefix":
+        url = "s3://dtbench/nothing-here"
+    elif problem == "not an image folder":
+        url = s3_digits + "/train/3"
+    else:
+        task = "default"
+    started = time.monotonic()
+    result = bench("run", "--variant", "torch-ddp", "--task", task, "--input", "s3", "--data-url", url,
+                   "--out", str(tmp_path), env={**CPU, **s3_server.env(**env)})
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert message in line
+    assert time.monotonic() - started < 60
+    assert s3_server.secret not in result.stdout + result.stderr
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_export_to_s3_refuses_a_prefix_that_already_holds_objects(s3_server, s3_digits):
+    result = bench("data", "export-images", "--task", "quick", s3_digits, env=s3_server.env())
+    assert result.returncode == 2
+    assert "already holds objects: export under a new prefix" in result.stderr
+
+
+def test_the_s3_server_listens_on_loopback_only_and_stops(tmp_path):
+    from tests.s3server import S3Server
+
+    server = S3Server()
+    try:
+        addresses = listeners_of(server.process.pid)
+        assert addresses and all(is_loopback(a) for a in addresses), addresses
+    finally:
+        server.stop()
+    assert server.process.poll() is not None and not os.path.exists(f"/proc/{server.process.pid}/status")
+
+
+def test_a_sweep_runs_every_input_pipeline_and_one_synthetic_twin():
+    modes = [{"input": "memory", "loader_workers": 0, "data_url": None},
+             {"input": "files", "loader_workers": 0, "data_url": None},
+             {"input": "files", "loader_workers": 2, "data_url": None},
+             {"input": "s3", "loader_workers": 1, "data_url": "s3://b/p"}]
+    specs = plan.plan([get_variant("torch-ddp")], get_task("quick"), "cpu", [1, 2], analysis=True, inputs=modes)
+    one = [(s.task.input, s.task.loader_workers) for s in specs if s.world_size == 1]
+    assert one == [("memory", 0), ("synthetic", 0), ("files", 0), ("files", 2), ("s3", 1)]
+    keys = {s.key for s in specs if not s.independent}
+    assert len(keys) == len([s for s in specs if not s.independent])  # every pipeline its own configuration
+    s3_run = next(s for s in specs if s.task.input == "s3")
+    assert s3_run.task.data_url == "s3://b/p" and s3_run.key.series == "torch-ddp (s3, 1 worker)"
+
+
+def test_a_row_keys_its_input_pipeline():
+    row = {"variant": "tf-mirrored", "engine": "local", "device_type": "cpu", "nodes": 1, "devices_per_node": 2,
+           "task": {"name": "default", "global_batch": 128, "input": "files", "loader_workers": 2}}
+    key = config_key(row)
+    assert key.loader_workers == 2 and key.series == "tf-mirrored (files, 2 workers)"
+    assert key != config_key({**row, "task": {**row["task"], "loader_workers": 0}})
+
+
+def test_the_report_sets_the_input_pipelines_side_by_side(tmp_path):
+    from bench.analysis import report
+    from bench.results import ResultStore
+    from tests.helpers import result_row
+
+    store = ResultStore(tmp_path)
+    for world in (1, 2):
+        for mode, workers, median in (("memory", 0, 1000.0), ("files", 2, 500.0), ("s3", 1, 250.0)):
+            task = {"name": "quick", "dataset": "digits", "model": "small-cnn", "precision": "fp32",
+                    "global_batch": 64, "input": mode, "loader_workers": workers}
+            store.append(dataclasses.replace(result_row("torch-ddp", world, median * world, task=task,
+                                                        test_accuracy=0.9), run_id=f"{mode}{world}"))
+    text = report.write_report(tmp_path).read_text()
+    table = text.split("### Input pipelines")[1].split("###")[0]
+    assert "| memory" in table and "files, 2 workers" in table and "s3, 1 worker" in table
+    assert "500 (0.50x) · 90.00%" in table and "500 (0.25x) · 90.00%" in table
+    assert (tmp_path / "quick-fp32-strong-input.png").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant, modes", [
+    ("torch-ddp", [("memory", 0), ("files", 0), ("files", 2), ("s3", 1)]),
+    ("tf-mirrored", [("memory", 0), ("files", 2), ("s3", 2)]),
+])
+def test_memory_files_and_s3_train_the_same_images_to_the_same_accuracy(s3_server, s3_digits, tmp_path, variant,
+                                                                         modes):
+    out = tmp_path / "out"
+    for mode, workers in modes:
+        url = ["--data-url", s3_digits] if mode == "s3" else []
+        result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--input", mode,
+                       "--loader-workers", str(workers), *url, "--out", str(out), "--timeout", "240",
+                       env={**CPU, **s3_server.env()})
+        assert result.returncode == 0, result.stderr[-3000:]
+    found = rows(out)
+    assert [(r["task"]["input"], r["task"]["loader_workers"], r["status"]) for r in found] == \
+        [(m, w, "ok") for m, w in modes]
+    accuracies = [r["test_accuracy"] for r in found]
+    assert max(accuracies) - min(accuracies) <= 0.005, accuracies
+    assert all(r["eval_samples"] == 397 for r in found)
+    for r in found:
+        if r["task"]["loader_workers"]:
+            assert any("loader worker(s) decode on the slot's" in n for n in r["notes"])
+    leaked = [p for p in out.rglob("*") if p.is_file() and s3_server.secret.encode() in p.read_bytes()]
+    assert not leaked
+    assert "### Input pipelines" in (out / "report.md").read_text() if (out / "report.md").exists() else \
+        "### Input pipelines" in bench("report", str(out)).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["torch-ddp", "tf-mirrored"])
+def test_a_corrupt_image_fails_the_run_naming_the_file(tmp_path, variant):
+    folder = tmp_path / "digits"
+    assert bench("data", "export-images", "--task", "quick", str(folder)).returncode == 0
+    (folder / "train" / "3" / "000100.png").write_bytes(b"not an image")
+    out = tmp_path / "out"
+    result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--dataset", "imagefolder",
+                   "--data-dir", str(folder), "--input", "files", "--loader-workers", "1", "--out", str(out), env=CPU)
+    assert result.returncode == 1
+    [row] = rows(out)
+    assert row["status"] == "failed" and "train/3/000100.png" in row["error"] and "corrupt image" in row["error"]

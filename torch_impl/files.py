@@ -1,0 +1,105 @@
+"""Image files as PyTorch users read them: torchvision's `ImageFolder` on a folder, AWS's `s3torchconnector`
+on an S3 prefix, each decoded by torchvision transforms in `DataLoader` workers (torch_impl.data).
+
+Both give uint8 HWC tensors and labels in the order `bench.run.imagefolder.listing` gives every pipeline
+(by file name, then class), so a folder `bench data export-images` wrote trains exactly as the in-memory
+dataset; normalisation stays on the device, as for the in-memory input (timm's loader does the same).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Subset
+from torchvision import datasets, transforms
+
+from bench.run import imagefolder, s3
+
+
+class HWC:
+    """CHW uint8 tensor -> HWC: the layout of the in-memory batches (to_model_input permutes on the device)."""
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        return image.permute(1, 2, 0)
+
+
+def image_transform(task: dict) -> transforms.Compose:
+    side = task["image_size"]
+    return transforms.Compose([transforms.Resize((side, side), transforms.InterpolationMode.BILINEAR),
+                               transforms.PILToTensor(), HWC()])
+
+
+class ImageOpener:
+    """ImageFolder's loader: the file in the task's channels, or one line naming a corrupt file."""
+
+    def __init__(self, channels: int):
+        self.mode = "L" if channels == 1 else "RGB"
+
+    def __call__(self, path: str):
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with open(path, "rb") as f:
+                return Image.open(f).convert(self.mode)
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+            raise imagefolder.CorruptImage(f"corrupt image {path}: {exc}: remove or replace it") from None
+
+
+class NameOrderedImageFolder(datasets.ImageFolder):
+    """torchvision's ImageFolder, its samples in one order across classes (file name, then class) instead of
+    class by class: the order every dtbench pipeline reads, so a sampler's seed draws the same batches."""
+
+    @staticmethod
+    def make_dataset(directory, class_to_idx, extensions=None, is_valid_file=None, allow_empty=False):
+        samples = datasets.ImageFolder.make_dataset(directory, class_to_idx, extensions, is_valid_file, allow_empty)
+        return sorted(samples, key=lambda sample: (Path(sample[0]).name, sample[1]))
+
+
+class S3Decode:
+    """s3torchconnector's transform: an object reader -> (uint8 HWC image, label), labels by class folder."""
+
+    def __init__(self, task: dict, classes: list[str]):
+        self.channels, self.side = task["channels"], task["image_size"]
+        self.label = {name: index for index, name in enumerate(classes)}
+
+    def __call__(self, reader):
+        image = imagefolder.decode(reader.read(), f"s3://{reader.bucket}/{reader.key}", self.channels, self.side)
+        return torch.from_numpy(image), self.label[reader.key.rsplit("/", 2)[-2]]
+
+
+def folder_splits(task: dict, root: str) -> tuple[Dataset, Dataset]:
+    """(train, test) ImageFolders of a folder; without test/ the seeded --val-split of every class."""
+    from bench.spec.task import TaskSpec
+
+    spec = TaskSpec(**task)
+    found = imagefolder.splits(spec.replace(data_dir=root))
+    opener, transform = ImageOpener(task["channels"]), image_transform(task)
+
+    def folder(path: Path) -> NameOrderedImageFolder:
+        return NameOrderedImageFolder(str(path), transform=transform, loader=opener,
+                                      is_valid_file=lambda p: Path(p).suffix.lower() in imagefolder.EXTENSIONS)
+
+    if "all" not in found:
+        return folder(found["train"]), folder(found["test"])
+    whole = folder(found["all"])
+    test = imagefolder.holdout(np.asarray(whole.targets), task["val_split"], task["seed"])
+    return Subset(whole, np.flatnonzero(~test).tolist()), Subset(whole, np.flatnonzero(test).tolist())
+
+
+def s3_splits(task: dict, url: str) -> tuple[Dataset, Dataset]:
+    """(train, test) of an S3 prefix through s3torchconnector: map-style datasets of the listed objects."""
+    from bench.spec.task import TaskSpec
+    from s3torchconnector import S3ClientConfig, S3MapDataset
+
+    found = imagefolder.listing(TaskSpec(**task), url)
+    bucket, prefix = s3.split_url(url)
+    endpoint = s3.endpoint()
+    config = S3ClientConfig(force_path_style=endpoint is not None)
+
+    def split(name: str) -> Dataset:
+        return S3MapDataset.from_objects([f"s3://{bucket}/{prefix}{key}" for key in found.files[name]],
+                                         region=s3.region(), endpoint=endpoint, transform=S3Decode(task, found.classes),
+                                         s3client_config=config)
+
+    return split("train"), split("test")
