@@ -28,6 +28,8 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
         workers = [int(w) for w in str(args.loader_workers).split(",") if w.strip()]
     except ValueError:
         raise SpecError(f"--loader-workers {args.loader_workers!r}: give counts, e.g. 2 or 0,1,2") from None
+    if not inputs or not workers:
+        raise SpecError("--input and --loader-workers need a value each, e.g. --input files --loader-workers 2")
     for name in inputs:
         if name not in INPUTS:
             raise SpecError(f"unknown input {name!r}: choose one of {', '.join(INPUTS)}")
@@ -49,8 +51,9 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     # A sweep scales weak unless told (the field's convention), one run strong (its global batch as given).
     scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
     [first_mode, *more_modes] = input_modes(args)
+    data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
     task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=args.data_dir, compile=compiled, **first_mode,
+                    windows=args.windows, data_dir=data_dir, compile=compiled, **first_mode,
                     checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,

@@ -56,6 +56,46 @@ def test_a_val_split_folder_read_as_files_holds_out_what_memory_holds_out(tmp_pa
     assert [y for _, y in train] == memory["train_y"].tolist()
 
 
+def test_the_image_folder_reader_skips_what_every_pipeline_skips(tmp_path):
+    """Hidden folders (.ipynb_checkpoints) and subfolders of a class are no classes and no images, for
+    torchvision's ImageFolder as for the in-memory reader and the S3 listing."""
+    from PIL import Image
+
+    from torch_impl import files
+
+    for split in ("train", "test"):
+        for cls in ("a", "b", ".ipynb_checkpoints"):
+            (tmp_path / split / cls / "nested").mkdir(parents=True)
+            for i in range(3):
+                Image.new("L", (8, 8), i).save(tmp_path / split / cls / f"{i}.png")
+            Image.new("L", (8, 8), 9).save(tmp_path / split / cls / "nested" / "9.png")
+    task = imagefolder.describe(get_task("quick", dataset="imagefolder", data_dir=str(tmp_path)))
+    train, _ = files.folder_splits(task.to_dict(), str(tmp_path))
+    assert train.classes == ["a", "b"] and [y for _, y in train.samples] == imagefolder.read(task)["train_y"].tolist()
+
+
+def test_a_run_keeps_its_temp_files_but_not_its_sockets(tmp_path):
+    import socket
+
+    from bench.run.execute import keep_temp
+
+    temp = tmp_path / "dtbench-abc123"
+    (temp / "torchelastic_x").mkdir(parents=True)
+    (temp / "torchelastic_x" / "error.json").write_text("{}")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(temp / "listener-1"))
+        keep_temp(temp, tmp_path / "run" / "tmp")
+    assert (tmp_path / "run" / "tmp" / "torchelastic_x" / "error.json").exists()
+    assert not (tmp_path / "run" / "tmp" / "listener-1").exists() and not temp.exists()
+
+
+def test_a_row_names_the_s3_endpoint_without_its_user_and_password(monkeypatch):
+    from bench.run import s3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "https://user:pa55@minio.example:9000/")
+    assert s3.endpoint_label() == "https://minio.example:9000"
+
+
 def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_exported_from(s3_server, s3_digits, monkeypatch):
     from torch_impl import files
 
@@ -85,6 +125,8 @@ def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_exported_from(s3_se
     (["--input", "files", "--loader-workers", "-1"], "--loader-workers must be at least 0"),
     (["--input", "files", "--loader-workers", "two"], "give counts, e.g. 2 or 0,1,2"),
     (["--input", "tape"], "unknown input 'tape'"),
+    (["--input", ","], "--input and --loader-workers need a value each"),
+    (["--input", "files", "--loader-workers", "1", "--engine", "dask"], "cannot start DataLoader workers"),
 ])
 def test_input_options_are_checked_before_anything_starts(tmp_path, args, message):
     result = bench("run", "--variant", "torch-ddp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)

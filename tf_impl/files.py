@@ -31,7 +31,8 @@ def image_loader(task: dict, root: str):
     def load(file):
         raw = read(file)
         known = tf.reduce_any([tf.strings.substr(raw, 0, len(m)) == m for m in MAGIC])
-        with tf.control_dependencies([tf.debugging.Assert(known, ["corrupt image (not PNG/JPEG/GIF/BMP):", file])]):
+        message = "corrupt image, or not a PNG/JPEG/GIF/BMP (tf.io.decode_image reads only those):"
+        with tf.control_dependencies([tf.debugging.Assert(known, [message, file])]):
             image = tf.io.decode_image(raw, channels=channels, expand_animations=False)
         image = tf.cond(tf.reduce_all(tf.shape(image)[:2] == [side, side]), lambda: image,
                         lambda: tf.cast(tf.round(tf.image.resize(image, (side, side), antialias=True)), tf.uint8))

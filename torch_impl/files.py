@@ -47,12 +47,19 @@ class ImageOpener:
 
 
 class NameOrderedImageFolder(datasets.ImageFolder):
-    """torchvision's ImageFolder, its samples in one order across classes (file name, then class) instead of
-    class by class: the order every dtbench pipeline reads, so a sampler's seed draws the same batches."""
+    """torchvision's ImageFolder, finding classes and images by dtbench's rules (`bench.run.imagefolder`: no
+    hidden folders, no subfolders of a class, the same extensions) and ordering its samples across classes
+    (file name, then class) instead of class by class: what every pipeline reads, so a sampler's seed draws
+    the same batches from memory, files and S3."""
+
+    def find_classes(self, directory):
+        names = imagefolder.classes(Path(directory))
+        return names, {name: index for index, name in enumerate(names)}
 
     @staticmethod
     def make_dataset(directory, class_to_idx, extensions=None, is_valid_file=None, allow_empty=False):
-        samples = datasets.ImageFolder.make_dataset(directory, class_to_idx, extensions, is_valid_file, allow_empty)
+        samples = [(str(file), index) for name, index in class_to_idx.items()
+                   for file in imagefolder.images_of(Path(directory), name)]
         return sorted(samples, key=lambda sample: (Path(sample[0]).name, sample[1]))
 
 
@@ -77,8 +84,7 @@ def folder_splits(task: dict, root: str) -> tuple[Dataset, Dataset]:
     opener, transform = ImageOpener(task["channels"]), image_transform(task)
 
     def folder(path: Path) -> NameOrderedImageFolder:
-        return NameOrderedImageFolder(str(path), transform=transform, loader=opener,
-                                      is_valid_file=lambda p: Path(p).suffix.lower() in imagefolder.EXTENSIONS)
+        return NameOrderedImageFolder(str(path), transform=transform, loader=opener)
 
     if "all" not in found:
         return folder(found["train"]), folder(found["test"])

@@ -59,7 +59,7 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
     # Ray's own listeners on loopback; its session files in a short folder of ours (unix socket paths
     # are limited to 107 bytes, too short for a run directory), not in the user's home.
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    temp = Path(tempfile.mkdtemp(prefix="dtray-", dir="/tmp"))  # not TMPDIR: the harness points it into the run
+    temp = Path(tempfile.mkdtemp(prefix="dtray-", dir="/tmp"))  # not TMPDIR: the run's own, removed after it
     started = not ray.is_initialized()
     if started:
         if address is None:

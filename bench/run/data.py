@@ -165,8 +165,10 @@ def images_root(task: TaskSpec) -> str | None:
 def check_remote(task: TaskSpec) -> None:
     """Before a run with --input s3 starts: the endpoint answers, the credentials and bucket are good, the
     prefix holds an image folder, and its images are the task's (classes, channels, size); else one line."""
-    found = imagefolder.describe(task)  # an image folder's own task was described from this same prefix
-    if task.dataset != "imagefolder" and (found.classes, found.channels, found.image_size) != (task.classes, task.channels, task.image_size):
+    found = imagefolder.describe(task)
+    # An image folder's task may resize (--image-size); a bundled dataset's images must be its own size.
+    same_size = task.dataset == "imagefolder" or found.image_size == task.image_size
+    if not same_size or (found.classes, found.channels) != (task.classes, task.channels):
         raise SpecError(f"{task.data_url} holds {found.classes} classes of {found.image_size}px {found.channels}-channel "
                         f"images, task {task.name} trains {task.classes} classes of {task.image_size}px "
                         f"{task.channels}-channel ones: upload the task's own (python -m bench data export-images "

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -88,10 +89,10 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    temp.mkdir()
-    spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
     reaper, procs, command = Reaper(run_id), [], None
     try:
+        temp.mkdir(exist_ok=True)
+        spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
         store = start_store_host(spec, run_id, run_dir)
         procs += [store[0]] if store else []
         to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None)
@@ -109,9 +110,22 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     finally:
         kill_run(run_id, procs)
         reaper.release()
-        shutil.move(temp, run_dir / "tmp")  # what the processes left in TMPDIR, kept with the run
+        keep_temp(temp, run_dir / "tmp")
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time)
+
+
+def keep_temp(temp: Path, kept: Path) -> None:
+    """What the run's processes left in their TMPDIR (torchelastic's error files), copied into the run folder;
+    the sockets a killed process leaves are skipped. Never raises: a row is worth more than its leftovers."""
+    def sockets(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if stat.S_ISSOCK(os.lstat(os.path.join(folder, n)).st_mode)]
+
+    try:
+        shutil.copytree(temp, kept, ignore=sockets, symlinks=True)
+    except (OSError, shutil.Error):
+        pass
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) -> ResultRow:
@@ -145,6 +159,10 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     if os.environ.get(TURNS_ENV):
         row.notes.append(DUET_NOTE)
     row.command, row.wall_s = run.command, run.wall_s
+    if spec.task.input == "s3":  # where the objects came from (a MinIO row and an AWS row are not alike)
+        from bench.run import s3
+
+        row.environment["s3_endpoint"] = s3.endpoint_label()
 
     if run.status == "ok" and 0 not in spec.local_ranks:
         row.status = "ok"  # rank 0's host measures; this host only ran its share

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -132,8 +133,8 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
 
 
 def run_temp_dir(run_id: str) -> Path:
-    """The run's TMPDIR while it runs: /tmp/dtbench-<the run id's random tail>."""
-    return Path("/tmp") / f"dtbench-{run_id.rsplit('-', 1)[-1]}"
+    """The run's TMPDIR while it runs: dtbench-<the run id's random tail> in the system's temp folder."""
+    return Path(tempfile.gettempdir()) / f"dtbench-{run_id.rsplit('-', 1)[-1]}"
 
 
 def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:

@@ -41,6 +41,8 @@ def remaining(specs: list[RunSpec], out_dir: Path, allow_mixed_revisions: bool =
 
 def _settings(task: dict) -> str:
     """The task's settings as the spec writes them (a row adds what it measured: params, per-device batch)."""
-    # per_device_batch is in the run key already (a row writes it out, a strong spec leaves it None)
-    return repr(sorted((name, repr(task.get(name))) for name in TaskSpec.__dataclass_fields__
+    # per_device_batch is in the run key already (a row writes it out, a strong spec leaves it None); a field
+    # a row predates has its default
+    fields = TaskSpec.__dataclass_fields__
+    return repr(sorted((name, repr(task.get(name, fields[name].default))) for name in fields
                        if name != "per_device_batch"))

@@ -130,6 +130,9 @@ class RunSpec:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
             raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
                             f"{engines_ok}")
+        if self.engine == "dask" and self.task.loader_workers:
+            raise SpecError("--engine dask runs each rank in a daemonic worker process, which cannot start "
+                            "DataLoader workers: use --loader-workers 0 there, or another engine")
         if self.on_engine and self.host_node is not None:
             raise SpecError(f"--engine {self.engine} starts every node itself: drop --node-rank, or use "
                             "the engine's cluster address (--ray-address, --spark-master, --dask-scheduler)")

@@ -32,6 +32,17 @@ def endpoint() -> str | None:
     return next((os.environ[name] for name in ENDPOINT_ENVS if os.environ.get(name)), None)
 
 
+def endpoint_label() -> str:
+    """The endpoint as a row records it: scheme, host and port, never a user:password part."""
+    from urllib.parse import urlsplit
+
+    url = endpoint()
+    if not url:
+        return f"AWS S3 ({region()})"
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+
+
 def region() -> str:
     import boto3
 
@@ -105,6 +116,7 @@ def read_object(url: str, key: str, s3=None) -> bytes:
 
 def upload(directory: Path, url: str, threads: int = 16) -> int:
     """Copy a folder's files under the URL's prefix (the bucket made if missing); return how many."""
+    from boto3.exceptions import Boto3Error
     from botocore.exceptions import BotoCoreError, ClientError
 
     bucket, prefix = split_url(url)
@@ -116,10 +128,12 @@ def upload(directory: Path, url: str, threads: int = 16) -> int:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket"):
                 raise
-            s3.create_bucket(Bucket=bucket)
+            where = region()  # us-east-1 is the one region S3 refuses to be told
+            s3.create_bucket(Bucket=bucket, **({} if where == "us-east-1" else
+                                               {"CreateBucketConfiguration": {"LocationConstraint": where}}))
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(lambda f: s3.upload_file(str(f), bucket, prefix + f.relative_to(directory).as_posix()),
                           files))
-    except (BotoCoreError, ClientError) as exc:
-        raise SpecError(describe_error(exc, url)) from None
+    except (BotoCoreError, ClientError, Boto3Error) as exc:
+        raise SpecError(describe_error(getattr(exc, "__cause__", None) or exc, url)) from None
     return len(files)

@@ -139,10 +139,6 @@ class Worker:
     def loader_workers(self) -> int:
         return int(self.task.get("loader_workers") or 0)
 
-    @property
-    def images(self) -> str | None:
-        """--input files | s3: the image folder or s3://bucket/prefix the input pipeline reads."""
-        return self.spec.get("images")
 
     def record(self, event: str, **fields) -> None:
         self._report.write(json.dumps({"event": event, "rank": self.rank, "time": time.time(), **fields}) + "\n")
