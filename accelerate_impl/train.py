@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 from bench.spec.task import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
-from torch_impl import data
+from torch_impl import data, memory
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import build_model, count_parameters
 from torch_impl.recipe import make_optimizer, make_scheduler
@@ -84,7 +84,8 @@ def train(spec_path: str) -> dict:
 
         checkpoint = AccelerateCheckpoint(accelerator)
         first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
-        clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader))
+        clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader),
+                             on_warmup_done=lambda: memory.reset_peak(device))
         running_loss = RunningLoss(device)
         loss_curve = worker.loss_curve(first_epoch * len(train_loader))
         evaluate_exactly = None if eval_loader is None else (
@@ -114,7 +115,9 @@ def train(spec_path: str) -> dict:
             if clock.stop:
                 break
         return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
-                             flops_per_sample(task) if accelerator.is_main_process else None, settings)
+                             flops_per_sample(task) if accelerator.is_main_process else None, settings,
+                             memory={"model_state_bytes": memory.model_state_bytes(model, optimizer.optimizer),
+                                     **memory.device_peaks(device)})
 
 
 class AccelerateCheckpoint:

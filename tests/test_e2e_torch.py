@@ -48,6 +48,7 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
     assert not any(r["independent"] for r in rows(out))  # --no-analysis: no no-sync runs
     assert by_key[("torch-ddp", 2)]["scaling_efficiency"] > 0
+    assert by_key[("torch-fsdp", 2)]["status"] == "ok" and by_key[("torch-fsdp", 2)]["test_accuracy"] > 0.5
     assert by_key[("torch-dp", 2)]["status"] == "skipped"
     assert "not applicable" in by_key[("torch-dp", 2)]["error"]
     assert (out / "results.csv").exists() and (out / "report.md").exists()

@@ -11,7 +11,7 @@ MACHINE = devices.discover()
 pytestmark = [pytest.mark.gpu, pytest.mark.slow,
               pytest.mark.skipif(not MACHINE.gpus, reason="needs a CUDA GPU: nvidia-smi finds none here")]
 
-TORCH_VARIANTS = ("torch-single", "torch-dp", "torch-ddp", "accelerate")
+TORCH_VARIANTS = ("torch-single", "torch-dp", "torch-ddp", "torch-fsdp", "accelerate")
 
 
 @pytest.mark.parametrize("variant", TORCH_VARIANTS)

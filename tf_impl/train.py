@@ -141,7 +141,8 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
             break
     # The batch is fetched inside the step (a tf.function, tf.data prefetching): no host-side wait to time.
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(), count_parameters(model),
-                         flops_per_sample(model) if worker_index == 0 else None, fast_path(task), input_wait_s=None)
+                         flops_per_sample(model) if worker_index == 0 else None, fast_path(task), input_wait_s=None,
+                         memory={"model_state_bytes": model_state_bytes(model, optimizer)})
 
 
 def fast_path(task: dict) -> dict:
@@ -316,6 +317,16 @@ def evaluation_functions(strategy, model, loss_fn, num_workers: int):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None)
 
     return eval_batch, sum_across_workers
+
+
+def model_state_bytes(model, optimizer) -> dict:
+    """Bytes of one replica's model state: the variables (every replica holds a mirrored copy) and the
+    optimizer's slots; TensorFlow's gradients live only inside the step (None: not resident)."""
+    def size(variables) -> int:
+        return int(sum(np.prod(v.shape) * v.dtype.size for v in variables if len(v.shape)))
+
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
+    return {"parameters": size(model.variables), "gradients": None, "optimizer": size(inner.variables)}
 
 
 def peak_memory_mb() -> float:

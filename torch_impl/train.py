@@ -11,12 +11,13 @@ import contextlib
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
 from bench.worker import Worker, cpu_model, peak_rss_mb
-from torch_impl import data
+from torch_impl import data, memory
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
@@ -27,14 +28,17 @@ AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.device, sync: Callable[[], None],
           all_reduce_sum: Callable[[torch.Tensor], None] = lambda totals: None, rank: int = 0, world_size: int = 1,
-          no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict:
+          no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+          precision_in_model: bool = False, lockstep_eval: bool = False, fast_path_changes: dict | None = None) -> dict:
     """Train the task; `rank` / `world_size` say which shard of every batch and of the test set this
-    process reads; `no_sync` switches gradient synchronisation off (independent runs)."""
+    process reads; `no_sync` switches gradient synchronisation off (independent runs). A sharded model
+    (FSDP) casts to its own precision (`precision_in_model`: no autocast) and gathers its parameters in
+    every forward, so every rank evaluates as many batches (`lockstep_eval`)."""
     task = worker.task
     batch = task["global_batch"] // world_size  # what this process loads per step
-    settings = fast_path(device, task)
+    settings = {**fast_path(device, task), **(fast_path_changes or {})}
     optimizer = make_optimizer(model, task)
-    amp_dtype = AMP_DTYPES.get(task["precision"])
+    amp_dtype = None if precision_in_model else AMP_DTYPES.get(task["precision"])
     scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
     if task["compile"]:  # the wrapped model, as torch.compile's docs for DDP say; compiled at step 1
         model = torch.compile(model)
@@ -48,14 +52,15 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
     scheduler = make_scheduler(optimizer, task, len(loader), epochs)
     checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, rank, sync, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
-    clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(loader))
+    clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(loader),
+                         on_warmup_done=lambda: memory.reset_peak(device))
     running_loss = RunningLoss(device)
     loss_curve = worker.loss_curve(first_epoch * len(loader))
     # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
     test_loader = None if test_set is None else data.eval_loader(test_set, rank, world_size, device.type == "cuda",
                                                                  worker.loader_workers)
     evaluate_exactly = None if test_set is None else (
-        lambda: evaluate(raw_model, test_loader, device, amp_dtype, all_reduce_sum, running_loss))
+        lambda: evaluate(raw_model, test_loader, device, amp_dtype, all_reduce_sum, running_loss, lockstep_eval))
 
     model.train()
     clock.start()
@@ -72,7 +77,9 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         if clock.stop:
             break
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
-                         flops_per_sample(task) if rank == 0 else None, settings)
+                         flops_per_sample(task) if rank == 0 else None, settings,
+                         memory={"model_state_bytes": memory.model_state_bytes(model, optimizer),
+                                 **memory.device_peaks(device)})
 
 
 def fast_path(device: torch.device, task: dict) -> dict:
@@ -110,12 +117,24 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch
 
 @torch.no_grad()
 def evaluate(raw_model: nn.Module, test_loader: DataLoader, device: torch.device, amp_dtype: torch.dtype | None,
-             all_reduce_sum: Callable[[torch.Tensor], None], running_loss: "RunningLoss") -> dict:
+             all_reduce_sum: Callable[[torch.Tensor], None], running_loss: "RunningLoss",
+             lockstep: bool = False) -> dict:
     """Exact accuracy: every test sample once across ranks (`data.eval_loader`: this rank's share), summed to
-    every rank (with the training loss since the last evaluation)."""
+    every rank (with the training loss since the last evaluation). In `lockstep` a rank whose share has
+    fewer batches runs empty forwards until the others are done (a sharded model's forward is a collective)."""
     raw_model.eval()
     totals = torch.zeros(5, dtype=torch.float64, device=device)
-    for images, labels in test_loader:
+    mine = iter(test_loader)
+    rounds = torch.tensor(len(test_loader), device=device)
+    if lockstep:
+        dist.all_reduce(rounds, op=dist.ReduceOp.MAX)
+    for _ in range(int(rounds)):
+        images, labels = next(mine, (None, None))
+        if images is None:  # this rank's share is done: an empty batch keeps it in step with the others
+            empty = torch.zeros_like(test_loader.dataset[0][0][None])  # one uint8 HWC image
+            with autocast(device, amp_dtype):
+                raw_model(data.to_model_input(empty, device))
+            continue
         x = data.to_model_input(images, device)
         y = labels.to(device)
         with autocast(device, amp_dtype):

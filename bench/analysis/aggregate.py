@@ -28,7 +28,7 @@ FIGURES = ("throughput", "ci_low", "ci_high", "per_device_throughput", "step_ms"
            "train_s", "wall_s", "test_accuracy", "test_loss", "eval_samples", "time_to_accuracy_s", "peak_memory_mb",
            "scaling_efficiency", "scaling_efficiency_vs_single", "params", "target_accuracy", "flops_per_sample",
            "achieved_tflops", "mfu", "peak_fraction", "matmul_precision", "input_wait_fraction", "compile_s",
-           "first_step_s", "device_name", "cores_per_slot")
+           "first_step_s", "device_name", "cores_per_slot", "model_state_mb", "model_state_parts", "device_peak_mb")
 # Folded repeats: the median over the runs of each of these.
 MEDIANS = ("step_ms", "step_p90_ms", "startup_s", "train_s", "test_accuracy", "test_loss", "time_to_accuracy_s",
            "input_wait_fraction", "compile_s", "first_step_s")
@@ -82,6 +82,7 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
     for column in MEDIANS:
         line[column] = ok[column].median()
     line["peak_memory_mb"] = ok["peak_memory_mb"].fillna(0).max()
+    line["device_peak_mb"] = ok["device_peak_mb"].max()
     notes = [f"{len(ok)} runs: median of the run medians, interval = range over runs"]
     if len(ok) < len(runs):
         notes.append(f"{len(runs) - len(ok)} of {len(runs)} runs did not finish ok")

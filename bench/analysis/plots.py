@@ -166,6 +166,29 @@ def draw_inputs(comparison: dict | None, directory: Path, prefix: str) -> list[P
     return [path]
 
 
+def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
+    """Memory per device against throughput, a point per configuration: the trade-off sharding makes."""
+    path = directory / f"{prefix}-memory.png"
+    path.unlink(missing_ok=True)
+    points = [e["row"] for e in entries if _present(e["row"]["device_peak_mb"]) and _present(e["row"]["throughput"])]
+    if not points:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, rs in _series(points).items():
+        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs], marker="o", label=label)
+        for r in rs:
+            ax.annotate(f"{r['world_size']}", (r["device_peak_mb"], r["throughput"]), fontsize=7,
+                        textcoords="offset points", xytext=(4, 4))
+    ax.set_xlabel("peak memory per device (MiB; CUDA allocated after warm-up, CPU peak RSS)")
+    ax.set_ylabel("throughput (samples/s)")
+    ax.set_title(_title("Memory per device against throughput (points labelled by device count)", points),
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+    return [path]
+
+
 def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
     """Per configuration: the fraction of the measured matmul peak per device (and MFU where known)."""
     rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]

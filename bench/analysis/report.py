@@ -214,6 +214,25 @@ def input_comparison(configs: pd.DataFrame) -> dict | None:
             "groups": [(base.series, base.world_size, by_mode) for base, by_mode in groups.items()]}
 
 
+def memory_entries(configs: pd.DataFrame) -> list[dict]:
+    """Configurations that counted their model state: per rank, against the same variant on one device."""
+    records = [r for r in configs.to_dict("records") if r["status"] == "ok" and present(r["model_state_mb"])
+               and not r["key"].independent and r["key"].input in ("memory", "synthetic")]
+    by_key = {r["key"]: r for r in records}
+    return [{"row": r, "of_one_device": r["model_state_mb"] / one["model_state_mb"]
+             if (one := by_key.get(r["key"].one_device())) and one["model_state_mb"] else None} for r in records]
+
+
+def memory_table(entries: list[dict]) -> str:
+    body = [[e["row"]["series"], str(e["row"]["world_size"]), _fmt(e["row"]["model_state_mb"], ".2f"),
+             e["row"]["model_state_parts"] if present(e["row"]["model_state_parts"]) else "-",
+             _fmt(e["of_one_device"], ".2f"), _fmt(e["row"]["device_peak_mb"], ",.0f"),
+             _fmt(e["row"]["throughput"], ",.0f")] for e in entries]
+    headers = ["variant", "devices", "model state / rank (MiB)", "params · grads · optimizer (rank 0)",
+               "x one device's", "peak / device (MiB)", "throughput (samples/s)"]
+    return pd.DataFrame(body, columns=headers).to_markdown(index=False, disable_numparse=True)
+
+
 def input_table(comparison: dict) -> str:
     """Throughput (x the in-memory input's) · test accuracy, a column per input pipeline."""
     body = []
@@ -337,6 +356,14 @@ def write_report(directory: Path) -> Path:
                      "whose cores come out of the slot's); the same files from an S3-compatible server (s3, "
                      "s3torchconnector / boto3). Same images, same order: the accuracies should agree.", "",
                      input_table(inputs), ""]
+        held = memory_entries(subset)
+        if held:
+            body += ["### Memory per device", "",
+                     "Model state = the parameters, gradients and optimizer state resident on a rank, each storage "
+                     "counted once (an FSDP shard as the rank holds it; TensorFlow's gradients live only inside "
+                     "the step: -); x one device's = against the same variant on one device (sharding shows as "
+                     "< 1). Peak / device = the CUDA allocator's peak after warm-up, on a CPU the process's peak "
+                     "RSS (framework and data included).", "", memory_table(held), ""]
         used = utilisation_entries(subset)
         if any(present(e["row"]["flops_per_sample"]) for e in used):
             body += ["### How close to the hardware", "",
@@ -347,6 +374,7 @@ def write_report(directory: Path) -> Path:
                      *where_the_rest_goes(used), ""]
         prefix = f"{task}-{precision}-{scaling}"
         for png in (plots.draw_all(subset, directory, prefix) + plots.draw_inputs(inputs, directory, prefix)
+                    + plots.draw_memory(held, directory, prefix)
                     + plots.draw_breakdown(entries, directory, prefix)
                     + plots.draw_utilisation(used, directory, prefix)):
             body += [f"![{png.stem}]({png.name})", ""]

@@ -16,7 +16,28 @@ def frame(rows: list[dict]) -> pd.DataFrame:
         return pd.DataFrame(columns=["key"])
     runs = pd.json_normalize(rows, sep=".")
     runs["key"] = [config_key(r) for r in rows]
+    runs["model_state_mb"] = [model_state_mb(r) for r in rows]
+    runs["model_state_parts"] = [model_state_parts(r) for r in rows]
+    # What one device held at its peak: the CUDA allocator's after warm-up, else the process's peak RSS.
+    runs["device_peak_mb"] = [(r.get("memory") or {}).get("peak_allocated_mb") or r.get("peak_memory_mb")
+                              for r in rows]
     return runs
+
+
+def model_state_mb(row: dict) -> float | None:
+    """The most model state (parameters + gradients + optimizer) any rank of the run held, MiB."""
+    ranks = (row.get("memory") or {}).get("model_state_bytes") or {}
+    totals = [sum(v for v in parts.values() if v) for parts in ranks.values()]
+    return max(totals) / 2**20 if totals else None
+
+
+def model_state_parts(row: dict) -> str | None:
+    """Rank 0's parameters · gradients · optimizer state, MiB ("-": not resident)."""
+    parts = ((row.get("memory") or {}).get("model_state_bytes") or {}).get("0")
+    if not parts:
+        return None
+    return " · ".join("-" if parts.get(k) is None else f"{parts[k] / 2**20:.2f}"
+                      for k in ("parameters", "gradients", "optimizer"))
 
 
 def load(directory: str | os.PathLike) -> pd.DataFrame:

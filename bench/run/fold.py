@@ -81,6 +81,7 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
                                 if main.get("input_wait_s") is not None else None),
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         "curves": curves(events(0, "loss"), events(0, "epoch")),
+        "memory": memory({rank: results[rank][-1].get("memory") or {} for rank in ranks}),
         "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
                   for w in events(0, "windows")] + [
             f"{w['workers']} loader worker(s) decode on the slot's {w['cores']} core(s), beside the training's "
@@ -91,6 +92,17 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
                         # the device each rank chose from what it could see (bench.worker.gpus)
                         "rank_devices": {str(r): joined[r][-1].get("device") for r in sorted(joined)}},
     }
+
+
+def memory(per_rank: dict[int, dict]) -> dict:
+    """Every rank's model-state bytes (what sharding saves), and the largest device peaks after warm-up."""
+    folded = {"model_state_bytes": {str(r): m["model_state_bytes"] for r, m in per_rank.items()
+                                    if m.get("model_state_bytes")}}
+    for peak in ("peak_allocated_mb", "peak_reserved_mb"):
+        values = [m[peak] for m in per_rank.values() if m.get(peak) is not None]
+        if values:
+            folded[peak] = max(values)
+    return folded if folded["model_state_bytes"] or len(folded) > 1 else {}
 
 
 def curves(losses: list[dict], epochs: list[dict]) -> dict:

@@ -130,6 +130,9 @@ class RunSpec:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
             raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
                             f"{engines_ok}")
+        if self.variant.name == "torch-fsdp" and self.task.checkpoint_every_epoch:
+            raise SpecError("torch-fsdp does not checkpoint yet (its state is sharded: torch.distributed.checkpoint "
+                            "is the way, not written here): drop --checkpoint-every-epoch, or use torch-ddp")
         if self.engine == "dask" and self.task.loader_workers:
             raise SpecError("--engine dask runs each rank in a daemonic worker process, which cannot start "
                             "DataLoader workers: use --loader-workers 0 there, or another engine")

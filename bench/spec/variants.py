@@ -37,6 +37,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
+    Variant("torch-fsdp", "torch", "torchrun", "torch_impl.fsdp", single_process=False, spans_nodes=True,
+            summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
+                    "optimizer state sharded over the ranks", baseline="torch-single"),
     Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
             summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",

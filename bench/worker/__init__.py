@@ -149,7 +149,8 @@ class Worker:
                     pid=os.getpid(), host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
                     cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), **info)
 
-    def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int) -> StepClock:
+    def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
+              on_warmup_done: Callable[[], None] = lambda: None) -> StepClock:
         """The run's clock, for a loop that trains `steps` steps in all. Fewer steps than the windows need
         (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
         recorded; fewer than MIN_WINDOWS is refused."""
@@ -163,7 +164,8 @@ class Worker:
             self.record("windows", planned=t["windows"], timed=windows, steps=steps)
         return StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
                          on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
-                         turns=Turns.from_environment(self.rank), stop_when_done=self.independent)
+                         turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
+                         on_warmup_done=on_warmup_done)
 
     def _inject_fault(self, step: int) -> None:
         spec = os.environ.get(FAULT_ENV)

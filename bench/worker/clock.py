@@ -23,12 +23,13 @@ class StepClock:
     def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
                  sync: Callable[[], None], on_first_step: Callable[[], None] = lambda: None,
                  on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None,
-                 stop_when_done: bool = False):
+                 stop_when_done: bool = False, on_warmup_done: Callable[[], None] = lambda: None):
         if warmup < 1:
             raise ValueError("at least one warm-up step: the first step compiles and allocates")
         self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
         self.samples_per_step = samples_per_step
         self._sync, self._on_first_step, self._on_step = sync, on_first_step, on_step
+        self._on_warmup_done = on_warmup_done
         self._turns = turns or Turns()
         self._stop_when_done = stop_when_done
         self.steps = 0
@@ -100,6 +101,9 @@ class StepClock:
             self._running_since += resumed - now
             now = resumed
         if not self.done:
+            if not timed_one and not self.window_seconds:
+                self._on_warmup_done()  # after the sync, before the first window's clock starts
+                now = time.perf_counter()
             self._window_start = now
 
     def pause(self) -> None:

@@ -1,0 +1,99 @@
+"""Memory per rank as a result: the model state each rank holds (what sharding saves), counted from the
+tensors' storages, in the row and the report; and torch-fsdp, the sharded variant, trained and compared."""
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from bench.run import fold
+from tests.helpers import CPU, bench, result_row, rows
+
+
+def test_model_state_counts_parameters_gradients_and_momentum_once_each():
+    from torch_impl.memory import model_state_bytes
+
+    model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(4, 10)).sum().backward()
+    optimizer.step()
+    size = 4 * sum(p.numel() for p in model.parameters())
+    assert model_state_bytes(model, optimizer) == {"parameters": size, "gradients": size, "optimizer": size}
+    optimizer.zero_grad(set_to_none=True)
+    assert model_state_bytes(model, optimizer)["gradients"] == 0
+
+
+def test_the_fold_keeps_every_ranks_model_state_and_the_largest_device_peak():
+    per_rank = {0: {"model_state_bytes": {"parameters": 8, "gradients": 8, "optimizer": 0}, "peak_allocated_mb": 3.0},
+                1: {"model_state_bytes": {"parameters": 4, "gradients": 4, "optimizer": 0}, "peak_allocated_mb": 5.0}}
+    folded = fold.memory(per_rank)
+    assert folded["model_state_bytes"]["1"]["parameters"] == 4 and folded["peak_allocated_mb"] == 5.0
+    assert fold.memory({0: {}}) == {}
+
+
+def test_the_report_compares_each_ranks_model_state_with_one_devices(tmp_path):
+    from bench.analysis import report
+    from bench.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    task = {"name": "quick", "dataset": "digits", "model": "small-cnn", "precision": "fp32", "global_batch": 64}
+    mib = 2**20
+    for variant, world, state in (("torch-ddp", 1, 3 * mib), ("torch-ddp", 2, 3 * mib),
+                                  ("torch-fsdp", 1, 3 * mib), ("torch-fsdp", 2, 1.5 * mib)):
+        parts = {"parameters": state / 3, "gradients": state / 3, "optimizer": state / 3}
+        row = result_row(variant, world, 1000.0 * world, task=task, peak_memory_mb=200.0,
+                         memory={"model_state_bytes": {str(r): parts for r in range(world)}})
+        store.append(dataclasses.replace(row, run_id=f"{variant}{world}"))
+    text = report.write_report(tmp_path).read_text()
+    table = text.split("### Memory per device")[1].split("###")[0]
+    assert "| torch-fsdp | 2         | 1.50" in table and "0.50" in table
+    assert "| torch-ddp  | 2         | 3.00" in table and "1.00 · 1.00 · 1.00" in table
+    assert (tmp_path / "quick-fp32-strong-memory.png").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--checkpoint-every-epoch"], "torch-fsdp does not checkpoint yet"),
+    (["--independent", "--devices", "2"], "torch-fsdp has no independent (no gradient sync) mode"),
+    (["--engine", "ray"], "torch-fsdp runs only under its own launcher"),
+])
+def test_what_torch_fsdp_does_not_do_is_refused_in_one_line(tmp_path, args, message):
+    result = bench("run", "--variant", "torch-fsdp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert message in line
+
+
+@pytest.mark.slow
+def test_torch_fsdp_trains_like_ddp_and_evaluates_every_test_image_once(tmp_path):
+    """397 test images over 2 ranks: one rank runs an empty forward to keep the sharded model in step."""
+    for variant in ("torch-ddp", "torch-fsdp"):
+        result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(tmp_path),
+                       env=CPU)
+        assert result.returncode == 0, result.stderr[-3000:]
+    ddp, fsdp = rows(tmp_path)
+    assert fsdp["status"] == "ok" and fsdp["eval_samples"] == 397
+    assert fsdp["test_accuracy"] >= fsdp["task"]["target_accuracy"]
+    assert abs(fsdp["test_accuracy"] - ddp["test_accuracy"]) < 0.05
+    assert fsdp["fast_path"]["channels_last"] is False
+    assert set(fsdp["memory"]["model_state_bytes"]) == {"0", "1"}
+
+
+@pytest.mark.slow
+def test_fsdp_holds_half_of_ddps_model_state_per_rank_at_two_ranks(tmp_path):
+    """ResNet-50 (25.6 M parameters), synthetic, 2 CPU ranks, a few steps: DDP keeps the whole state on each
+    rank, FSDP2 half of it (its shards are whole rows of each parameter, so within a few percent)."""
+    states = {}
+    for variant in ("torch-ddp", "torch-fsdp"):
+        result = bench("run", "--variant", variant, "--devices", "2", "--task", "resnet50", "--global-batch", "4",
+                       "--windows", "3", "--out", str(tmp_path), env=CPU, timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]
+        row = rows(tmp_path)[-1]
+        assert row["status"] == "ok", row["error"]
+        states[variant] = row["memory"]["model_state_bytes"]
+    params = 4 * 25_557_032  # fp32 bytes of ResNet-50's parameters
+    ddp, fsdp = states["torch-ddp"], states["torch-fsdp"]
+    for rank in ("0", "1"):
+        assert ddp[rank]["parameters"] == pytest.approx(params, rel=0.01)
+        assert ddp[rank]["optimizer"] == pytest.approx(params, rel=0.01)  # SGD momentum: one buffer a parameter
+        for part in ("parameters", "gradients", "optimizer"):
+            assert fsdp[rank][part] / ddp[rank][part] == pytest.approx(0.5, abs=0.03), (rank, part)

@@ -1,0 +1,75 @@
+"""torch-fsdp: fully sharded data parallelism (FSDP2, `fully_shard`), one process per device slot, under torchrun.
+
+Read top to bottom, this is what FSDP adds to the PyTorch loop (torch_impl/train.py): each block of the
+model and then its root sharded over a one-dimensional device mesh, so that each rank holds 1/N of the
+parameters, gradients and optimizer state and all-gathers a block's parameters for its forward and
+backward; mixed precision through FSDP's own policy (parameters gathered in bf16/fp16, gradients reduced
+in fp32) instead of autocast; evaluation in lockstep, because every forward is a collective.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from bench.worker import Worker, exit_now, spec_path_from_argv
+from torch_impl import train as loop
+from torch_impl.model import build_model
+from torch_impl.train import AMP_DTYPES, device_info, set_threads
+
+
+def shard_units(model: nn.Module) -> list[nn.Module]:
+    """The blocks each sharded on their own (all-gathered one at a time): ResNet's bottlenecks, else the
+    model's top-level layers that hold parameters."""
+    if hasattr(model, "layer1"):
+        return [block for name in ("layer1", "layer2", "layer3", "layer4") for block in getattr(model, name)]
+    layers = list(model.children())
+    if len(layers) == 1:  # one Sequential: its layers
+        layers = list(layers[0].children())
+    return [layer for layer in layers if any(p.requires_grad for p in layer.parameters())]
+
+
+def shard(model: nn.Module, device: torch.device, world_size: int, precision: str) -> nn.Module:
+    mesh = init_device_mesh(device.type, (world_size,))
+    dtype = AMP_DTYPES.get(precision)
+    policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
+    for block in shard_units(model):
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    return fully_shard(model, mesh=mesh, mp_policy=policy)
+
+
+def train(spec_path: str) -> dict:
+    worker = Worker(spec_path)
+    with worker.session():
+        set_threads(worker.pin())
+        cuda = worker.device_type == "cuda"
+        dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
+        worker.joined(world_size, backend=dist.get_backend(), **device_info(device))
+
+        # Contiguous parameters: FSDP2 refuses channels_last ones (pytorch/pytorch#166291).
+        model = shard(build_model(worker.task).to(device), device, world_size, worker.task["precision"])
+
+        def sync() -> None:
+            if cuda:
+                torch.cuda.synchronize(device)
+            dist.barrier()
+
+        return loop.train(worker, model, raw_model=model, device=device, sync=sync,
+                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
+                          precision_in_model=True, lockstep_eval=True, fast_path_changes={"channels_last": False})
+
+
+def main() -> None:
+    train(spec_path_from_argv())
+    dist.destroy_process_group()
+    exit_now(0)
+
+
+if __name__ == "__main__":
+    main()

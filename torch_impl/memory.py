@@ -1,0 +1,51 @@
+"""Memory per rank: the bytes of model state each rank holds, and the device's peak after warm-up.
+
+Model state is counted from the tensors' storages, each storage once (DDP's gradients are views into its
+all-reduce buckets; an FSDP2 parameter is a DTensor whose local shard is what the rank holds): what
+sharding (FSDP, ZeRO) saves shows here, independent of the allocator.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor  # a DTensor: this rank's shard
+
+
+def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """{"parameters", "gradients", "optimizer"}: bytes resident on this rank (gradients: after a step, before
+    the next one clears them)."""
+    seen: set[tuple[int, str]] = set()
+
+    def stored(tensors) -> int:
+        total = 0
+        for tensor in tensors:
+            storage = _local(tensor).untyped_storage()
+            key = (storage.data_ptr(), str(tensor.device))
+            if storage.nbytes() and key not in seen:
+                seen.add(key)
+                total += storage.nbytes()
+        return total
+
+    params = list(model.parameters())
+    return {"parameters": stored(params),
+            "gradients": stored(p.grad for p in params if p.grad is not None),
+            "optimizer": stored(value for state in optimizer.state.values() for value in state.values()
+                                if torch.is_tensor(value) and value.dim() > 0)}
+
+
+def reset_peak(device: torch.device) -> None:
+    """At the end of warm-up: the peak from here on is the training's, not the first step's autotuning."""
+    for index in range(torch.cuda.device_count() if device.type == "cuda" else 0):  # DataParallel uses them all
+        torch.cuda.reset_peak_memory_stats(index)
+
+
+def device_peaks(device: torch.device) -> dict[str, float]:
+    """The CUDA caching allocator's peaks since warm-up (allocated: tensors; reserved: what it holds)."""
+    if device.type != "cuda":
+        return {}
+    indexes = range(torch.cuda.device_count())
+    return {"peak_allocated_mb": max(torch.cuda.max_memory_allocated(i) for i in indexes) / 2**20,
+            "peak_reserved_mb": max(torch.cuda.max_memory_reserved(i) for i in indexes) / 2**20}
