@@ -163,7 +163,7 @@ def decode(raw: bytes, name: str, channels: int, side: int) -> np.ndarray:
             img = img.convert("L" if channels == 1 else "RGB")
             if img.size != (side, side):
                 img = img.resize((side, side), Image.BILINEAR)
-            return np.asarray(img, dtype=np.uint8).reshape(side, side, channels)
+            return np.array(img, dtype=np.uint8).reshape(side, side, channels)  # writable: torch takes it as is
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise CorruptImage(f"corrupt image {name}: {exc}: remove or replace it") from None
 

@@ -121,16 +121,18 @@ class Worker:
             return int(os.environ[CUDA_DEVICE_ENV])
         return cuda_index(visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), device_count), self.local_rank)
 
-    def pin(self) -> int:
+    def pin(self, loader_processes: bool = True) -> int:
         """Pin this process to its slot's cores; return how many threads it should use: the slot's cores,
-        less one per loader worker (file input), which decode on the same cores (never fewer than one)."""
+        less one per loader worker process (file input: DataLoader workers decode on the same cores; never
+        fewer than one). `loader_processes=False`: the loader decodes on threads of the framework's own
+        (tf.data) beside the compute pool, which keeps its size (and so the compute's float order)."""
         # On a real multi-host run the spec holds only this host's node.
         [plan] = [p for p in self.spec["node_plans"] if p["node_rank"] == self.node_rank]
         slots = plan["cpu_slots"]
         cores = slots[self.local_rank % len(slots)]
         os.sched_setaffinity(0, cores)
         workers = self.loader_workers
-        threads = max(1, len(cores) - workers)
+        threads = max(1, len(cores) - workers) if loader_processes else len(cores)
         if workers:
             self.record("loader", workers=workers, cores=len(cores), trainer_threads=threads)
         return threads
