@@ -249,6 +249,7 @@ def test_memory_files_and_s3_train_the_same_images_to_the_same_accuracy(s3_serve
     found = rows(out)
     assert [(r["task"]["input"], r["task"]["loader_workers"], r["status"]) for r in found] == \
         [(m, w, "ok") for m, w in modes]
+    assert all(r["memory"]["model_state_bytes"]["0"]["parameters"] > 0 for r in found)  # counted by both frameworks
     accuracies = [r["test_accuracy"] for r in found]
     assert max(accuracies) - min(accuracies) <= 0.005, accuracies
     assert all(r["eval_samples"] == 397 for r in found)

@@ -325,7 +325,7 @@ def model_state_bytes(model, optimizer) -> dict:
     """Bytes of one replica's model state: the variables (every replica holds a mirrored copy) and the
     optimizer's slots; TensorFlow's gradients live only inside the step (None: not resident)."""
     def size(variables) -> int:
-        return int(sum(np.prod(v.shape) * v.dtype.size for v in variables if len(v.shape)))
+        return int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables if len(v.shape)))
 
     inner = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
     return {"parameters": size(model.variables), "gradients": None, "optimizer": size(inner.variables)}
