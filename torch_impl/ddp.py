@@ -16,7 +16,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import train as loop
 from torch_impl.model import build_model
-from torch_impl.train import device_info, set_threads
+from torch_impl.train import set_threads
 
 
 # A 1-channel conv's weight gradient has strides that differ from DDP's bucket
@@ -30,23 +30,11 @@ def train(spec_path: str) -> dict:
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
-        cuda = worker.device_type == "cuda"
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
-        if cuda:
-            torch.cuda.set_device(device)
-        worker.joined(world_size, backend=dist.get_backend(), **device_info(device))
-
+        rank, world_size, device, sync = loop.join_process_group(worker)
         model = loop.place(build_model(worker.task), device)
         # Gradients live in the all-reduce buckets: no copy in and out of them each step.
-        ddp_model = DDP(model, device_ids=[device.index] if cuda else None, gradient_as_bucket_view=True)
-
-        def sync() -> None:
-            if cuda:
-                torch.cuda.synchronize(device)
-            dist.barrier()
+        ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                        gradient_as_bucket_view=True)
 
         # Independent runs are the no-communication bound: DDP skips its all-reduce.
         return loop.train(worker, ddp_model, raw_model=model, device=device, sync=sync,

@@ -17,7 +17,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import train as loop
 from torch_impl.model import build_model
-from torch_impl.train import AMP_DTYPES, device_info, set_threads
+from torch_impl.train import AMP_DTYPES, set_threads
 
 
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -44,22 +44,9 @@ def train(spec_path: str) -> dict:
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
-        cuda = worker.device_type == "cuda"
-        dist.init_process_group("nccl" if cuda else "gloo")  # env:// from torchrun
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
-        if cuda:
-            torch.cuda.set_device(device)
-        worker.joined(world_size, backend=dist.get_backend(), **device_info(device))
-
+        rank, world_size, device, sync = loop.join_process_group(worker)
         # Contiguous parameters: FSDP2 refuses channels_last ones (pytorch/pytorch#166291).
         model = shard(build_model(worker.task).to(device), device, world_size, worker.task["precision"])
-
-        def sync() -> None:
-            if cuda:
-                torch.cuda.synchronize(device)
-            dist.barrier()
-
         return loop.train(worker, model, raw_model=model, device=device, sync=sync,
                           all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
                           precision_in_model=True, lockstep_eval=True, fast_path_changes={"channels_last": False})

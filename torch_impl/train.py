@@ -190,6 +190,25 @@ def device_info(device: torch.device) -> dict:
     return info
 
 
+def join_process_group(worker: Worker) -> tuple[int, int, torch.device, Callable[[], None]]:
+    """A torchrun rank's process group (env://; an engine's already exists), its device, and the clock's
+    window-boundary sync: (rank, world size, device, sync)."""
+    cuda = worker.device_type == "cuda"
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    worker.joined(dist.get_world_size(), backend=dist.get_backend(), **device_info(device))
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+        dist.barrier()
+
+    return dist.get_rank(), dist.get_world_size(), device, sync
+
+
 def set_threads(threads: int) -> None:
     # Size torch's pools to the slot: an oversized OpenMP pool collapses under contention.
     torch.set_num_threads(threads)

@@ -189,12 +189,18 @@ def export_images(task: TaskSpec, folder: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     written = imagefolder.export(load(folder), tmp, "png")
     (tmp / "written.json").write_text(json.dumps(written))
-    if target.exists():  # another process won the race: keep its copy
+    _publish(tmp, target)
+    log.info("exported %s as an image folder in %s", task.dataset, target)
+    return target
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    """A folder written in full under a temporary name becomes `target` in one rename; when another process
+    won the race, its copy stays and this one goes."""
+    if target.exists():
         shutil.rmtree(tmp)
     else:
         tmp.rename(target)
-    log.info("exported %s as an image folder in %s", task.dataset, target)
-    return target
 
 
 def _prepare_arrays(task: TaskSpec) -> Path:
@@ -217,10 +223,7 @@ def _prepare_arrays(task: TaskSpec) -> Path:
     manifest = {"dataset": task.dataset, "key": cache_key(task), "files": files,
                 "classes": int(arrays["train_y"].max()) + 1}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    if folder.exists():  # another process won the race: keep its copy
-        shutil.rmtree(tmp)
-    else:
-        tmp.rename(folder)
+    _publish(tmp, folder)
     log.info("prepared %s in %s", task.dataset, folder)
     return folder
 
