@@ -12,8 +12,9 @@ from bench.results.store import StoreError
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices
-from bench.spec.task import (DATASET_SHAPES, DATASETS, FILE_INPUTS, INPUTS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
-                             WEAK_SCALING_WARMUP_EPOCHS, SpecError, TaskSpec, get_task)
+from bench.spec.task import (ACCELERATE_PLUGINS, DATASET_SHAPES, DATASETS, FILE_INPUTS, INPUTS, LR_SCALINGS,
+                             OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES, WEAK_SCALING_WARMUP_EPOCHS,
+                             ZERO_STAGES, SpecError, TaskSpec, get_task)
 from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
 
 log = logging.getLogger("bench")
@@ -41,6 +42,38 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
     if args.command == "run" and len(pairs) != 1:
         raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
     return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
+
+
+DEFAULT_ZERO_STAGE = 2  # bench run: DeepSpeed's most used stage; a sweep runs 1, 2 and 3
+
+
+def sharding_modes(args: argparse.Namespace, variant) -> list[dict]:
+    """The task fields of each sharding this variant runs (zero_stage, accelerate_plugin): deepspeed once per
+    --zero-stage, accelerate once per --accelerate-plugin (none: its DDP); [{}] for every other variant."""
+    try:
+        stages = [int(s) for s in str(args.zero_stage or "").split(",") if s.strip()]
+    except ValueError:
+        raise SpecError(f"--zero-stage {args.zero_stage!r}: give stages, e.g. 3 or 1,2,3") from None
+    plugins = [p.strip() for p in (args.accelerate_plugin or "").split(",") if p.strip()]
+    for name in plugins:
+        if name not in ("none", *ACCELERATE_PLUGINS):
+            raise SpecError(f"unknown --accelerate-plugin {name!r}: choose one of none, {', '.join(ACCELERATE_PLUGINS)}")
+    for stage in stages:
+        if stage not in ZERO_STAGES:
+            raise SpecError(f"--zero-stage {stage} is not a ZeRO stage: choose 1, 2 or 3")
+    default_stages = [DEFAULT_ZERO_STAGE] if args.command == "run" else list(ZERO_STAGES)
+    if args.command == "run" and not (variant.zero_stages or (variant.plugins and plugins)):
+        # Whatever does not fit this variant goes to the spec's check, which names the fix.
+        return [{"zero_stage": stages[0] if stages else None, "accelerate_plugin": plugins[0] if plugins else None}]
+    if variant.zero_stages:
+        return [{"zero_stage": stage} for stage in stages or default_stages]
+    if variant.plugins and plugins:
+        if stages and "deepspeed" not in plugins:
+            raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed")
+        return [{"accelerate_plugin": None if plugin == "none" else plugin,
+                 "zero_stage": stage if plugin == "deepspeed" else None}
+                for plugin in plugins for stage in (stages or default_stages if plugin == "deepspeed" else [None])]
+    return plan.default_shardings(variant)
 
 
 def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
@@ -105,6 +138,12 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
                         "configuration eager and compiled; the compile time is the row's compile_s")
+    p.add_argument("--zero-stage", help=f"deepspeed (and accelerate --accelerate-plugin deepspeed): the ZeRO stage, "
+                                        f"1 (optimizer state sharded), 2 (+ gradients) or 3 (+ parameters); run "
+                                        f"default {DEFAULT_ZERO_STAGE}, a sweep runs each of 1,2,3 unless told")
+    p.add_argument("--accelerate-plugin", help="accelerate: hand its loop to FSDP (fsdp) or DeepSpeed (deepspeed) "
+                                               "through its config file, instead of DDP; CUDA only (a sweep takes "
+                                               "several, e.g. none,fsdp,deepspeed)")
     p.add_argument("--checkpoint-every-epoch", action="store_true",
                    help="save model + optimizer after each epoch the approach's own way; the row times the save "
                         "(the training stall) and loading it back, and counts its bytes")
@@ -197,6 +236,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--devices and --nodes must be at least 1")
     if args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    shardings = sharding_modes(args, variant)
+    if len(shardings) != 1:
+        raise SpecError("bench run takes one --zero-stage and one --accelerate-plugin: use bench sweep to compare several")
+    [sharding] = shardings
+    task = task.replace(**sharding)
+    task.validate()
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
@@ -252,10 +297,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = plan.device_counts(args.max_devices)
+    if args.zero_stage and not any(v.zero_stages or v.plugins for v in variants):
+        raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed: add one to --variants")
+    if args.accelerate_plugin and not any(v.plugins for v in variants):
+        raise SpecError("--accelerate-plugin goes with the accelerate variant: add it to --variants")
     specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
                        variants_named=args.variants not in ("all", ""),
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
-                       repeats=args.repeats, compiled=args.compile, inputs=input_modes(args))
+                       repeats=args.repeats, compiled=args.compile, inputs=input_modes(args),
+                       shardings={v.name: sharding_modes(args, v) for v in variants})
     from bench.analysis import report
     from bench.run import resume, sweep
 

@@ -79,21 +79,37 @@ def test_torch_fsdp_trains_like_ddp_and_evaluates_every_test_image_once(tmp_path
 
 
 @pytest.mark.slow
-def test_fsdp_holds_half_of_ddps_model_state_per_rank_at_two_ranks(tmp_path):
-    """ResNet-50 (25.6 M parameters), synthetic, 2 CPU ranks, a few steps: DDP keeps the whole state on each
-    rank, FSDP2 half of it (its shards are whole rows of each parameter, so within a few percent)."""
+def test_sharding_holds_the_expected_share_of_ddps_model_state_per_rank_at_two_ranks(tmp_path):
+    """ResNet-50 (25.6 M parameters), synthetic, 2 CPU ranks, a few steps. DDP keeps the whole state on each
+    rank; FSDP2 and ZeRO-3 half of parameters, gradients and optimizer state (FSDP's shards are whole rows of
+    each parameter: within a few percent); ZeRO-1 and 2 keep every parameter and shard the optimizer state
+    (and the gradients: DeepSpeed reduces them into the rank's partition at both stages). ZeRO adds an fp32
+    master copy of the rank's partition, even in fp32."""
+    runs = {"torch-ddp": (), "torch-fsdp": (), **{f"zero{s}": ("--zero-stage", str(s)) for s in (1, 2, 3)}}
     states = {}
-    for variant in ("torch-ddp", "torch-fsdp"):
-        result = bench("run", "--variant", variant, "--devices", "2", "--task", "resnet50", "--global-batch", "4",
-                       "--windows", "3", "--out", str(tmp_path), env=CPU, timeout=900)
+    for name, extra in runs.items():
+        variant = "deepspeed" if name.startswith("zero") else name
+        result = bench("run", "--variant", variant, *extra, "--devices", "2", "--task", "resnet50",
+                       "--global-batch", "4", "--windows", "3", "--out", str(tmp_path), env=CPU, timeout=900)
         assert result.returncode == 0, result.stderr[-3000:]
         row = rows(tmp_path)[-1]
         assert row["status"] == "ok", row["error"]
-        states[variant] = row["memory"]["model_state_bytes"]
+        states[name] = row["memory"]["model_state_bytes"]
     params = 4 * 25_557_032  # fp32 bytes of ResNet-50's parameters
-    ddp, fsdp = states["torch-ddp"], states["torch-fsdp"]
+    ddp = states["torch-ddp"]
     for rank in ("0", "1"):
         assert ddp[rank]["parameters"] == pytest.approx(params, rel=0.01)
         assert ddp[rank]["optimizer"] == pytest.approx(params, rel=0.01)  # SGD momentum: one buffer a parameter
+
+        def share(name, part):
+            return states[name][rank][part] / ddp[rank][part]
+
         for part in ("parameters", "gradients", "optimizer"):
-            assert fsdp[rank][part] / ddp[rank][part] == pytest.approx(0.5, abs=0.03), (rank, part)
+            assert share("torch-fsdp", part) == pytest.approx(0.5, abs=0.03), (rank, part)
+            assert share("zero3", part) == pytest.approx(0.5, abs=0.01), (rank, part)
+        for stage in ("zero1", "zero2"):
+            assert share(stage, "parameters") == pytest.approx(1.0, abs=0.01)
+            assert share(stage, "optimizer") == pytest.approx(0.5, abs=0.01)
+            assert share(stage, "gradients") == pytest.approx(0.5, abs=0.01)
+        for stage in ("zero1", "zero2", "zero3"):
+            assert states[stage][rank]["master_weights"] == pytest.approx(params / 2, rel=0.01)

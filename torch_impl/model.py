@@ -54,4 +54,5 @@ def build_model(task: dict) -> nn.Module:
 
 
 def count_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # ds_numel: a ZeRO-3 parameter's full size (its tensor is empty between the gathers)
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)

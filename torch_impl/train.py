@@ -8,6 +8,7 @@ a sum-all-reduce for exact evaluation. The epoch loop, the batch loop and the cl
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Callable
 
 import torch
@@ -29,19 +30,25 @@ AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.device, sync: Callable[[], None],
           all_reduce_sum: Callable[[torch.Tensor], None] = lambda totals: None, rank: int = 0, world_size: int = 1,
           no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-          precision_in_model: bool = False, lockstep_eval: bool = False, fast_path_changes: dict | None = None) -> dict:
+          precision_in_model: bool = False, lockstep_eval: bool = False, fast_path_changes: dict | None = None,
+          optimizer: torch.optim.Optimizer | None = None, step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+          model_state: Callable[[], dict[str, int]] | None = None) -> dict:
     """Train the task; `rank` / `world_size` say which shard of every batch and of the test set this
     process reads; `no_sync` switches gradient synchronisation off (independent runs). A sharded model
     (FSDP) casts to its own precision (`precision_in_model`: no autocast) and gathers its parameters in
-    every forward, so every rank evaluates as many batches (`lockstep_eval`)."""
+    every forward, so every rank evaluates as many batches (`lockstep_eval`). An approach with a step of its
+    own (DeepSpeed's engine, Fabric) passes the `optimizer` its wrapper holds (the schedule steps it), its
+    `step(images, labels) -> loss`, and how it counts its `model_state` bytes."""
     task = worker.task
     batch = task["global_batch"] // world_size  # what this process loads per step
     settings = {**fast_path(device, task), **(fast_path_changes or {})}
-    optimizer = make_optimizer(model, task)
+    optimizer = optimizer or make_optimizer(model, task)
     amp_dtype = None if precision_in_model else AMP_DTYPES.get(task["precision"])
     scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
     if task["compile"]:  # the wrapped model, as torch.compile's docs for DDP say; compiled at step 1
         model = torch.compile(model)
+    step = step or functools.partial(train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=no_sync)
+    model_state = model_state or (lambda: memory.model_state_bytes(model, optimizer))
     if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
         loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
     else:
@@ -68,7 +75,7 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
         if test_set is not None:
             loader.sampler.set_epoch(epoch)  # the data order is the epoch's: a resumed run reads on where it was
         for images, labels in clock.timed(loader):
-            loss = train_step(model, optimizer, scaler, amp_dtype, images, labels, device, no_sync)
+            loss = step(images, labels)
             scheduler.step()
             running_loss.add(loss)
             loss_curve.add(loss.detach(), clock)
@@ -78,7 +85,7 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
             break
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
                          flops_per_sample(task) if rank == 0 else None, settings,
-                         memory={"model_state_bytes": memory.model_state_bytes(model, optimizer),
+                         memory={"model_state_bytes": model_state(),
                                  **memory.device_peaks(device)})
 
 

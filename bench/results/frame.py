@@ -32,12 +32,14 @@ def model_state_mb(row: dict) -> float | None:
 
 
 def model_state_parts(row: dict) -> str | None:
-    """Rank 0's parameters · gradients · optimizer state, MiB ("-": not resident)."""
+    """Rank 0's parameters · gradients · optimizer state, MiB ("-": not resident), and ZeRO's fp32 master copy
+    of the rank's partition where there is one ("+ 1.23 master")."""
     parts = ((row.get("memory") or {}).get("model_state_bytes") or {}).get("0")
     if not parts:
         return None
-    return " · ".join("-" if parts.get(k) is None else f"{parts[k] / 2**20:.2f}"
+    text = " · ".join("-" if parts.get(k) is None else f"{parts[k] / 2**20:.2f}"
                       for k in ("parameters", "gradients", "optimizer"))
+    return text + (f" + {parts['master_weights'] / 2**20:.2f} master" if parts.get("master_weights") else "")
 
 
 def load(directory: str | os.PathLike) -> pd.DataFrame:

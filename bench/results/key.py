@@ -24,6 +24,7 @@ class RunKey(NamedTuple):
     dataset: str = ""            # the task's dataset, when a run overrides it (--dataset imagefolder:NAME:SIZEpx)
     recipe: str = ""             # the training recipe, where it is not the preset's (optimizer=adamw lr=0.001 ...)
     loader_workers: int = 0      # files | s3: the input pipeline's parallel decoders
+    sharding: str = ""           # the ZeRO stage / Accelerate plugin the run chose ("ZeRO-2"; TaskSpec.sharding)
 
     @property
     def world_size(self) -> int:
@@ -33,7 +34,7 @@ class RunKey(NamedTuple):
     def series(self) -> str:
         """How tables and plots name the series: variant, (no sync), [engine] when not its own launcher."""
         engine = f" [{self.engine}]" if self.engine not in OWN_LAUNCHERS else ""
-        modes = [m for m, on in (("compiled", self.compile), ("no sync", self.independent),
+        modes = [m for m, on in ((self.sharding, bool(self.sharding)), ("compiled", self.compile), ("no sync", self.independent),
                                  (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
                                  (self.recipe, bool(self.recipe))) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
@@ -67,7 +68,14 @@ def config_key(row: dict) -> RunKey:
                   int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"), global_batch,
                   bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
                   task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task),
-                  int(task.get("loader_workers") or 0))
+                  int(task.get("loader_workers") or 0), sharding_of(task))
+
+
+def sharding_of(task: dict) -> str:
+    """TaskSpec.sharding from a stored task (standard library only, as the rest of this module)."""
+    zero = f"ZeRO-{task['zero_stage']}" if task.get("zero_stage") else ""
+    plugin = f"{task['accelerate_plugin']} plugin" if task.get("accelerate_plugin") else ""
+    return ", ".join(part for part in (plugin, zero) if part)
 
 
 RECIPE_FIELDS = ("optimizer", "lr", "momentum", "weight_decay", "schedule", "warmup_epochs", "lr_step_epochs",

@@ -70,8 +70,8 @@ class ResultRow:
     # ([epoch, samples, train_s, train_loss, test_loss, test_accuracy]); train_s excludes pauses.
     curves: dict = field(default_factory=dict)
     # Memory per rank: {"model_state_bytes": {rank: {"parameters", "gradients", "optimizer"}}} (bytes resident,
-    # each storage once; TensorFlow's gradients None: not resident), and on CUDA the largest peak allocated and
-    # reserved (MiB) after warm-up.
+    # each storage once; TensorFlow's gradients None: not resident; DeepSpeed adds "master_weights", ZeRO's fp32
+    # copy of the rank's partition), and on CUDA the largest peak allocated and reserved (MiB) after warm-up.
     memory: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     git_sha: str | None = None

@@ -7,6 +7,7 @@ Every launch is recorded as the exact command, so it can be re-run by hand.
 """
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import tempfile
@@ -57,6 +58,35 @@ def accelerate(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Proces
     return [Process(cmd, env, f"node{plan.node_rank}.log", files=((str(config_path), config),))]
 
 
+def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
+    """DeepSpeed's per-node launcher (`deepspeed.launcher.launch`, what the `deepspeed` command runs on each
+    host): its world_info names every node's devices, its node_rank this one; the ZeRO config is a file."""
+    config_path = ctx.run_dir / "deepspeed_config.json"
+    world_info = base64.urlsafe_b64encode(json.dumps(deepspeed_world(spec, plan)).encode()).decode()
+    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    if spec.device_type == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"  # never its CUDA accelerator (nor Intel's oneCCL) on a CPU run
+    cmd = [sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={world_info}",
+           f"--node_rank={plan.node_rank}", f"--master_addr={spec.master_addr}", f"--master_port={ctx.master_port}",
+           "--no_local_rank", "--module", spec.variant.module, "--spec", str(ctx.spec_path),
+           "--deepspeed_config", str(config_path)]
+    config = json.dumps(deepspeed_config(spec), indent=1)
+    return [Process(cmd, env, f"node{plan.node_rank}.log", files=((str(config_path), config),))]
+
+
+def fabric(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
+    """Lightning's launcher, `fabric run` (lightning_fabric.cli), one per node: it starts the node's ranks."""
+    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    cmd = [sys.executable, "-m", "lightning_fabric.cli",  # the `fabric run` command
+           f"--accelerator={'cuda' if spec.device_type == 'cuda' else 'cpu'}", "--strategy=ddp",
+           f"--devices={spec.devices_per_node}", f"--num-nodes={spec.nodes}", f"--node-rank={plan.node_rank}",
+           f"--main-address={spec.master_addr}", f"--main-port={ctx.master_port}",
+           f"--precision={FABRIC_PRECISION[spec.task.precision]}",
+           str(Path(__file__).resolve().parents[2] / spec.variant.module.replace(".", "/")) + ".py",
+           "--spec", str(ctx.spec_path)]
+    return [Process(cmd, env, f"node{plan.node_rank}.log")]
+
+
 def python(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     """One process drives the node's devices (DataParallel, MirroredStrategy, the single-device loops)."""
     cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
@@ -79,6 +109,7 @@ def tf_config_workers(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list
 
 LAUNCHERS: dict[str, Callable[[RunSpec, NodePlan, LaunchContext], list[Process]]] = {
     "torchrun": torchrun, "accelerate": accelerate, "python": python, "tf-config": tf_config_workers,
+    "deepspeed": deepspeed, "fabric": fabric,
 }
 
 
@@ -129,6 +160,41 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int) -> dict:
         "downcast_bf16": "no", "main_training_function": "main", "enable_cpu_affinity": False,
         "tpu_use_cluster": False, "tpu_use_sudo": False,
         "dynamo_config": {"dynamo_backend": "INDUCTOR" if spec.task.compile else "NO"},
+    }
+
+
+def deepspeed_world(spec: RunSpec, plan: NodePlan) -> dict[str, list]:
+    """DeepSpeed's world_info: every node's device ids (the rank count per node), this node's GPUs as they are
+    numbered on the machine: its launcher exports them as the ranks' CUDA_VISIBLE_DEVICES."""
+    slots = list(range(spec.devices_per_node))
+    return {f"node{n}": list(plan.cuda_visible) if n == plan.node_rank and plan.cuda_visible else slots
+            for n in range(spec.nodes)}
+
+
+# Fabric's precision names (its --precision): autocast for bf16/fp16, fp32 weights stay.
+FABRIC_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
+# DeepSpeed's precision sections: the model in bf16/fp16, an fp32 master copy in the optimizer.
+DEEPSPEED_PRECISION = {"fp32": {}, "bf16": {"bf16": {"enabled": True}},
+                       "fp16": {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}}}
+
+
+def deepspeed_config(spec: RunSpec) -> dict:
+    """Every setting that changes the training explicit (DeepSpeed's defaults would clip gradients at 1.0)."""
+    task = spec.task
+    zero = {"stage": task.zero_stage}
+    if task.zero_stage == 3:
+        zero["stage3_param_persistence_threshold"] = 0  # every parameter sharded, however small: ZeRO-3 as such
+    return {
+        "train_batch_size": task.global_batch,
+        "train_micro_batch_size_per_gpu": task.global_batch // spec.world_size,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": 0.0,
+        "prescale_gradients": False,
+        "zero_optimization": zero,
+        # Our SGD/Adam/AdamW from torch.optim and our schedule stepped by the loop, as in every variant.
+        "zero_allow_untested_optimizer": True,
+        **DEEPSPEED_PRECISION[task.precision],
+        "steps_per_print": 2**31 - 1, "wall_clock_breakdown": False,
     }
 
 

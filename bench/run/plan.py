@@ -5,7 +5,7 @@ import dataclasses
 
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
-from bench.spec.task import SpecError, TaskSpec
+from bench.spec.task import ZERO_STAGES, SpecError, TaskSpec
 from bench.spec.variants import Variant
 
 
@@ -27,18 +27,24 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
     return 1, devices
 
 
+def default_shardings(variant: Variant) -> list[dict]:
+    """The task fields a sweep runs a variant with unless told: deepspeed at each ZeRO stage."""
+    return [{"zero_stage": stage} for stage in ZERO_STAGES] if variant.zero_stages else [{}]
+
+
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
          repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),),
          variants_named: bool = False, compiled: bool = False,
-         inputs: list[dict] | None = None) -> list[RunSpec]:
+         inputs: list[dict] | None = None, shardings: dict[str, list[dict]] | None = None) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending; with
     `compiled` each run eager and then compiled. With `analysis`, after each multi-device run that has
     one its independent (no gradient sync) twin, and after each one-device run on a real dataset its
     synthetic-input twin (the input pipeline's cost). With `repeats` the whole list runs that many
     times, round-robin, so that drifts of the machine spread over every configuration instead of
     hitting one. `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
-    a synthetic-input twin is planned once, not once per pipeline."""
+    a synthetic-input twin is planned once, not once per pipeline. `shardings` (variant name -> task fields:
+    zero_stage, accelerate_plugin) runs that variant once per sharding, e.g. deepspeed at ZeRO-1, 2 and 3."""
     if repeats < 1:
         raise SpecError(f"repeats must be at least 1 (got {repeats})")
     if nodes < 1:
@@ -54,7 +60,9 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 if variant.max_devices is not None and n > variant.max_devices:
                     continue
                 scaled = task.for_world(n)  # weak scaling: the global batch (and learning rate) grow with n
-                pipelines = [scaled.replace(**fields) for fields in inputs] if inputs else [scaled]
+                ways = (shardings or {}).get(variant.name) or default_shardings(variant)
+                sharded = [scaled.replace(**fields) for fields in ways]
+                pipelines = [way.replace(**fields) for way in sharded for fields in (inputs or [{}])]
                 modes = [m for fed in pipelines for m in ([fed, fed.replace(compile=True)] if compiled else [fed])]
                 for mode in modes:
                     spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,

@@ -108,10 +108,12 @@ def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[Ran
 
 
 def rendezvous(proc: Process) -> str:
-    """MASTER_ADDR:MASTER_PORT as torchrun's flags or Accelerate's config file give it."""
-    flags = dict(re.findall(r"--(master-addr|master-port)=(\S+)", " ".join(proc.command)))
+    """MASTER_ADDR:MASTER_PORT as the launcher's flags (torchrun's, DeepSpeed's, `fabric run`'s) or
+    Accelerate's config file give it."""
+    flags = dict(re.findall(r"--(master[-_]addr|master[-_]port|main-address|main-port)=(\S+)", " ".join(proc.command)))
     if flags:
-        return f"{flags['master-addr']}:{flags['master-port']}"
+        address, port = (value for _, value in sorted(flags.items(), key=lambda item: "port" in item[0]))
+        return f"{address}:{port}"
     config = json.loads(proc.files[0][1])
     return f"{config['main_process_ip']}:{config['main_process_port']}"
 

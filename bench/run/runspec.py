@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.results.key import RunKey, dataset_override, recipe_override
+from bench.results.key import RunKey, dataset_override, recipe_override, sharding_of
 from bench.spec import devices
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
@@ -79,7 +79,7 @@ class RunSpec:
                       self.task.name, self.task.precision, self.task.global_batch, self.independent,
                       self.task.input, self.task.compile, self.task.scaling, self.task.global_batch // self.world_size,
                       dataset_override(self.task.to_dict()), recipe_override(self.task.to_dict()),
-                      self.task.loader_workers)
+                      self.task.loader_workers, sharding_of(self.task.to_dict()))
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
@@ -105,6 +105,23 @@ class RunSpec:
             raise SpecError(f"--resume-from {self.resume_from} trained another configuration ({'; '.join(differ)}): "
                             "pass the options it ran with")
 
+    def check_sharding(self) -> None:
+        """--zero-stage and --accelerate-plugin go with the variants that have them."""
+        task, variant = self.task, self.variant
+        if task.accelerate_plugin and task.accelerate_plugin not in variant.plugins:
+            raise SpecError(f"{variant.name} has no --accelerate-plugin: it goes with the accelerate variant "
+                            "(FSDP on its own: torch-fsdp; ZeRO on its own: deepspeed)")
+        takes_stage = variant.zero_stages or task.accelerate_plugin == "deepspeed"
+        if task.zero_stage is not None and not takes_stage:
+            raise SpecError(f"--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed, "
+                            f"not {variant.name}" + (f" --accelerate-plugin {task.accelerate_plugin}"
+                                                     if task.accelerate_plugin else ""))
+        if takes_stage and task.zero_stage is None:
+            raise SpecError(f"{variant.name} needs --zero-stage 1, 2 or 3")
+        if task.accelerate_plugin and self.device_type != "cuda":
+            raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} needs CUDA (on a CPU Accelerate "
+                            "runs the plugin as plain DDP): on CPU use torch-fsdp or deepspeed")
+
     def check(self, machine: Machine) -> Placement:
         """Everything that can be wrong with the request, as one-line errors, before anything starts."""
         if self.nodes < 1 or self.devices_per_node < 1:
@@ -117,6 +134,8 @@ class RunSpec:
         if self.independent and not self.variant.independent:
             raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
                             "use torch-ddp or accelerate")
+        if self.task.compile and not self.variant.compiles:
+            raise SpecError(f"--compile is not wired for {self.variant.name} yet: drop it, or use torch-ddp --compile")
         if self.task.compile and not self.variant.framework.startswith("tensorflow") and not compiler():
             raise SpecError("--compile needs a C++ compiler for torch.compile's inductor (none of c++, g++, clang++ "
                             "on PATH): install one (apt-get install g++) or drop --compile")
@@ -130,9 +149,10 @@ class RunSpec:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
             raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
                             f"{engines_ok}")
-        if self.variant.name == "torch-fsdp" and self.task.checkpoint_every_epoch:
-            raise SpecError("torch-fsdp does not checkpoint yet (its state is sharded: torch.distributed.checkpoint "
-                            "is the way, not written here): drop --checkpoint-every-epoch, or use torch-ddp")
+        if self.task.checkpoint_every_epoch and not self.variant.checkpoints:
+            raise SpecError(f"{self.variant.name} does not checkpoint yet ({self.variant.checkpoint_hint}): "
+                            "drop --checkpoint-every-epoch, or use torch-ddp")
+        self.check_sharding()
         if self.engine == "dask" and self.task.loader_workers:
             raise SpecError("--engine dask runs each rank in a daemonic worker process, which cannot start "
                             "DataLoader workers: use --loader-workers 0 there, or another engine")

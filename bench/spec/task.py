@@ -29,6 +29,10 @@ MODELS = ("small-cnn", "mnist-cnn", "resnet50")
 # A synthetic dataset is always read the last way.
 INPUTS = ("memory", "files", "s3", "synthetic")
 FILE_INPUTS = ("files", "s3")
+# How a sharded approach splits the model state over the ranks, where it has a choice: DeepSpeed's ZeRO
+# stage (1: optimizer state, 2: + gradients, 3: + parameters), and the plugin Accelerate hands its loop to.
+ZERO_STAGES = (1, 2, 3)
+ACCELERATE_PLUGINS = ("fsdp", "deepspeed")
 
 
 class SpecError(ValueError):
@@ -76,6 +80,8 @@ class TaskSpec:
     data_url: str | None = None           # --input s3: s3://bucket/prefix holding the image folder
     compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
     checkpoint_every_epoch: bool = False  # save model + optimizer state after each epoch, the approach's own way
+    zero_stage: int | None = None         # deepspeed, accelerate's deepspeed plugin: the ZeRO stage
+    accelerate_plugin: str | None = None  # accelerate: fsdp | deepspeed instead of its DDP
 
     @property
     def synthetic(self) -> bool:
@@ -158,6 +164,11 @@ class TaskSpec:
         if self.dataset == "imagefolder" and not self.data_dir and self.input != "s3":
             raise SpecError("dataset imagefolder needs a directory: pass --data-dir DIR")
         self._validate_input()
+        if self.zero_stage is not None and self.zero_stage not in ZERO_STAGES:
+            raise SpecError(f"--zero-stage {self.zero_stage} is not a ZeRO stage: choose 1, 2 or 3")
+        if self.accelerate_plugin is not None and self.accelerate_plugin not in ACCELERATE_PLUGINS:
+            raise SpecError(f"unknown --accelerate-plugin {self.accelerate_plugin!r}: choose one of "
+                            f"{', '.join(ACCELERATE_PLUGINS)}")
 
     def _validate_input(self) -> None:
         if self.loader_workers < 0:

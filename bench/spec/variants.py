@@ -26,6 +26,11 @@ class Variant:
     baseline: str | None = None     # the framework's plain single-device loop, for efficiency vs no wrapper
     independent: bool = False       # can run with gradient synchronisation off (the no-communication bound)
     engine_entry: str | None = None  # "module:function" an engine (Ray, Spark, Dask) runs on every rank
+    zero_stages: bool = False        # takes --zero-stage (DeepSpeed's ZeRO)
+    plugins: tuple[str, ...] = ()    # --accelerate-plugin choices: the loop handed to another sharding
+    checkpoints: bool = True         # --checkpoint-every-epoch is written for it
+    checkpoint_hint: str = ""        # why not, and what to use
+    compiles: bool = True            # --compile is wired (torch.compile / XLA)
 
     def processes_per_node(self, devices_per_node: int) -> int:
         if self.single_process:
@@ -39,14 +44,24 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
     Variant("torch-fsdp", "torch", "torchrun", "torch_impl.fsdp", single_process=False, spans_nodes=True,
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
-                    "optimizer state sharded over the ranks", baseline="torch-single"),
+                    "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,
+            checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here"),
+    Variant("deepspeed", "deepspeed", "deepspeed", "deepspeed_impl.train", single_process=False, spans_nodes=True,
+            summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
+                    "file written per run", baseline="torch-single", zero_stages=True, checkpoints=False,
+            checkpoint_hint="engine.save_checkpoint is not wired into the harness yet", compiles=False),
+    Variant("lightning", "lightning-fabric", "fabric", "lightning_impl.train", single_process=False,
+            spans_nodes=True, summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
+            baseline="torch-single", checkpoints=False,
+            checkpoint_hint="fabric.save is not wired into the harness yet", compiles=False),
     Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
             summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
             baseline="torch-single"),
     Variant("accelerate", "accelerate", "accelerate", "accelerate_impl.train", single_process=False,
             spans_nodes=True, summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
-            baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train"),
+            baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
+            plugins=("fsdp", "deepspeed")),
     Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single"),

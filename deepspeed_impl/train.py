@@ -1,0 +1,72 @@
+"""deepspeed: DeepSpeed ZeRO (stage 1, 2 or 3), one process per device slot, under DeepSpeed's own launcher.
+
+Read top to bottom, this is what DeepSpeed adds to the PyTorch loop (torch_impl/train.py): the engine from
+`deepspeed.initialize` with our model, our torch optimizer and the config file the harness wrote for the run
+(the ZeRO stage, batch sizes, no gradient clipping, the precision section); `engine.backward(loss)` and
+`engine.step()` in the step (the reduce-scatter of the gradients into each rank's partition, the optimizer
+step on it, the all-gather of the parameters); evaluation in lockstep under ZeRO-3, whose every forward
+gathers the parameters.
+"""
+from __future__ import annotations
+
+import os
+
+if os.environ.get("DS_ACCELERATOR") == "cpu":
+    # Its launcher exports the slot ids as CUDA_VISIBLE_DEVICES: a CPU run must still see no GPU.
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+import deepspeed  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from bench.worker import Worker, exit_now, spec_path_from_argv  # noqa: E402
+from deepspeed_impl.state import ZeroState  # noqa: E402
+from torch_impl import data  # noqa: E402
+from torch_impl import train as loop  # noqa: E402
+from torch_impl.model import build_model  # noqa: E402
+from torch_impl.recipe import make_optimizer  # noqa: E402
+from torch_impl.train import AMP_DTYPES, set_threads  # noqa: E402
+
+
+def train(spec_path: str, config_path: str) -> dict:
+    worker = Worker(spec_path)
+    with worker.session():
+        set_threads(worker.pin())
+        rank, world_size, device, sync = loop.join_process_group(worker)  # DeepSpeed joins this group
+        task = worker.task
+        # Contiguous parameters: ZeRO flattens them into one buffer per group (no channels_last views).
+        model = build_model(task).to(device)
+        optimizer = make_optimizer(model, task)
+        engine, zero_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config_path)
+        dtype = AMP_DTYPES.get(task["precision"])
+        if dtype is not None:  # bf16/fp16 hold the model in that type and leave the inputs as they come
+            engine.module.register_forward_pre_hook(lambda module, args: tuple(a.to(dtype) for a in args))
+        state = ZeroState(engine.module, zero_optimizer, optimizer, task["zero_stage"])
+
+        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            logits = engine(data.to_model_input(images, device))
+            loss = F.cross_entropy(logits.float(), labels.to(device, non_blocking=True))
+            engine.backward(loss)  # gradients reduced (scattered under ZeRO-2/3) into this rank's partition
+            state.count_gradients()  # now: the step frees them
+            engine.step()  # the optimizer on this rank's partition, parameters gathered, gradients zeroed
+            return loss
+
+        return loop.train(worker, engine, raw_model=engine.module, device=device, sync=sync,
+                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
+                          precision_in_model=True, lockstep_eval=task["zero_stage"] == 3,
+                          fast_path_changes={"channels_last": False}, optimizer=optimizer, step=step,
+                          model_state=state.bytes)
+
+
+def main() -> None:
+    import sys
+
+    argv = sys.argv[1:]
+    train(spec_path_from_argv(argv), argv[argv.index("--deepspeed_config") + 1])
+    dist.destroy_process_group()
+    exit_now(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""lightning: Lightning Fabric with its DDP strategy, one process per device slot, under `fabric run`.
+
+Read top to bottom, this is what Fabric adds to the PyTorch loop (torch_impl/train.py), as its docs'
+"convert to Fabric" steps say: `Fabric()` (under `fabric run` its accelerator, strategy, devices, nodes and
+precision come from the launcher, which has started the processes and the process group),
+`fabric.setup(model, optimizer)` (the DDP wrapper, autocast for bf16-mixed/16-mixed), `fabric.backward(loss)`.
+The data stays the loop's own: the same seeded sampler as every PyTorch variant (fabric.setup_dataloaders would
+swap in a DistributedSampler, whose padding repeats test images).
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from lightning_fabric import Fabric
+
+from bench.worker import Worker, exit_now, spec_path_from_argv
+from torch_impl import data
+from torch_impl import train as loop
+from torch_impl.model import build_model
+from torch_impl.recipe import make_optimizer
+from torch_impl.train import set_threads
+
+
+def train(spec_path: str) -> dict:
+    worker = Worker(spec_path)
+    with worker.session():
+        set_threads(worker.pin())
+        fabric = Fabric()  # everything from `fabric run` (its LT_* environment): the group exists after this
+        rank, world_size, device, sync = loop.join_process_group(worker)
+        if device != fabric.device:
+            raise RuntimeError(f"Fabric trains on {fabric.device}, the harness placed this rank on {device}")
+        model = loop.place(build_model(worker.task), device)
+        optimizer = make_optimizer(model, worker.task)
+        fabric_model, fabric_optimizer = fabric.setup(model, optimizer)
+
+        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            fabric_optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(fabric_model(data.to_model_input(images, device)),
+                                   labels.to(device, non_blocking=True))
+            fabric.backward(loss)
+            fabric_optimizer.step()
+            return loss
+
+        return loop.train(worker, fabric_model, raw_model=model, device=device, sync=sync,
+                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
+                          optimizer=optimizer, step=step)
+
+
+def main() -> None:
+    train(spec_path_from_argv())
+    dist.destroy_process_group()
+    exit_now(0)
+
+
+if __name__ == "__main__":  # Fabric's DDP strategy starts this file as a script: the guard is required
+    main()

@@ -1,0 +1,78 @@
+"""deepspeed (ZeRO 1/2/3, DeepSpeed's launcher, a config file per run) and lightning (Fabric, `fabric run`):
+they train the task as DDP does, refuse what they cannot do in one line, and die cleanly."""
+import json
+import time
+
+import pytest
+
+from tests.helpers import CPU, bench, processes_of_run, rows
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--variant", "deepspeed", "--zero-stage", "4"], "--zero-stage 4 is not a ZeRO stage: choose 1, 2 or 3"),
+    (["--variant", "deepspeed", "--zero-stage", "0"], "--zero-stage 0 is not a ZeRO stage"),
+    (["--variant", "torch-ddp", "--zero-stage", "2"], "--zero-stage goes with deepspeed"),
+    (["--variant", "torch-dp", "--accelerate-plugin", "fsdp"], "torch-dp has no --accelerate-plugin"),
+    (["--variant", "lightning", "--accelerate-plugin", "deepspeed"], "lightning has no --accelerate-plugin"),
+    (["--variant", "accelerate", "--accelerate-plugin", "zero"], "unknown --accelerate-plugin 'zero'"),
+    (["--variant", "accelerate", "--accelerate-plugin", "fsdp", "--device-type", "cpu"], "needs CUDA"),
+    (["--variant", "deepspeed", "--checkpoint-every-epoch"], "deepspeed does not checkpoint yet"),
+    (["--variant", "lightning", "--compile"], "--compile is not wired for lightning"),
+    (["--variant", "deepspeed", "--engine", "ray"], "deepspeed runs only under its own launcher"),
+])
+def test_bad_sharding_options_are_one_line_and_exit_2(tmp_path, args, message):
+    result = bench("run", *args, "--task", "quick", "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert message in line
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_sweep_runs_deepspeed_at_each_zero_stage_from_its_own_config_file(tmp_path):
+    result = bench("sweep", "--variants", "deepspeed,lightning", "--max-devices", "2", "--task", "quick",
+                   "--dry-run", "--no-analysis", "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    for stage in (1, 2, 3):
+        assert f"deepspeed (ZeRO-{stage}) 1x2 cpu" in text
+    configs = [json.loads(line.split("deepspeed_config.json: ", 1)[1]) for line in text.splitlines()
+               if "deepspeed_config.json: " in line]
+    assert sorted(c["zero_optimization"]["stage"] for c in configs) == [1, 1, 2, 2, 3, 3]
+    for config in configs:
+        assert config["gradient_clipping"] == 0.0  # DeepSpeed's default (1.0) would change the training
+        assert config["gradient_accumulation_steps"] == 1
+        assert config["train_batch_size"] // config["train_micro_batch_size_per_gpu"] in (1, 2)  # the world size
+    assert "-m deepspeed.launcher.launch" in text and "-m lightning_fabric.cli" in text and "--strategy=ddp" in text
+
+
+@pytest.mark.slow
+def test_every_zero_stage_and_fabric_train_exactly_as_ddp_does(tmp_path):
+    """Same model, data order, optimizer and schedule: fp32 on CPU gives DDP's accuracy, every test image once."""
+    runs = [("torch-ddp",), ("lightning",), *[("deepspeed", "--zero-stage", str(s)) for s in (1, 2, 3)]]
+    for variant, *extra in runs:
+        result = bench("run", "--variant", variant, *extra, "--devices", "2", "--task", "quick", "--out",
+                       str(tmp_path), env=CPU)
+        assert result.returncode == 0, result.stderr[-3000:]
+    found = rows(tmp_path)
+    ddp = found[0]
+    for row in found[1:]:
+        assert row["status"] == "ok" and row["eval_samples"] == 397, row["error"]
+        assert row["test_accuracy"] >= row["task"]["target_accuracy"]
+        assert abs(row["test_accuracy"] - ddp["test_accuracy"]) < 0.01, row["variant"]
+        assert set(row["memory"]["model_state_bytes"]) == {"0", "1"}
+    zero3 = found[-1]
+    assert zero3["task"]["zero_stage"] == 3
+    assert (tmp_path / "runs" / zero3["run_id"] / "deepspeed_config.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["deepspeed", "lightning"])
+def test_a_killed_rank_under_the_variants_own_launcher_fails_the_run_and_leaves_no_process(tmp_path, variant):
+    started = time.time()
+    result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(tmp_path),
+                   "--timeout", "120", env={**CPU, "DTBENCH_FAULT": "kill:rank=1:step=3"})
+    assert result.returncode == 1
+    assert time.time() - started < 100  # the death is noticed, not waited out
+    [row] = rows(tmp_path)
+    assert row["status"] == "failed" and row["error"], row
+    assert processes_of_run(row["run_id"]) == []
