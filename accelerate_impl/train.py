@@ -15,16 +15,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DataLoaderConfiguration
+from accelerate.utils import DataLoaderConfiguration, DistributedType
 from torch.utils.data import DataLoader
 
 from bench.spec.task import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
+from deepspeed_impl.state import ZeroState
 from torch_impl import data, memory
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import build_model, count_parameters
 from torch_impl.recipe import make_optimizer, make_scheduler
-from torch_impl.train import RunningLoss, device_info, fast_path, peak_memory_mb, set_threads
+from torch_impl.train import AMP_DTYPES, RunningLoss, cast_inputs, device_info, fast_path, peak_memory_mb, set_threads
 
 
 def train(spec_path: str) -> dict:
@@ -56,10 +57,20 @@ def train(spec_path: str) -> dict:
         worker.joined(accelerator.num_processes, distributed_type=str(accelerator.distributed_type),
                       backend=accelerator.state.backend, **device_info(accelerator.device))
         device, per_process_batch = accelerator.device, task["global_batch"] // accelerator.num_processes
-        settings = fast_path(device, task)
+        plugin = task.get("accelerate_plugin")
+        handed_to = PLUGIN_DISTRIBUTED_TYPE.get(plugin)
+        if handed_to and accelerator.distributed_type != handed_to:  # e.g. a CPU launch runs a plugin as DDP
+            raise RuntimeError(f"accelerate launched {accelerator.distributed_type}, the run asks for {handed_to}")
+        # FSDP2 refuses channels_last parameters and ZeRO flattens them: contiguous under a plugin.
+        settings = {**fast_path(device, task), **({"channels_last": False} if plugin else {})}
 
-        model = build_model(task).to(memory_format=data.memory_format(device))
+        model = build_model(task)
+        if not plugin:
+            model = model.to(memory_format=data.memory_format(device))
+        if plugin == "deepspeed" and task["precision"] != "fp32":  # the model in bf16/fp16, inputs as they come
+            cast_inputs(model, AMP_DTYPES[task["precision"]])
         optimizer = make_optimizer(model, task)
+        torch_optimizer = optimizer
         if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
             model, optimizer = accelerator.prepare(model, optimizer)
             train_loader = data.synthetic_batches(task, per_process_batch, device, worker.timed_steps,
@@ -116,8 +127,21 @@ def train(spec_path: str) -> dict:
                 break
         return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
                              flops_per_sample(task) if accelerator.is_main_process else None, settings,
-                             memory={"model_state_bytes": memory.model_state_bytes(model, optimizer.optimizer),
+                             memory={"model_state_bytes": model_state_bytes(model, optimizer, torch_optimizer, task),
                                      **memory.device_peaks(device)})
+
+
+# What Accelerate reports when its config file handed the loop to a plugin.
+PLUGIN_DISTRIBUTED_TYPE = {"fsdp": DistributedType.FSDP, "deepspeed": DistributedType.DEEPSPEED}
+
+
+def model_state_bytes(model, optimizer, torch_optimizer: torch.optim.Optimizer, task: dict) -> dict:
+    """Under the DeepSpeed plugin ZeRO's own buffers (accelerator.backward also steps, so the gradients'
+    moment is not reachable: None), else the prepared model's (FSDP2's DTensor shards included)."""
+    if task.get("accelerate_plugin") == "deepspeed":
+        state = ZeroState(model.module, model.optimizer, torch_optimizer, task["zero_stage"])
+        return state.bytes()
+    return memory.model_state_bytes(model, optimizer.optimizer)
 
 
 class AccelerateCheckpoint:

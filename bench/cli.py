@@ -39,7 +39,7 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
     if args.data_url and "s3" not in inputs:
         raise SpecError("--data-url goes with --input s3")
     pairs = list(dict.fromkeys((i, w) for i in inputs for w in (workers if i in FILE_INPUTS else [0])))
-    if args.command == "run" and len(pairs) != 1:
+    if args.command != "sweep" and len(pairs) != 1:
         raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
     return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
 
@@ -61,8 +61,8 @@ def sharding_modes(args: argparse.Namespace, variant) -> list[dict]:
     for stage in stages:
         if stage not in ZERO_STAGES:
             raise SpecError(f"--zero-stage {stage} is not a ZeRO stage: choose 1, 2 or 3")
-    default_stages = [DEFAULT_ZERO_STAGE] if args.command == "run" else list(ZERO_STAGES)
-    if args.command == "run" and not (variant.zero_stages or (variant.plugins and plugins)):
+    default_stages = [DEFAULT_ZERO_STAGE] if args.command != "sweep" else list(ZERO_STAGES)
+    if args.command != "sweep" and not (variant.zero_stages or (variant.plugins and plugins)):
         # Whatever does not fit this variant goes to the spec's check, which names the fix.
         return [{"zero_stage": stages[0] if stages else None, "accelerate_plugin": plugins[0] if plugins else None}]
     if variant.zero_stages:
@@ -80,7 +80,7 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
     precision = args.precision or ("bf16" if device_type == "cuda" else None)
     # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
-    compiled = args.compile if args.command == "run" else None
+    compiled = args.compile if args.command != "sweep" else None
     # A sweep scales weak unless told (the field's convention), one run strong (its global batch as given).
     scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
     [first_mode, *more_modes] = input_modes(args)
@@ -269,6 +269,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
     _print_table(rows, args.out)
     return 0 if rows[0].status == "ok" else 1
+
+
+def cmd_maxbatch(args: argparse.Namespace) -> int:
+    """The largest global batch the variant trains on --devices (bench.run.maxbatch); probes under OUT/maxbatch."""
+    machine = devices.discover()
+    device_type = _device_type(args, machine)
+    variant = get_variant(args.variant)
+    if args.memory_limit is not None and args.memory_limit <= 0:
+        raise SpecError(f"--memory-limit {args.memory_limit}: give each rank's memory in MiB, e.g. 4000")
+    if args.memory_limit is None and device_type == "cpu":
+        raise SpecError("on a CPU the search needs a memory to fill: pass --memory-limit MiB (each rank's), "
+                        "e.g. --memory-limit 3000")
+    if args.devices < 1 or args.devices % args.nodes:
+        raise SpecError(f"--devices {args.devices} must be at least 1 and divide by --nodes {args.nodes}")
+    shardings = sharding_modes(args, variant)
+    if len(shardings) != 1:
+        raise SpecError("bench maxbatch takes one --zero-stage and one --accelerate-plugin")
+    task = _task_from(args, device_type).replace(**shardings[0])
+    task.validate()
+    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
+                   args.cores_per_slot, args.timeout, memory_limit_mb=args.memory_limit)
+    if reason := spec.inapplicable():
+        raise SpecError(f"{reason}: choose another variant or fewer devices")
+    from bench.run import maxbatch, sweep
+
+    out = args.out / "maxbatch"
+    if args.resolution < 1:
+        raise SpecError(f"--resolution {args.resolution}: at least 1 sample a device")
+    found = maxbatch.search(spec, lambda probe: sweep.run_all([probe], out, machine)[0], args.max_batch,
+                            args.resolution)
+    maxbatch.record(found, out)
+    limit = f" under {args.memory_limit:g} MiB a rank" if args.memory_limit else ""
+    if found.error:
+        print(f"{found.label}: the search stopped{limit}: {found.error}")
+        return 1
+    above = f" ({found.smallest_failing} does not fit)" if found.smallest_failing else f" (all up to --max-batch {args.max_batch})"
+    print(f"{found.label}: largest global batch that trains{limit}: {found.largest_fitting or 'none'}{above}; "
+          f"{len(found.probes)} probes in {out}")
+    return 0
 
 
 def _sweep_machine(args: argparse.Namespace) -> devices.Machine:
@@ -482,6 +521,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_engine_options(p, several=True)
     _add_task_options(p)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("maxbatch", help="the largest global batch a variant trains on N devices: probes until "
+                                        "out of memory, then bisects (out of memory caught and recorded)")
+    p.add_argument("--variant", required=True, help=f"one of {', '.join(VARIANTS)}")
+    p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
+    p.add_argument("--nodes", type=int, default=1, help="fake nodes the devices are split over (default 1)")
+    p.add_argument("--memory-limit", type=float, metavar="MIB",
+                   help="each rank's memory in MiB (RLIMIT_DATA): required on a CPU, optional on GPUs")
+    p.add_argument("--max-batch", type=int, default=65536, help="stop doubling here (default 65536)")
+    p.add_argument("--resolution", type=int, default=1,
+                   help="stop bisecting when what fits and what does not are this many samples a device apart "
+                        "(default 1: exact)")
+    _add_task_options(p)
+    p.set_defaults(func=cmd_maxbatch)
 
     p = sub.add_parser("peak", help="the device's measured peak: large matmuls per precision on one device slot")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto")

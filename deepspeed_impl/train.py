@@ -26,7 +26,7 @@ from torch_impl import data  # noqa: E402
 from torch_impl import train as loop  # noqa: E402
 from torch_impl.model import build_model  # noqa: E402
 from torch_impl.recipe import make_optimizer  # noqa: E402
-from torch_impl.train import AMP_DTYPES, set_threads  # noqa: E402
+from torch_impl.train import AMP_DTYPES, cast_inputs, set_threads  # noqa: E402
 
 
 def train(spec_path: str, config_path: str) -> dict:
@@ -41,7 +41,7 @@ def train(spec_path: str, config_path: str) -> dict:
         engine, zero_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config_path)
         dtype = AMP_DTYPES.get(task["precision"])
         if dtype is not None:  # bf16/fp16 hold the model in that type and leave the inputs as they come
-            engine.module.register_forward_pre_hook(lambda module, args: tuple(a.to(dtype) for a in args))
+            cast_inputs(engine.module, dtype)
         state = ZeroState(engine.module, zero_optimizer, optimizer, task["zero_stage"])
 
         def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

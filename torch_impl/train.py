@@ -101,6 +101,11 @@ def fast_path(device: torch.device, task: dict) -> dict:
             "persistent_workers": bool(task.get("loader_workers"))}
 
 
+def cast_inputs(model: nn.Module, dtype: torch.dtype) -> None:
+    """A model held in bf16/fp16 (DeepSpeed's precision modes) casts its inputs as they enter."""
+    model.register_forward_pre_hook(lambda module, args: tuple(a.to(dtype) for a in args))
+
+
 def place(model: nn.Module, device: torch.device) -> nn.Module:
     """The model on its device, in the device's memory format (channels_last where that is the fast path)."""
     return model.to(device, memory_format=data.memory_format(device))

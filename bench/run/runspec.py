@@ -41,6 +41,8 @@ class RunSpec:
     engine_address: str | None = None
     # --resume-from: the folder of the run this one continues from its last checkpoint.
     resume_from: Path | None = None
+    # bench maxbatch on a CPU: each rank's memory (RLIMIT_DATA), in place of a device's.
+    memory_limit_mb: float | None = None
 
     @property
     def on_engine(self) -> bool:
@@ -118,6 +120,9 @@ class RunSpec:
                                                      if task.accelerate_plugin else ""))
         if takes_stage and task.zero_stage is None:
             raise SpecError(f"{variant.name} needs --zero-stage 1, 2 or 3")
+        if task.accelerate_plugin and (self.independent or task.checkpoint_every_epoch):
+            raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} has no --independent or "
+                            "--checkpoint-every-epoch here yet: drop them, or run accelerate without a plugin")
         if task.accelerate_plugin and self.device_type != "cuda":
             raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} needs CUDA (on a CPU Accelerate "
                             "runs the plugin as plain DDP): on CPU use torch-fsdp or deepspeed")

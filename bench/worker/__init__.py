@@ -92,6 +92,9 @@ class Worker:
         self.local_rank = int(env.get("LOCAL_RANK", 0))
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
+        if self.spec.get("memory_limit_mb"):  # bench maxbatch on a CPU: an allocation past it fails (ENOMEM)
+            limit = int(self.spec["memory_limit_mb"] * 2**20)
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         self._time_to_accuracy: float | None = None
         self._loss_curve: LossCurve | None = None
 

@@ -1,0 +1,110 @@
+"""The largest batch each approach can train on a device count, as timm's benchmark searches it: short probe
+runs (synthetic input, a few steps) at growing global batches until one runs out of memory, then a bisection
+down to one sample per device. Every probe is an ordinary run with its row; out-of-memory ends a probe, never
+the search. On a CPU a per-rank `memory_limit_mb` (RLIMIT_DATA, set by each rank itself) stands in for the
+device's memory.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from bench.results import ResultRow
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+
+log = logging.getLogger(__name__)
+
+# How each framework's allocator says it ran out: CUDA's caching allocator, the CPU allocator under the rank's
+# limit (ENOMEM), Python's own, and the kernel's OOM killer (SIGKILL with no other error).
+OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory|Cannot allocate memory|"
+                           r"MemoryError|failed to allocate|RESOURCE_EXHAUSTED|killed by signal 9", re.IGNORECASE)
+SUMMARY = "maxbatch.jsonl"
+
+
+def out_of_memory(row: ResultRow) -> bool:
+    return row.status == "failed" and bool(OUT_OF_MEMORY.search(row.error or ""))
+
+
+@dataclass
+class Search:
+    """What a search found: the largest global batch that trained, the smallest that did not fit."""
+    label: str
+    world_size: int
+    memory_limit_mb: float | None
+    largest_fitting: int | None = None
+    smallest_failing: int | None = None
+    probes: list[dict] = field(default_factory=list)
+    error: str | None = None   # a probe that failed for another reason than memory ends the search
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def probe_spec(spec: RunSpec, global_batch: int) -> RunSpec:
+    """A few steps on one synthetic batch made on the device: memory at the batch, not the input pipeline."""
+    task = spec.task.replace(global_batch=global_batch, per_device_batch=None, scaling="strong", input="synthetic",
+                             loader_workers=0, data_url=None, warmup_steps=2, window_steps=2, windows=1,
+                             epochs=1, checkpoint_every_epoch=False)
+    return dataclasses.replace(spec, task=task)
+
+
+def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, resolution: int = 1) -> Search:
+    """Doubling from the task's per-device batch, then bisection until the gap between what fits and what does
+    not is `resolution` samples a device: every batch a multiple of the world size."""
+    world = spec.world_size
+    found = Search(spec.key.label, world, spec.memory_limit_mb)
+
+    def fits(per_device: int) -> bool | None:
+        row = run(probe_spec(spec, per_device * world))
+        memory = (row.memory or {}).get("peak_allocated_mb") or row.peak_memory_mb
+        found.probes.append({"global_batch": per_device * world, "status": row.status, "run_id": row.run_id,
+                             "peak_mb": memory, "out_of_memory": out_of_memory(row),
+                             "error": (row.error or "").splitlines()[0] if row.error else None})
+        log.info("      batch %d: %s", per_device * world, "fits" if row.status == "ok" else
+                 "out of memory" if out_of_memory(row) else f"failed: {row.error}")
+        if row.status == "ok":
+            return True
+        if out_of_memory(row):
+            return False
+        found.error = f"batch {per_device * world}: {row.status}: {(row.error or '').splitlines()[0] if row.error else ''}"
+        return None
+
+    low, high = 0, None  # per-device batches: `low` fits (0: none yet), `high` does not
+    per_device = max(1, spec.task.global_batch // world)
+    while per_device * world <= max_batch:
+        ok = fits(per_device)
+        if ok is None:
+            return found
+        if not ok:
+            high = per_device
+            break
+        low, per_device = per_device, per_device * 2
+    if high is None:  # everything up to --max-batch fits
+        found.largest_fitting = low * world
+        return found
+    while high - low > max(1, resolution):
+        middle = (low + high) // 2
+        ok = fits(middle)
+        if ok is None:
+            return found
+        low, high = (middle, high) if ok else (low, middle)
+    found.largest_fitting = low * world or None
+    found.smallest_failing = high * world
+    return found
+
+
+def record(found: Search, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / SUMMARY, "a") as summary:
+        summary.write(json.dumps(found.to_dict()) + "\n")
+
+
+def load(out_dir: Path) -> list[dict]:
+    path = Path(out_dir) / SUMMARY
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

@@ -1,0 +1,93 @@
+"""`bench maxbatch`: the largest batch an approach trains, out-of-memory caught and recorded as such."""
+import json
+
+import pytest
+
+from bench.results import ResultRow
+from bench.run import maxbatch
+from bench.run.runspec import RunSpec
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
+from tests.helpers import CPU, bench, processes_of_run, rows
+
+
+def fake_runs(largest_per_device: int, other_failure_at: int | None = None):
+    """A runner whose probes fit up to `largest_per_device` a device and run out of memory above it."""
+    seen = []
+
+    def run(spec: RunSpec) -> ResultRow:
+        per_device = spec.task.global_batch // spec.world_size
+        seen.append(per_device)
+        if per_device == other_failure_at:
+            status, error = "failed", "rank 0: ValueError: a bug"
+        elif per_device > largest_per_device:
+            status, error = "failed", "rank 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+        else:
+            status, error = "ok", None
+        return ResultRow(run_id=f"r{len(seen)}", started_at="t", status=status, variant=spec.variant.name,
+                         framework="torch", launcher="torchrun", device_type="cpu", nodes=1,
+                         devices_per_node=spec.devices_per_node, world_size=spec.world_size,
+                         task=spec.task.to_dict(), error=error)
+    return run, seen
+
+
+def spec(devices: int = 2, batch: int = 64) -> RunSpec:
+    return RunSpec(get_variant("torch-ddp"), get_task("quick", global_batch=batch), "cpu", 1, devices)
+
+
+def test_the_search_doubles_then_bisects_to_the_exact_largest_batch():
+    run, seen = fake_runs(largest_per_device=100)
+    found = maxbatch.search(spec(), run, max_batch=10**6)
+    assert (found.largest_fitting, found.smallest_failing) == (200, 202)  # global batches over 2 devices
+    assert seen[:3] == [32, 64, 128]  # doubling from the task's per-device batch
+    assert all(p["global_batch"] % 2 == 0 for p in found.probes)
+    assert [p["out_of_memory"] for p in found.probes].count(True) == sum(1 for s in seen if s > 100)
+
+
+def test_a_start_that_does_not_fit_bisects_down_and_nothing_fitting_says_so():
+    run, _ = fake_runs(largest_per_device=5)
+    assert maxbatch.search(spec(), run, max_batch=10**6).largest_fitting == 10
+    run, _ = fake_runs(largest_per_device=0)
+    found = maxbatch.search(spec(), run, max_batch=10**6)
+    assert (found.largest_fitting, found.smallest_failing) == (None, 2)
+
+
+def test_everything_up_to_the_cap_fitting_is_reported_as_such():
+    run, seen = fake_runs(largest_per_device=10**9)
+    found = maxbatch.search(spec(), run, max_batch=256)
+    assert (found.largest_fitting, found.smallest_failing) == (256, None) and seen == [32, 64, 128]
+
+
+def test_a_failure_that_is_not_memory_ends_the_search_with_its_error():
+    run, _ = fake_runs(largest_per_device=100, other_failure_at=64)
+    found = maxbatch.search(spec(), run, max_batch=10**6)
+    assert found.largest_fitting is None and "a bug" in found.error
+
+
+def test_on_a_cpu_the_search_needs_a_memory_limit(tmp_path):
+    result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(tmp_path),
+                   env=CPU)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "--memory-limit" in line
+
+
+@pytest.mark.slow
+def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_path):
+    """Default task, torch-ddp on 2 ranks of 1200 MiB each (RLIMIT_DATA): about 1,600 samples a rank fit
+    (3326 measured); 4096 and 2048 a rank cannot, 1024 can."""
+    result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "default", "--memory-limit",
+                   "1200", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
+                   "--out", str(tmp_path), env=CPU, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "largest global batch that trains under 1200 MiB a rank: 2048 (4096 does not fit)" in result.stdout
+    [found] = maxbatch.load(tmp_path / "maxbatch")
+    assert [p["global_batch"] for p in found["probes"]] == [8192, 4096, 2048]
+    assert [p["out_of_memory"] for p in found["probes"]] == [True, True, False]
+    probes = rows(tmp_path / "maxbatch")
+    assert [r["status"] for r in probes] == ["failed", "failed", "ok"]
+    assert "can't allocate memory" in probes[0]["error"]
+    assert all(r["task"]["input"] == "synthetic" for r in probes)
+    assert all(processes_of_run(r["run_id"]) == [] for r in probes)
+    assert json.loads((tmp_path / "maxbatch" / "runs" / probes[0]["run_id"] / "spec.json").read_text())[
+        "memory_limit_mb"] == 1200
