@@ -115,7 +115,7 @@ def train(spec_path: str) -> dict:
                 optimizer.zero_grad(set_to_none=True)
                 with no_sync():
                     with accelerator.autocast():
-                        loss = F.cross_entropy(model(x), y)
+                        loss = F.cross_entropy(model(x).float(), y)
                     accelerator.backward(loss)
                     optimizer.step()
                 scheduler.step()

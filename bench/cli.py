@@ -65,8 +65,9 @@ def sharding_modes(args: argparse.Namespace, variant) -> list[dict]:
     if args.command != "sweep" and not (variant.zero_stages or (variant.plugins and plugins)):
         # Whatever does not fit this variant goes to the spec's check, which names the fix.
         return [{"zero_stage": stages[0] if stages else None, "accelerate_plugin": plugins[0] if plugins else None}]
-    if variant.zero_stages:
-        return [{"zero_stage": stage} for stage in stages or default_stages]
+    if variant.zero_stages:  # a plugin named too goes on to the spec's check, which refuses it
+        return [{"zero_stage": stage, "accelerate_plugin": plugins[0] if plugins else None}
+                for stage in stages or default_stages]
     if variant.plugins and plugins:
         if stages and "deepspeed" not in plugins:
             raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed")
@@ -278,6 +279,11 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     variant = get_variant(args.variant)
     if args.memory_limit is not None and args.memory_limit <= 0:
         raise SpecError(f"--memory-limit {args.memory_limit}: give each rank's memory in MiB, e.g. 4000")
+    if args.memory_limit is not None and device_type == "cuda":
+        raise SpecError("--memory-limit caps a CPU rank's memory: on GPUs the device's own memory is the limit, "
+                        "drop --memory-limit")
+    if args.max_batch < args.devices:
+        raise SpecError(f"--max-batch {args.max_batch} is below one sample a device: give at least {args.devices}")
     if args.memory_limit is None and device_type == "cpu":
         raise SpecError("on a CPU the search needs a memory to fill: pass --memory-limit MiB (each rank's), "
                         "e.g. --memory-limit 3000")
@@ -336,8 +342,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = plan.device_counts(args.max_devices)
-    if args.zero_stage and not any(v.zero_stages or v.plugins for v in variants):
-        raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed: add one to --variants")
+    plugin_deepspeed = "deepspeed" in (args.accelerate_plugin or "") and any(v.plugins for v in variants)
+    if args.zero_stage and not (any(v.zero_stages for v in variants) or plugin_deepspeed):
+        raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed: add one")
     if args.accelerate_plugin and not any(v.plugins for v in variants):
         raise SpecError("--accelerate-plugin goes with the accelerate variant: add it to --variants")
     specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
@@ -528,7 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
     p.add_argument("--nodes", type=int, default=1, help="fake nodes the devices are split over (default 1)")
     p.add_argument("--memory-limit", type=float, metavar="MIB",
-                   help="each rank's memory in MiB (RLIMIT_DATA): required on a CPU, optional on GPUs")
+                   help="each rank's memory in MiB (RLIMIT_DATA): required on a CPU (on GPUs the device's "
+                        "memory is the limit)")
     p.add_argument("--max-batch", type=int, default=65536, help="stop doubling here (default 65536)")
     p.add_argument("--resolution", type=int, default=1,
                    help="stop bisecting when what fits and what does not are this many samples a device apart "

@@ -48,7 +48,7 @@ def train(spec_path: str, config_path: str) -> dict:
             logits = engine(data.to_model_input(images, device))
             loss = F.cross_entropy(logits.float(), labels.to(device, non_blocking=True))
             engine.backward(loss)  # gradients reduced (scattered under ZeRO-2/3) into this rank's partition
-            state.count_gradients()  # now: the step frees them
+            state.count_gradients()  # now (once): the step frees them
             engine.step()  # the optimizer on this rank's partition, parameters gathered, gradients zeroed
             return loss
 

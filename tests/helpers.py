@@ -34,14 +34,3 @@ def result_row(variant: str = "torch-ddp", world: int = 1, median: float | None 
                throughput=None if median is None else {"median": median, "ci_low": median, "ci_high": median})
     return ResultRow(**{**row, **fields})
 
-
-def processes_of_run(run_id: str) -> list[str]:
-    """The pids of every process still alive that the run started (each carries the run id in its environment)."""
-    marker, found = f"DTBENCH_RUN_ID={run_id}".encode(), []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker in open(f"/proc/{pid}/environ", "rb").read().split(b"\0"):
-                found.append(pid)
-        except OSError:
-            pass
-    return found

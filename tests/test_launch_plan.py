@@ -1,4 +1,5 @@
 """What the harness would start on an 8-GPU box split into 2 fake nodes, and on CPU (nothing runs)."""
+import base64
 import json
 
 import pytest
@@ -12,8 +13,8 @@ from bench.spec.variants import get_variant
 EIGHT_GPUS = Machine(cores=tuple(range(16)), gpus=tuple(map(str, range(8))), gpu_names=("H100",) * 8)
 
 
-def plan(variant, tmp_path, device_type="cuda", nodes=2, per_node=4, machine=EIGHT_GPUS):
-    spec = RunSpec(get_variant(variant), get_task("default"), device_type, nodes, per_node)
+def plan(variant, tmp_path, device_type="cuda", nodes=2, per_node=4, machine=EIGHT_GPUS, **task):
+    spec = RunSpec(get_variant(variant), get_task("default", **task), device_type, nodes, per_node)
     placement = spec.check(machine)
     return spec, launchers.processes(spec, placement, "run-x", tmp_path, tmp_path / "spec.json")
 
@@ -45,6 +46,45 @@ def test_tf_worker_per_slot_sees_one_gpu_and_gets_its_tf_config(tmp_path):
     assert [c["task"]["index"] for c in configs] == list(range(8))
     assert len({tuple(c["cluster"]["worker"]) for c in configs}) == 1
     assert all(addr.startswith("127.0.0.1:") for addr in configs[0]["cluster"]["worker"])
+
+
+def test_tf_ps_has_a_chief_a_worker_per_gpu_and_a_parameter_server_per_node(tmp_path):
+    _, procs = plan("tf-ps", tmp_path)
+    tasks = [(c["task"]["type"], c["task"]["index"]) for c in (json.loads(p.env["TF_CONFIG"]) for p in procs)]
+    assert tasks == [("chief", 0), *[("worker", i) for i in range(4)], ("ps", 0), *[("worker", i) for i in range(4, 8)],
+                     ("ps", 1)]
+    cluster = json.loads(procs[0].env["TF_CONFIG"])["cluster"]
+    assert (len(cluster["chief"]), len(cluster["worker"]), len(cluster["ps"])) == (1, 8, 2)
+    addresses = [a for addrs in cluster.values() for a in addrs]
+    assert len(set(addresses)) == 11 and all(a.startswith("127.0.0.1:") for a in addresses)
+    workers = [p for p, (kind, _) in zip(procs, tasks) if kind == "worker"]
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in workers] == [str(i) for i in range(8)]
+    assert all(p.env["CUDA_VISIBLE_DEVICES"] == "" for p, (kind, _) in zip(procs, tasks) if kind != "worker")
+    assert [p.server for p in procs] == [kind != "chief" for kind, _ in tasks]  # the run ends with the chief
+
+
+def test_deepspeed_names_each_nodes_gpus_and_its_config_file(tmp_path):
+    spec, procs = plan("deepspeed", tmp_path, zero_stage=3)
+
+    for node, proc in enumerate(procs):
+        flag = next(a for a in proc.command if a.startswith("--world_info="))
+        world = json.loads(base64.urlsafe_b64decode(flag.split("=", 1)[1]))
+        assert list(world) == ["node0", "node1"] and world[f"node{node}"] == [str(g) for g in range(4 * node, 4 * node + 4)]
+        assert f"--node_rank={node}" in proc.command and "--no_local_rank" in proc.command
+        [(path, content)] = proc.files
+        assert path.endswith("deepspeed_config.json")
+        config = json.loads(content)
+        assert config["train_batch_size"] == 128 and config["train_micro_batch_size_per_gpu"] == 16
+        assert config["zero_optimization"]["stage"] == 3 and config["gradient_clipping"] == 0.0
+
+
+def test_fabric_run_starts_each_nodes_devices(tmp_path):
+    _, procs = plan("lightning", tmp_path)
+    for node, proc in enumerate(procs):
+        assert proc.command[1:3] == ["-m", "lightning_fabric.cli"]
+        assert {"--strategy=ddp", "--devices=4", "--num-nodes=2", f"--node-rank={node}", "--accelerator=cuda",
+                "--precision=32-true"} <= set(proc.command)
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in procs] == ["0,1,2,3", "4,5,6,7"]
 
 
 def test_tf_worker_per_node_mirrors_its_nodes_gpus(tmp_path):

@@ -8,7 +8,8 @@ from bench.run import maxbatch
 from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
-from tests.helpers import CPU, bench, processes_of_run, rows
+from bench.run.processes import processes_of_run
+from tests.helpers import CPU, bench, rows
 
 
 def fake_runs(largest_per_device: int, other_failure_at: int | None = None):
@@ -58,10 +59,18 @@ def test_everything_up_to_the_cap_fitting_is_reported_as_such():
     assert (found.largest_fitting, found.smallest_failing) == (256, None) and seen == [32, 64, 128]
 
 
-def test_a_failure_that_is_not_memory_ends_the_search_with_its_error():
+def test_a_failure_that_is_not_memory_ends_the_search_with_its_error_keeping_what_fits():
     run, _ = fake_runs(largest_per_device=100, other_failure_at=64)
     found = maxbatch.search(spec(), run, max_batch=10**6)
-    assert found.largest_fitting is None and "a bug" in found.error
+    assert found.largest_fitting == 64 and found.smallest_failing is None and "a bug" in found.error
+
+
+def test_the_cap_itself_is_probed_and_a_start_above_it_starts_at_it():
+    run, seen = fake_runs(largest_per_device=10**9)
+    assert maxbatch.search(spec(devices=3, batch=96), run, max_batch=1000).largest_fitting == 999
+    assert seen == [32, 64, 128, 256, 333]
+    run, seen = fake_runs(largest_per_device=10**9)
+    assert maxbatch.search(spec(batch=64), run, max_batch=40).largest_fitting == 40 and seen == [20]
 
 
 def test_on_a_cpu_the_search_needs_a_memory_limit(tmp_path):
@@ -74,8 +83,8 @@ def test_on_a_cpu_the_search_needs_a_memory_limit(tmp_path):
 
 @pytest.mark.slow
 def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_path):
-    """Default task, torch-ddp on 2 ranks of 1200 MiB each (RLIMIT_DATA): about 1,600 samples a rank fit
-    (3326 measured); 4096 and 2048 a rank cannot, 1024 can."""
+    """Default task, torch-ddp on 2 ranks of 1200 MiB each (RLIMIT_DATA): a global batch of 3326 fits (measured:
+    1663 a rank); 8192 and 4096 do not, 2048 does."""
     result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "default", "--memory-limit",
                    "1200", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
                    "--out", str(tmp_path), env=CPU, timeout=900)

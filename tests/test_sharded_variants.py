@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from tests.helpers import CPU, bench, processes_of_run, rows
+from bench.run.processes import processes_of_run
+from tests.helpers import CPU, bench, rows
 
 
 @pytest.mark.parametrize("args, message", [
@@ -19,6 +20,9 @@ from tests.helpers import CPU, bench, processes_of_run, rows
     (["--variant", "deepspeed", "--checkpoint-every-epoch"], "deepspeed does not checkpoint yet"),
     (["--variant", "lightning", "--compile"], "--compile is not wired for lightning"),
     (["--variant", "deepspeed", "--engine", "ray"], "deepspeed runs only under its own launcher"),
+    (["--variant", "deepspeed", "--accelerate-plugin", "fsdp"], "deepspeed has no --accelerate-plugin"),
+    (["--variant", "accelerate", "--accelerate-plugin", "fsdp", "--zero-stage", "2"], "--zero-stage goes with"),
+    (["--variant", "tf-ps", "--input", "files"], "tf-ps reads the in-memory input only"),
 ])
 def test_bad_sharding_options_are_one_line_and_exit_2(tmp_path, args, message):
     result = bench("run", *args, "--task", "quick", "--out", str(tmp_path), env=CPU)
@@ -26,6 +30,12 @@ def test_bad_sharding_options_are_one_line_and_exit_2(tmp_path, args, message):
     [line] = result.stderr.strip().splitlines()
     assert message in line
     assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_sweep_refuses_a_zero_stage_nothing_in_it_takes(tmp_path):
+    result = bench("sweep", "--variants", "accelerate,torch-ddp", "--zero-stage", "3", "--task", "quick", "--dry-run",
+                   "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 2 and "--zero-stage goes with deepspeed" in result.stderr
 
 
 def test_a_sweep_runs_deepspeed_at_each_zero_stage_from_its_own_config_file(tmp_path):
@@ -46,7 +56,7 @@ def test_a_sweep_runs_deepspeed_at_each_zero_stage_from_its_own_config_file(tmp_
 
 
 @pytest.mark.slow
-def test_every_zero_stage_and_fabric_train_exactly_as_ddp_does(tmp_path):
+def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
     """Same model, data order, optimizer and schedule: fp32 on CPU gives DDP's accuracy, every test image once."""
     runs = [("torch-ddp",), ("lightning",), *[("deepspeed", "--zero-stage", str(s)) for s in (1, 2, 3)]]
     for variant, *extra in runs:

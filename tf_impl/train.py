@@ -23,8 +23,9 @@ keras = None
 EVAL_BATCH = cache.EVAL_BATCH
 
 
-def configure(worker: Worker, logical_cpus: int = 1):
-    """Import TensorFlow with thread pools sized to this process's cores; return the module."""
+def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True):
+    """Import TensorFlow with thread pools sized to this process's cores; return the module. A process that
+    trains on no GPU of its own (tf-ps's chief and parameter servers) passes `trains_on_gpus=False`."""
     global tf, keras
     # tf.data decodes files on its own threads: the compute pool keeps the slot's size. (Shrunk, TensorFlow's
     # reductions split differently and training drifted from the in-memory run's by 0.9 points here.)
@@ -39,7 +40,7 @@ def configure(worker: Worker, logical_cpus: int = 1):
     if worker.device_type == "cpu" and logical_cpus > 1:
         [cpu] = tf.config.list_physical_devices("CPU")
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
-    if worker.device_type == "cuda":
+    if worker.device_type == "cuda" and trains_on_gpus:
         require_gpus(worker)
     precision = worker.task["precision"]
     if precision != "fp32":

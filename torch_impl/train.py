@@ -42,13 +42,15 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
     task = worker.task
     batch = task["global_batch"] // world_size  # what this process loads per step
     settings = {**fast_path(device, task), **(fast_path_changes or {})}
-    optimizer = optimizer or make_optimizer(model, task)
+    optimizer = make_optimizer(model, task) if optimizer is None else optimizer
     amp_dtype = None if precision_in_model else AMP_DTYPES.get(task["precision"])
     scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
     if task["compile"]:  # the wrapped model, as torch.compile's docs for DDP say; compiled at step 1
         model = torch.compile(model)
-    step = step or functools.partial(train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=no_sync)
-    model_state = model_state or (lambda: memory.model_state_bytes(model, optimizer))
+    if step is None:
+        step = functools.partial(train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=no_sync)
+    if model_state is None:
+        model_state = lambda: memory.model_state_bytes(model, optimizer)  # noqa: E731
     if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
         loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
     else:

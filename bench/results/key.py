@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 OWN_LAUNCHERS = ("local", "torchrun")  # engines that are the variant's own launcher: not named in labels
+# Variants whose workers update the weights asynchronously: every label says so (bench.spec.variants).
+ASYNCHRONOUS = ("tf-ps",)
 
 
 class RunKey(NamedTuple):
@@ -24,7 +26,7 @@ class RunKey(NamedTuple):
     dataset: str = ""            # the task's dataset, when a run overrides it (--dataset imagefolder:NAME:SIZEpx)
     recipe: str = ""             # the training recipe, where it is not the preset's (optimizer=adamw lr=0.001 ...)
     loader_workers: int = 0      # files | s3: the input pipeline's parallel decoders
-    sharding: str = ""           # the ZeRO stage / Accelerate plugin the run chose ("ZeRO-2"; TaskSpec.sharding)
+    sharding: str = ""           # the ZeRO stage / Accelerate plugin the run chose: "ZeRO-2", "fsdp plugin"
 
     @property
     def world_size(self) -> int:
@@ -34,7 +36,8 @@ class RunKey(NamedTuple):
     def series(self) -> str:
         """How tables and plots name the series: variant, (no sync), [engine] when not its own launcher."""
         engine = f" [{self.engine}]" if self.engine not in OWN_LAUNCHERS else ""
-        modes = [m for m, on in ((self.sharding, bool(self.sharding)), ("compiled", self.compile), ("no sync", self.independent),
+        modes = [m for m, on in (("asynchronous", self.variant in ASYNCHRONOUS), (self.sharding, bool(self.sharding)),
+                                 ("compiled", self.compile), ("no sync", self.independent),
                                  (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
                                  (self.recipe, bool(self.recipe))) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
@@ -56,7 +59,7 @@ class RunKey(NamedTuple):
         variant's run instead (a plain single-device loop, which no engine runs)."""
         batch = self.per_device_batch if self.scaling == "weak" else self.global_batch
         one = self._replace(nodes=1, devices_per_node=1, independent=False, global_batch=batch, per_device_batch=batch)
-        return one if variant is None else one._replace(variant=variant, engine="local")
+        return one if variant is None else one._replace(variant=variant, engine="local", sharding="")
 
 
 def config_key(row: dict) -> RunKey:
@@ -72,7 +75,7 @@ def config_key(row: dict) -> RunKey:
 
 
 def sharding_of(task: dict) -> str:
-    """TaskSpec.sharding from a stored task (standard library only, as the rest of this module)."""
+    """The run's sharding label from its task's zero_stage and accelerate_plugin: "deepspeed plugin, ZeRO-3"."""
     zero = f"ZeRO-{task['zero_stage']}" if task.get("zero_stage") else ""
     plugin = f"{task['accelerate_plugin']} plugin" if task.get("accelerate_plugin") else ""
     return ", ".join(part for part in (plugin, zero) if part)

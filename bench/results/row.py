@@ -46,6 +46,9 @@ class ResultRow:
     scaling_efficiency: float | None = None             # vs the same variant's 1-device run
     scaling_efficiency_vs_single: float | None = None   # vs the framework's plain single-device loop
     independent: bool = False                           # gradient synchronisation off: the no-communication bound
+    # Workers update the shared weights without waiting for each other (tf-ps): not synchronous data
+    # parallelism; an epoch is as many samples as the training set, not each sample once.
+    asynchronous: bool = False
     # How close to the hardware: FLOPs counted per training sample (multiply-add = 2), what the run
     # achieved, and against the device's dense peak (MFU, known devices) and its measured peak.
     flops_per_sample: float | None = None

@@ -103,7 +103,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         launch_time = time.time()
         started, logs = start(to_start, run_dir, launch_time)
         procs += started
-        status, reason = wait(started, launch_time, spec.timeout_s, logs)
+        servers = frozenset(i for i, p in enumerate(to_start) if p.server)
+        status, reason = wait(started, launch_time, spec.timeout_s, logs, servers)
     except Interrupted as stop:  # the sweep records the run as interrupted
         stop.run_id, stop.command = run_id, command
         raise
@@ -139,7 +140,8 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
         task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size,
               "warmup_epochs_applied": spec.task.effective_warmup_epochs},
         warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
-        independent=spec.independent, git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
+        independent=spec.independent, asynchronous=spec.variant.asynchronous,
+        git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
 
 
 def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
@@ -175,7 +177,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.error = f"{run.reason.splitlines()[0]}\n{rank_error}" if rank_error else run.reason
         return row
     try:
-        measured = fold.fold(run.records, spec.world_size, spec.local_ranks, run.launch_time)
+        measured = fold.fold(run.records, spec.world_size, spec.reporting_ranks, run.launch_time)
     except fold.FoldError as exc:
         row.error = str(exc)
         return row

@@ -31,7 +31,7 @@ class LaunchContext:
     run_dir: Path
     spec_path: Path
     master_port: int
-    tf_ports: list[int]          # one per TF worker of the run (tf-config only)
+    tf_ports: list[int]          # one per TF task of the run (tf-config, tf-ps)
     store_port: int | None       # the run's loopback rendezvous store (torchrun, all nodes local)
 
 
@@ -111,9 +111,38 @@ def tf_config_workers(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list
     return out
 
 
+def tf_ps_tasks(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
+    """ParameterServerStrategy's cluster, every task a process given its TF_CONFIG: the chief (the training
+    loop, on node 0), a worker per device slot and a parameter server per node. Workers and parameter servers
+    serve until the harness kills them, once the chief is done (`Process.server`)."""
+    per_node, env = spec.devices_per_node, node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    cluster = tf_ps_cluster(ctx.tf_ports, spec.nodes, per_node)
+    tasks = ([("chief", 0, 0)] if plan.node_rank == 0 else []) + \
+        [("worker", plan.node_rank * per_node + local, local) for local in range(per_node)] + [("ps", plan.node_rank, 0)]
+    out = []
+    for kind, index, local in tasks:
+        # The chief reports the run (rank 0); the others join it, numbered after it.
+        rank = {"chief": 0, "worker": 1 + index, "ps": 1 + spec.world_size + index}[kind]
+        task_env = {**env, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}}),
+                    "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(spec.world_size)}
+        if plan.cuda_visible:  # a worker trains on its own GPU; the chief and parameter servers on none
+            task_env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible[local] if kind == "worker" else ""
+        cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+        out.append(Process(cmd, task_env, f"node{plan.node_rank}-{kind}{index}.log", server=kind != "chief"))
+    return out
+
+
+def tf_ps_cluster(ports: list[int], nodes: int, per_node: int) -> dict:
+    """The one place tf-ps's cluster is built: ports[0] the chief's, then the workers', then one ps a node."""
+    workers = nodes * per_node
+    return {"chief": [f"127.0.0.1:{ports[0]}"],
+            "worker": [f"127.0.0.1:{port}" for port in ports[1:1 + workers]],
+            "ps": [f"127.0.0.1:{port}" for port in ports[1 + workers:1 + workers + nodes]]}
+
+
 LAUNCHERS: dict[str, Callable[[RunSpec, NodePlan, LaunchContext], list[Process]]] = {
     "torchrun": torchrun, "accelerate": accelerate, "python": python, "tf-config": tf_config_workers,
-    "deepspeed": deepspeed, "fabric": fabric,
+    "deepspeed": deepspeed, "fabric": fabric, "tf-ps": tf_ps_tasks,
 }
 
 
@@ -132,8 +161,9 @@ def engine_driver(spec: RunSpec, placement: Placement, ctx: LaunchContext) -> Pr
 def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path,
               store_port: int | None = None) -> list[Process]:
     """Every process to start for this host's nodes: the variant's own launcher once per node, or one engine driver."""
-    tf_ports = ([free_port() for _ in range(spec.nodes * spec.processes_per_node)]
-                if spec.variant.launcher == "tf-config" else [])
+    tf_tasks = {"tf-config": spec.nodes * spec.processes_per_node,
+                "tf-ps": 1 + spec.world_size + spec.nodes}.get(spec.variant.launcher, 0)  # chief, workers, ps
+    tf_ports = [free_port() for _ in range(tf_tasks)]
     ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), tf_ports,
                         store_port)
     if spec.on_engine:
@@ -194,7 +224,7 @@ def deepspeed_world(spec: RunSpec, plan: NodePlan) -> dict[str, list]:
 
 # The model's blocks Accelerate's FSDP plugin wraps one by one (TRANSFORMER_BASED_WRAP by class name): the
 # units torch-fsdp shards (torch_impl.fsdp.shard_units): ResNet's bottlenecks, else the layers with weights.
-FSDP_BLOCKS = {"resnet50": "Bottleneck", "small-cnn": "Conv2d,Linear", "mnist-cnn": "Conv2d,Linear"}
+FSDP_BLOCKS = {"resnet50": "Bottleneck", "small-cnn": "Sequential", "mnist-cnn": "Conv2d,Linear"}
 # Fabric's precision names (its --precision): autocast for bf16/fp16, fp32 weights stay.
 FABRIC_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 # DeepSpeed's precision sections: the model in bf16/fp16, an fp32 master copy in the optimizer.

@@ -21,9 +21,10 @@ from bench.spec.devices import Machine
 log = logging.getLogger(__name__)
 
 # How each framework's allocator says it ran out: CUDA's caching allocator, the CPU allocator under the rank's
-# limit (ENOMEM), Python's own, and the kernel's OOM killer (SIGKILL with no other error).
+# limit (ENOMEM), C++'s and Python's own, TensorFlow's, and the kernel's OOM killer (SIGKILL with no other error).
 OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory|Cannot allocate memory|"
-                           r"MemoryError|failed to allocate|RESOURCE_EXHAUSTED|killed by signal 9", re.IGNORECASE)
+                           r"std::bad_alloc|MemoryError|failed to allocate|RESOURCE_EXHAUSTED|killed by signal 9",
+                           re.IGNORECASE)
 SUMMARY = "maxbatch.jsonl"
 
 
@@ -75,27 +76,27 @@ def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, r
         found.error = f"batch {per_device * world}: {row.status}: {(row.error or '').splitlines()[0] if row.error else ''}"
         return None
 
+    cap = max_batch // world  # the largest per-device batch asked about
     low, high = 0, None  # per-device batches: `low` fits (0: none yet), `high` does not
-    per_device = max(1, spec.task.global_batch // world)
-    while per_device * world <= max_batch:
+    per_device = min(max(1, spec.task.global_batch // world), cap)
+    while high is None:
         ok = fits(per_device)
         if ok is None:
-            return found
+            break
         if not ok:
             high = per_device
+        elif per_device == cap:  # everything up to --max-batch fits
+            low = per_device
             break
-        low, per_device = per_device, per_device * 2
-    if high is None:  # everything up to --max-batch fits
-        found.largest_fitting = low * world
-        return found
-    while high - low > max(1, resolution):
+        else:
+            low, per_device = per_device, min(per_device * 2, cap)
+    while ok is not None and high is not None and high - low > max(1, resolution):
         middle = (low + high) // 2
         ok = fits(middle)
-        if ok is None:
-            return found
-        low, high = (middle, high) if ok else (low, middle)
-    found.largest_fitting = low * world or None
-    found.smallest_failing = high * world
+        if ok is not None:
+            low, high = (middle, high) if ok else (low, middle)
+    found.largest_fitting = low * world or None  # what fits stays known when a probe fails otherwise
+    found.smallest_failing = high * world if high is not None else None
     return found
 
 

@@ -63,12 +63,13 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 ways = (shardings or {}).get(variant.name) or default_shardings(variant)
                 sharded = [scaled.replace(**fields) for fields in ways]
                 pipelines = [way.replace(**fields) for way in sharded for fields in (inputs or [{}])]
-                modes = [m for fed in pipelines for m in ([fed, fed.replace(compile=True)] if compiled else [fed])]
+                eager_and_compiled = compiled and variant.compiles
+                modes = [m for fed in pipelines for m in ([fed, fed.replace(compile=True)] if eager_and_compiled else [fed])]
                 for mode in modes:
                     spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)
-                    if analysis and variant.independent and n > 1:
+                    if analysis and variant.independent and n > 1 and not mode.accelerate_plugin:
                         specs.append(dataclasses.replace(spec, independent=True))
                     twin = mode.replace(input="synthetic", loader_workers=0, data_url=None)
                     if analysis and n == 1 and not mode.synthetic and dataclasses.replace(spec, task=twin) not in specs:

@@ -83,9 +83,11 @@ def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[Ran
                                 f"{spec.engine} (file:// store on this host)" if spec.all_local else spec.engine))
         return out
     launcher = spec.variant.launcher
-    if launcher == "tf-config":
+    if launcher in ("tf-config", "tf-ps"):
         for proc in procs:
             config = json.loads(proc.env["TF_CONFIG"])
+            if config["task"]["type"] != "worker":  # tf-ps's chief and parameter servers: shown as processes
+                continue
             index = config["task"]["index"]
             node, local = divmod(index, spec.processes_per_node)
             plan = placement.nodes[node]
@@ -110,10 +112,11 @@ def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[Ran
 def rendezvous(proc: Process) -> str:
     """MASTER_ADDR:MASTER_PORT as the launcher's flags (torchrun's, DeepSpeed's, `fabric run`'s) or
     Accelerate's config file give it."""
-    flags = dict(re.findall(r"--(master[-_]addr|master[-_]port|main-address|main-port)=(\S+)", " ".join(proc.command)))
-    if flags:
-        address, port = (value for _, value in sorted(flags.items(), key=lambda item: "port" in item[0]))
-        return f"{address}:{port}"
+    command = " ".join(proc.command)
+    address = re.search(r"--(?:master[-_]addr|main-address)=(\S+)", command)
+    port = re.search(r"--(?:master[-_]port|main-port)=(\S+)", command)
+    if address and port:
+        return f"{address[1]}:{port[1]}"
     config = json.loads(proc.files[0][1])
     return f"{config['main_process_ip']}:{config['main_process_port']}"
 

@@ -25,11 +25,14 @@ LOG_TAIL_LINES = 12
 
 @dataclass(frozen=True)
 class Process:
-    """One process the harness starts: a node's launcher, or (tf-config) one TF worker."""
+    """One process the harness starts: a node's launcher, or (tf-config, tf-ps) one TF task."""
     command: list[str]
     env: dict[str, str]
     log_name: str
     files: tuple[tuple[str, str], ...] = ()  # (path, content) written before it starts (a launcher's config)
+    # A server that never exits by itself (a tf-ps worker or parameter server): the run is over when every
+    # other process has exited, and it is killed then; its death before that fails the run.
+    server: bool = False
 
 
 def python_path() -> str:
@@ -70,8 +73,9 @@ def _die_with(parent: int):
 
 
 def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
-         logs: list[Path]) -> tuple[str, str | None]:
-    """Wait for every process; stop at the first failure or at the timeout: (ok | failed | timeout, reason)."""
+         logs: list[Path], servers: frozenset[int] = frozenset()) -> tuple[str, str | None]:
+    """Wait for every process (but the `servers`, by index); stop at the first failure or at the timeout:
+    (ok | failed | timeout, reason)."""
     while True:
         codes = [p.poll() for p in procs]
         # A process killed by a signal is the likelier root cause than one that failed after it.
@@ -80,10 +84,10 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
             index, code = failed[0]
             how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
             return "failed", f"{logs[index].stem} {how}:\n{tail(logs[index])}"
-        if all(c == 0 for c in codes):
+        if all(c == 0 for i, c in enumerate(codes) if i not in servers):
             return "ok", None
         if time.time() - started > timeout_s:
-            waiting = [i for i, c in enumerate(codes) if c is None]
+            waiting = [i for i, c in enumerate(codes) if c is None and i not in servers]
             names = ", ".join(logs[i].stem for i in waiting)
             return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
                                f"all killed:\n{tail(logs[waiting[0]])}")

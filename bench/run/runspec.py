@@ -68,6 +68,11 @@ class RunSpec:
         return [n * per_node + i for n in self.local_nodes for i in range(per_node)]
 
     @property
+    def reporting_ranks(self) -> list[int]:
+        """The ranks on this host that train and report a result: tf-ps's chief alone (its workers serve)."""
+        return [0] if self.variant.launcher == "tf-ps" else self.local_ranks
+
+    @property
     def world_size(self) -> int:
         return self.nodes * self.devices_per_node
 
@@ -158,6 +163,10 @@ class RunSpec:
             raise SpecError(f"{self.variant.name} does not checkpoint yet ({self.variant.checkpoint_hint}): "
                             "drop --checkpoint-every-epoch, or use torch-ddp")
         self.check_sharding()
+        if self.task.reads_files and not self.variant.reads_files:
+            raise SpecError(f"{self.variant.name} reads the in-memory input only (its workers are TF servers "
+                            "running the chief's graphs, where the file pipeline's Python S3 reader cannot run): "
+                            "use --input memory")
         if self.engine == "dask" and self.task.loader_workers:
             raise SpecError("--engine dask runs each rank in a daemonic worker process, which cannot start "
                             "DataLoader workers: use --loader-workers 0 there, or another engine")
@@ -169,7 +178,7 @@ class RunSpec:
                 raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
             if self.master_port is None:
                 raise SpecError("a multi-host run needs --master-port P, the same on every host")
-            if self.variant.launcher == "tf-config":
+            if self.variant.launcher in ("tf-config", "tf-ps"):
                 raise SpecError(f"{self.variant.name} across hosts is not supported yet: its TF_CONFIG needs every "
                                 "worker's address; use torch-ddp or accelerate, or fake nodes with --nodes")
         placement = devices.place(self.device_type, len(self.local_nodes), self.devices_per_node, machine,

@@ -31,6 +31,10 @@ class Variant:
     checkpoints: bool = True         # --checkpoint-every-epoch is written for it
     checkpoint_hint: str = ""        # why not, and what to use
     compiles: bool = True            # --compile is wired (torch.compile / XLA)
+    reads_files: bool = True         # --input files | s3 is wired
+    # Each worker updates the shared weights without waiting for the others: not synchronous data parallelism,
+    # its accuracy and speed not comparable as such (the row and the report say so); the chief alone reports.
+    asynchronous: bool = False
 
     def processes_per_node(self, devices_per_node: int) -> int:
         if self.single_process:
@@ -74,6 +78,11 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             cpu_max_per_node=1,
             cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
             baseline="tf-single"),
+    Variant("tf-ps", "tensorflow-cpu", "tf-ps", "tf_impl.ps", single_process=False, spans_nodes=True,
+            summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
+                    "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
+            checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
+            compiles=False, reads_files=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
     Variant("torch-single", "torch", "python", "torch_impl.single", single_process=True, spans_nodes=False,
             max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
