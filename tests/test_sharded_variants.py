@@ -86,3 +86,25 @@ def test_a_killed_rank_under_the_variants_own_launcher_fails_the_run_and_leaves_
     [row] = rows(tmp_path)
     assert row["status"] == "failed" and row["error"], row
     assert processes_of_run(row["run_id"]) == []
+
+
+def test_the_report_labels_zero_stages_apart_and_flags_tf_ps_as_asynchronous(tmp_path):
+    import dataclasses
+
+    from bench.analysis import report
+    from bench.results import ResultStore
+    from tests.helpers import result_row
+
+    store = ResultStore(tmp_path)
+    task = {"name": "quick", "dataset": "digits", "model": "small-cnn", "precision": "fp32", "global_batch": 64}
+    mib = 2**20
+    for variant, stage, master in (("deepspeed", 1, 0.5), ("deepspeed", 3, 0.5), ("tf-ps", None, 0)):
+        parts = {"parameters": mib, "gradients": mib / 2, "optimizer": mib / 2, "master_weights": master * mib}
+        row = result_row(variant, 2, 1000.0, task={**task, "zero_stage": stage}, asynchronous=variant == "tf-ps",
+                         memory={"model_state_bytes": {"0": parts, "1": parts}})
+        store.append(dataclasses.replace(row, run_id=f"{variant}{stage}"))
+    text = report.write_report(tmp_path).read_text()
+    assert "deepspeed (ZeRO-1)" in text and "deepspeed (ZeRO-3)" in text
+    assert "tf-ps (asynchronous)" in text and "(asynchronous): tf-ps's workers push updates" in text
+    memory = text.split("### Memory per device")[1].split("###")[0]
+    assert "1.00 · 0.50 · 0.50 + 0.50 master" in memory and "| 2.50" in memory  # the master copy counts

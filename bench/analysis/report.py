@@ -15,6 +15,7 @@ import pandas as pd
 from bench.analysis import aggregate, allreduce, peak, plots
 from bench.results import ResultStore
 from bench.results.frame import frame
+from bench.results.key import ASYNCHRONOUS
 
 
 def present(value) -> bool:
@@ -304,6 +305,10 @@ def footnotes(configs: pd.DataFrame) -> list[str]:
     if configs["independent"].any():
         notes.append("(no sync): the same variant with gradient synchronisation switched off, each replica on "
                      "its own shard: the no-communication upper bound (no accuracy: the replicas diverge).")
+    if any(r["key"].variant in ASYNCHRONOUS for r in records):
+        notes.append("(asynchronous): tf-ps's workers push updates to the parameter servers without waiting for "
+                     "each other (no all-reduce; each update on one worker's batch, weights moving meanwhile): its "
+                     "speed and accuracy are not those of synchronous data parallelism and do not rank with them.")
     return notes
 
 
