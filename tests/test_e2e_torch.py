@@ -42,13 +42,19 @@ def test_dp_on_one_cpu_slot_says_so(out):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
-    result = bench("sweep", "--task", "quick", "--max-devices", "2", "--no-analysis", "--out", str(out), env=CPU)
+    """The default sweep end to end: every variant (deepspeed at each ZeRO stage), 1 and 2 slots."""
+    result = bench("sweep", "--task", "quick", "--max-devices", "2", "--no-analysis", "--out", str(out), env=CPU,
+                   timeout=1400)
     assert result.returncode == 0, result.stderr
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
     assert not any(r["independent"] for r in rows(out))  # --no-analysis: no no-sync runs
     assert by_key[("torch-ddp", 2)]["scaling_efficiency"] > 0
     assert by_key[("torch-fsdp", 2)]["status"] == "ok" and by_key[("torch-fsdp", 2)]["test_accuracy"] > 0.5
+    assert all(r["status"] == "ok" for r in rows(out) if r["variant"] != "torch-dp"), \
+        [(r["variant"], r["error"]) for r in rows(out) if r["status"] != "ok"]
+    assert {r["variant"] for r in rows(out)} >= {"deepspeed", "lightning", "tf-ps"}
     assert by_key[("torch-dp", 2)]["status"] == "skipped"
     assert "not applicable" in by_key[("torch-dp", 2)]["error"]
     assert (out / "results.csv").exists() and (out / "report.md").exists()

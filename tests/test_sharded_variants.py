@@ -6,6 +6,7 @@ import time
 import pytest
 
 from bench.run.processes import processes_of_run
+from tests.listening import ListenerWatch
 from tests.helpers import CPU, bench, rows
 
 
@@ -60,9 +61,12 @@ def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
     """Same model, data order, optimizer and schedule: fp32 on CPU gives DDP's accuracy, every test image once."""
     runs = [("torch-ddp",), ("lightning",), *[("deepspeed", "--zero-stage", str(s)) for s in (1, 2, 3)]]
     for variant, *extra in runs:
-        result = bench("run", "--variant", variant, *extra, "--devices", "2", "--task", "quick", "--out",
-                       str(tmp_path), env=CPU)
+        with ListenerWatch() as watch:
+            result = bench("run", "--variant", variant, *extra, "--devices", "2", "--task", "quick", "--out",
+                           str(tmp_path), env=CPU)
         assert result.returncode == 0, result.stderr[-3000:]
+        # Their rendezvous joins the run's store on 127.0.0.1 (torch's own would listen on every interface).
+        assert watch.beyond_loopback() == set(), (variant, watch.seen)
     found = rows(tmp_path)
     ddp = found[0]
     for row in found[1:]:

@@ -365,8 +365,9 @@ def write_report(directory: Path) -> Path:
         if held:
             body += ["### Memory per device", "",
                      "Model state = the parameters, gradients and optimizer state resident on a rank, each storage "
-                     "counted once (an FSDP shard as the rank holds it; TensorFlow's gradients live only inside "
-                     "the step: -); x one device's = against the same variant on one device (sharding shows as "
+                     "counted once (an FSDP shard as the rank holds it; ZeRO's fp32 master copy of the rank's "
+                     "partition shown as + master and counted in the total; TensorFlow's gradients live only inside "
+                     "the step: -; tf-ps's state is on its parameter servers); x one device's = against the same variant on one device (sharding shows as "
                      "< 1). Peak / device = the CUDA allocator's peak after warm-up, on a CPU the process's peak "
                      "RSS (framework and data included).", "", memory_table(held), ""]
         used = utilisation_entries(subset)

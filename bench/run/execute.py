@@ -69,11 +69,16 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
     return path
 
 
+# Launchers whose ranks (or torchrun agents) can join a store the harness hosts: torchrun itself, `fabric run`
+# (torchrun inside) and DeepSpeed's launcher (its ranks' env:// rendezvous).
+STORE_CLIENTS = ("torchrun", "fabric", "deepspeed")
+
+
 def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subprocess.Popen, int] | None:
-    """For torchrun runs all on this host: the rendezvous store on a socket bound to 127.0.0.1 (torch's
-    own would listen on every interface). Killed with the run. Not for `accelerate launch`: it checks
+    """For runs all on this host started by one of STORE_CLIENTS: the rendezvous store on a socket bound to
+    127.0.0.1 (torch's own would listen on every interface). Killed with the run. Not for `accelerate launch`: it checks
     that its port is free first, and on one machine moves to another port, on several refuses."""
-    if spec.on_engine or not spec.all_local or spec.variant.launcher != "torchrun":
+    if spec.on_engine or not spec.all_local or spec.variant.launcher not in STORE_CLIENTS:
         return None
     with loopback_listener() as sock:
         proc = spawn([sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())],

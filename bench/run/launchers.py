@@ -68,6 +68,8 @@ def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process
     config_path = ctx.run_dir / "deepspeed_config.json"
     world_info = base64.urlsafe_b64encode(json.dumps(deepspeed_world(spec, plan)).encode()).decode()
     env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    if ctx.store_port:  # the ranks' env:// rendezvous joins the run's loopback store as clients
+        env.update(loopback_store_env(ctx.store_port))
     if spec.device_type == "cpu":
         env["DS_ACCELERATOR"] = "cpu"  # never its CUDA accelerator (nor Intel's oneCCL) on a CPU run
     cmd = [sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={world_info}",
@@ -81,6 +83,8 @@ def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process
 def fabric(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     """Lightning's launcher, `fabric run` (lightning_fabric.cli), one per node: it starts the node's ranks."""
     env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    if ctx.store_port:  # the torchrun inside it joins the run's loopback store, as torchrun's agents do
+        env.update(loopback_store_env(ctx.store_port))
     cmd = [sys.executable, "-m", "lightning_fabric.cli",  # the `fabric run` command
            f"--accelerator={'cuda' if spec.device_type == 'cuda' else 'cpu'}", "--strategy=ddp",
            f"--devices={spec.devices_per_node}", f"--num-nodes={spec.nodes}", f"--node-rank={plan.node_rank}",
