@@ -50,7 +50,7 @@ def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.
     if step is None:
         step = functools.partial(train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=no_sync)
     if model_state is None:
-        model_state = lambda: memory.model_state_bytes(model, optimizer)  # noqa: E731
+        model_state = functools.partial(memory.model_state_bytes, model, optimizer)
     if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
         loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
     else:

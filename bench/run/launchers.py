@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench import REPO_ROOT
 from bench.run.interpreters import python_for
 from bench.run.loopback import free_port, loopback_store_env
 from bench.run.processes import RUN_ID_ENV, Process, python_path
@@ -41,10 +42,7 @@ def torchrun(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]
            f"--master-addr={spec.master_addr}", f"--master-port={ctx.master_port}",
            "--max-restarts=0", "--monitor-interval=0.5",
            "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
-    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
-    if ctx.store_port:
-        env.update(loopback_store_env(ctx.store_port))
-    return [Process(cmd, env, f"node{plan.node_rank}.log")]
+    return [Process(cmd, rendezvous_environment(spec, plan, ctx), f"node{plan.node_rank}.log")]
 
 
 def accelerate(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
@@ -67,9 +65,7 @@ def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process
     host): its world_info names every node's devices, its node_rank this one; the ZeRO config is a file."""
     config_path = ctx.run_dir / "deepspeed_config.json"
     world_info = base64.urlsafe_b64encode(json.dumps(deepspeed_world(spec, plan)).encode()).decode()
-    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
-    if ctx.store_port:  # the ranks' env:// rendezvous joins the run's loopback store as clients
-        env.update(loopback_store_env(ctx.store_port))
+    env = rendezvous_environment(spec, plan, ctx)  # the ranks' env:// rendezvous: clients of the run's store
     if spec.device_type == "cpu":
         env["DS_ACCELERATOR"] = "cpu"  # never its CUDA accelerator (nor Intel's oneCCL) on a CPU run
     cmd = [sys.executable, "-m", "deepspeed.launcher.launch", f"--world_info={world_info}",
@@ -82,15 +78,13 @@ def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process
 
 def fabric(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     """Lightning's launcher, `fabric run` (lightning_fabric.cli), one per node: it starts the node's ranks."""
-    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
-    if ctx.store_port:  # the torchrun inside it joins the run's loopback store, as torchrun's agents do
-        env.update(loopback_store_env(ctx.store_port))
+    env = rendezvous_environment(spec, plan, ctx)  # the torchrun inside it joins the run's store
     cmd = [sys.executable, "-m", "lightning_fabric.cli",  # the `fabric run` command
            f"--accelerator={'cuda' if spec.device_type == 'cuda' else 'cpu'}", "--strategy=ddp",
            f"--devices={spec.devices_per_node}", f"--num-nodes={spec.nodes}", f"--node-rank={plan.node_rank}",
            f"--main-address={spec.master_addr}", f"--main-port={ctx.master_port}",
            f"--precision={FABRIC_PRECISION[spec.task.precision]}",
-           str(Path(__file__).resolve().parents[2] / spec.variant.module.replace(".", "/")) + ".py",
+           str(REPO_ROOT / spec.variant.module.replace(".", "/")) + ".py",
            "--spec", str(ctx.spec_path)]
     return [Process(cmd, env, f"node{plan.node_rank}.log")]
 
@@ -254,6 +248,15 @@ def deepspeed_config(spec: RunSpec) -> dict:
         **DEEPSPEED_PRECISION[task.precision],
         "steps_per_print": 2**31 - 1, "wall_clock_breakdown": False,
     }
+
+
+def rendezvous_environment(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> dict[str, str]:
+    """The node's environment, and where the harness hosts the run's loopback store (bench.run.execute's
+    STORE_CLIENTS), what makes its launcher's agents or ranks join it as clients."""
+    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    if ctx.store_port:
+        env.update(loopback_store_env(ctx.store_port))
+    return env
 
 
 def run_temp_dir(run_id: str) -> Path:

@@ -64,16 +64,16 @@ def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, r
     def fits(per_device: int) -> bool | None:
         row = run(probe_spec(spec, per_device * world))
         memory = (row.memory or {}).get("peak_allocated_mb") or row.peak_memory_mb
+        first_line = row.error.splitlines()[0] if row.error else None
         found.probes.append({"global_batch": per_device * world, "status": row.status, "run_id": row.run_id,
-                             "peak_mb": memory, "out_of_memory": out_of_memory(row),
-                             "error": (row.error or "").splitlines()[0] if row.error else None})
+                             "peak_mb": memory, "out_of_memory": out_of_memory(row), "error": first_line})
         log.info("      batch %d: %s", per_device * world, "fits" if row.status == "ok" else
                  "out of memory" if out_of_memory(row) else f"failed: {row.error}")
         if row.status == "ok":
             return True
         if out_of_memory(row):
             return False
-        found.error = f"batch {per_device * world}: {row.status}: {(row.error or '').splitlines()[0] if row.error else ''}"
+        found.error = f"batch {per_device * world}: {row.status}: {first_line or ''}"
         return None
 
     cap = max_batch // world  # the largest per-device batch asked about
