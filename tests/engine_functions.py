@@ -24,19 +24,33 @@ def fail_on_rank_one() -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fail: one API call, JSON out
+def fail_on_rank_one_then_zero() -> int:
+    """Rank 1 fails, and rank 0 a moment later, as a peer whose collective broke would."""
+    import time
+
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        raise ValueError("rank one was told to fail")
+    time.sleep(0.2)
+    raise RuntimeError("rank zero failed only because rank one did")
+
+
+if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fail|fail-both: one API call, JSON out
     import json
     import sys
 
     from bench import engines
-    from tests.engine_functions import fail_on_rank_one, rank_report  # pickled by reference, not as __main__
+    from tests.engine_functions import fail_on_rank_one, fail_on_rank_one_then_zero, rank_report  # pickled by reference, not as __main__
 
     engine, what = sys.argv[1], sys.argv[2]
     try:
         if what == "report":
             values = engines.run(rank_report, 10, devices=2, engine=engine, timeout_s=120, scale=2.0)
-        else:
+        elif what == "fail":
             values = engines.run(fail_on_rank_one, devices=2, engine=engine, timeout_s=120)
+        else:
+            values = engines.run(fail_on_rank_one_then_zero, devices=2, engine=engine, timeout_s=120)
     except engines.RankFailed as exc:
         print(json.dumps({"rank": exc.rank, "error": str(exc)}))
         sys.exit(3)

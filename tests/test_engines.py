@@ -57,6 +57,18 @@ def test_a_rank_that_raises_fails_the_call_with_its_error(engine):
     assert processes_of_run(marker) == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", LOOPBACK_ENGINES)
+def test_the_first_failing_rank_is_named_when_a_peer_fails_after_it(engine):
+    # torchrun stamps failures to the second and keeps the lowest rank on a tie: rank 0's later error
+    # would hide rank 1's, the cause.
+    result, marker = api_call(engine, "fail-both")
+    assert result.returncode == 3, result.stderr[-3000:]
+    failure = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (failure["rank"], "rank one was told to fail" in failure["error"]) == (1, True)
+    assert processes_of_run(marker) == []
+
+
 @pytest.fixture(scope="module")
 def torchrun_row(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("torchrun")

@@ -146,7 +146,10 @@ def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str 
     try:
         values = backend.run(group, fn, args, kwargs, address=address, work=work)
     except Exception as exc:  # noqa: BLE001 - engines wrap a rank's error in their own types
-        failure = rank_failure(exc) or first_failure_file(work)
+        # Local ranks leave their errors in `work`: the earliest is the cause. A peer's collective that
+        # broke because of it fails a moment later, and an engine may hand that one back first (torchrun
+        # keeps the lowest rank among failures stamped in the same second).
+        failure = (first_failure_file(work) if local else None) or rank_failure(exc)
         if failure is None:
             raise
         raise failure from None
