@@ -1,7 +1,6 @@
 """TensorFlow variants end to end on CPU (each in its own processes: TF never enters pytest's)."""
 import os
 import sys
-import time
 
 import pytest
 
@@ -30,12 +29,11 @@ def test_tf_worker_per_node_layout_is_not_applicable_on_cpu(out):
 
 @pytest.mark.slow
 def test_a_killed_worker_fails_the_run_without_hang_or_orphans(out):
-    started = time.time()
     result = bench("run", "--variant", "tf-multiworker", "--devices", "2", "--task", "quick", "--out", str(out),
                    "--timeout", "120", env={**CPU, "DTBENCH_FAULT": "kill:rank=1:step=3"})
     assert result.returncode == 1
-    assert time.time() - started < 100  # well inside the timeout: the death is noticed, not waited out
     [row] = rows(out)
+    # failed, not timeout: the death is noticed, not waited out
     assert row["status"] == "failed" and "killed by signal 9" in row["error"]
     marker = f"DTBENCH_RUN_ID={row['run_id']}".encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):

@@ -44,3 +44,25 @@ def test_more_gpus_than_visible_is_refused(out):
     assert result.returncode == 2
     assert "GPUs but" in result.stderr and "lower GPUS" in result.stderr
     assert rows(out) == []
+
+
+# The approaches issue 14 added, each on one GPU with ResNet-50 (synthetic): the memory columns filled.
+SHARDED_RUNS = [("torch-fsdp",), ("lightning",), ("deepspeed", "--zero-stage", "1"), ("deepspeed", "--zero-stage", "2"),
+                ("deepspeed", "--zero-stage", "3"), ("accelerate", "--accelerate-plugin", "fsdp"),
+                ("accelerate", "--accelerate-plugin", "deepspeed")]
+
+
+@pytest.mark.parametrize("args", SHARDED_RUNS, ids=lambda args: "-".join(args).replace("--", ""))
+def test_sharded_and_new_variants_train_resnet50_on_one_gpu_with_memory_recorded(args, out):
+    result = bench("run", "--variant", *args, "--devices", "1", "--task", "resnet50", "--global-batch", "64",
+                   "--windows", "2", "--out", str(out), timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(out)
+    assert row["status"] == "ok", row["error"]
+    assert row["device_type"] == "cuda" and row["task"]["precision"] == "bf16"
+    memory = row["memory"]
+    assert 0 < memory["peak_allocated_mb"] <= memory["peak_reserved_mb"]
+    state = memory["model_state_bytes"]["0"]
+    # One rank holds the whole model: 25.6 M parameters, in fp32 or bf16.
+    assert 2 * 25_557_032 <= state["parameters"] <= 4 * 25_557_032
+    assert state["optimizer"] > 0

@@ -76,6 +76,8 @@ def test_deepspeed_names_each_nodes_gpus_and_its_config_file(tmp_path):
         config = json.loads(content)
         assert config["train_batch_size"] == 128 and config["train_micro_batch_size_per_gpu"] == 16
         assert config["zero_optimization"]["stage"] == 3 and config["gradient_clipping"] == 0.0
+        # DDP's 25 MiB bucket of fp32 gradients, not DeepSpeed's 5e8 elements allocated whatever the model
+        assert config["zero_optimization"]["reduce_bucket_size"] == 25 * 2**20 // 4
 
 
 def test_fabric_run_starts_each_nodes_devices(tmp_path):

@@ -100,3 +100,19 @@ def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_
     assert all(processes_of_run(r["run_id"]) == [] for r in probes)
     assert json.loads((tmp_path / "maxbatch" / "runs" / probes[0]["run_id"] / "spec.json").read_text())[
         "memory_limit_mb"] == 1200
+
+
+@pytest.mark.slow
+def test_zero_fits_a_batch_of_ddps_order_under_the_same_limit(tmp_path):
+    """Measured under 3000 MiB a rank: DDP 22,528, ZeRO-1 and ZeRO-3 19,968. With DeepSpeed's default buckets
+    (5e8 elements, allocated whatever the model) ZeRO-3 fitted 128 and ZeRO-1 256. On a CPU DeepSpeed also
+    compiles its shared-memory op as it starts: before the limit applies, or the compiler runs out of it."""
+    result = bench("maxbatch", "--variant", "deepspeed", "--zero-stage", "3", "--devices", "2", "--task", "default",
+                   "--memory-limit", "3000", "--global-batch", "8192", "--max-batch", "8192",
+                   "--out", str(tmp_path), env=CPU, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [found] = maxbatch.load(tmp_path / "maxbatch")
+    assert (found["largest_fitting"], found["smallest_failing"]) == (8192, None), found["probes"]
+    config = json.loads((tmp_path / "maxbatch" / "runs" / found["probes"][0]["run_id"] / "deepspeed_config.json")
+                        .read_text())
+    assert config["zero_optimization"]["reduce_bucket_size"] == 25 * 2**20 // 4

@@ -1,7 +1,6 @@
 """deepspeed (ZeRO 1/2/3, DeepSpeed's launcher, a config file per run) and lightning (Fabric, `fabric run`):
 they train the task as DDP does, refuse what they cannot do in one line, and die cleanly."""
 import json
-import time
 
 import pytest
 
@@ -82,13 +81,11 @@ def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["deepspeed", "lightning"])
 def test_a_killed_rank_under_the_variants_own_launcher_fails_the_run_and_leaves_no_process(tmp_path, variant):
-    started = time.time()
     result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(tmp_path),
                    "--timeout", "120", env={**CPU, "DTBENCH_FAULT": "kill:rank=1:step=3"})
     assert result.returncode == 1
-    assert time.time() - started < 100  # the death is noticed, not waited out
     [row] = rows(tmp_path)
-    assert row["status"] == "failed" and row["error"], row
+    assert row["status"] == "failed" and row["error"], row  # failed, not timeout: the death is noticed
     assert processes_of_run(row["run_id"]) == []
 
 

@@ -230,10 +230,17 @@ DEEPSPEED_PRECISION = {"fp32": {}, "bf16": {"bf16": {"enabled": True}},
                        "fp16": {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}}}
 
 
+# ZeRO's gradient-reduction bucket, in elements: DDP's (torch's default bucket_cap_mb, 25 MiB) of fp32
+# gradients. DeepSpeed's default (5e8 elements) is allocated whole, per bucket buffer and whatever the model
+# (2 GB in fp32, twice under overlap_comm): on a small model it, not ZeRO, set the largest batch that fits.
+ZERO_REDUCE_BUCKET = 25 * 2**20 // 4
+
+
 def deepspeed_config(spec: RunSpec) -> dict:
-    """Every setting that changes the training explicit (DeepSpeed's defaults would clip gradients at 1.0)."""
+    """Every setting that changes the training explicit (DeepSpeed's defaults would clip gradients at 1.0),
+    and the reduction bucket DDP has."""
     task = spec.task
-    zero = {"stage": task.zero_stage}
+    zero = {"stage": task.zero_stage, "reduce_bucket_size": ZERO_REDUCE_BUCKET}
     if task.zero_stage == 3:
         zero["stage3_param_persistence_threshold"] = 0  # every parameter sharded, however small: ZeRO-3 as such
     return {
