@@ -32,16 +32,29 @@ def fail_on_rank_one_then_zero() -> int:
 
     if dist.get_rank() == 1:
         raise ValueError("rank one was told to fail")
-    time.sleep(0.2)
+    time.sleep(0.05)
     raise RuntimeError("rank zero failed only because rank one did")
 
 
-if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fail|fail-both: one API call, JSON out
+def kill_rank_one() -> int:
+    """Rank 1 dies without raising (as the OOM killer would end it); rank 0's barrier breaks and raises."""
+    import signal
+
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.barrier()
+    return 0
+
+
+if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fail|fail-both|kill: one API call, JSON out
     import json
     import sys
 
     from bench import engines
-    from tests.engine_functions import fail_on_rank_one, fail_on_rank_one_then_zero, rank_report  # pickled by reference, not as __main__
+    # Imported, not taken from __main__: pickled by reference.
+    from tests.engine_functions import fail_on_rank_one, fail_on_rank_one_then_zero, kill_rank_one, rank_report
 
     engine, what = sys.argv[1], sys.argv[2]
     try:
@@ -50,7 +63,8 @@ if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fai
         elif what == "fail":
             values = engines.run(fail_on_rank_one, devices=2, engine=engine, timeout_s=120)
         else:
-            values = engines.run(fail_on_rank_one_then_zero, devices=2, engine=engine, timeout_s=120)
+            function = {"fail-both": fail_on_rank_one_then_zero, "kill": kill_rank_one}[what]
+            values = engines.run(function, devices=2, engine=engine, timeout_s=120)
     except engines.RankFailed as exc:
         print(json.dumps({"rank": exc.rank, "error": str(exc)}))
         sys.exit(3)

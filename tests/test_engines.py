@@ -69,6 +69,16 @@ def test_the_first_failing_rank_is_named_when_a_peer_fails_after_it(engine):
     assert processes_of_run(marker) == []
 
 
+@pytest.mark.slow
+def test_a_killed_rank_is_named_not_the_peer_whose_collective_broke():
+    # torchrun only: Dask restarts a killed worker and hands back the peer's error (see the README).
+    result, marker = api_call("torchrun", "kill")
+    assert result.returncode == 3, result.stderr[-3000:]
+    failure = json.loads(result.stdout.strip().splitlines()[-1])
+    assert failure["rank"] == 1, failure
+    assert processes_of_run(marker) == []
+
+
 @pytest.fixture(scope="module")
 def torchrun_row(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("torchrun")

@@ -144,8 +144,8 @@ def test_input_options_are_checked_before_anything_starts(tmp_path, args, messag
     ("not an image folder", "image folder s3://dtbench/digits/train/3 has no train/ and test/"),
     ("another task's images", "holds 10 classes of 8px 1-channel images, task default trains 10 classes of 28px"),
 ])
-def test_bad_s3_sources_are_one_line_and_exit_2_within_seconds_without_the_secret(s3_server, s3_digits, tmp_path,
-                                                                                  problem, message):
+def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secret(s3_server, s3_digits, tmp_path,
+                                                                                   problem, message):
     env, url, task = {}, s3_digits, "quick"
     if problem == "unreachable":
         env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens on the discard port

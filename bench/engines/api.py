@@ -15,9 +15,11 @@ This module imports no framework at top level: torch is imported inside the rank
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
+import time
 import traceback
 import uuid
 from dataclasses import dataclass
@@ -91,8 +93,9 @@ def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict, 
         value = fn(*args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - name the rank, keep the traceback
         message = "".join(traceback.format_exception(exc))[-3000:].strip()
-        if group.failure_dir:  # for engines that hand back only "see the logs" (Spark)
-            Path(group.failure_dir, f"failed-rank{rank}.txt").write_text(message)
+        if group.failure_dir:  # which rank failed first; and for engines that hand back only "see the logs" (Spark)
+            Path(group.failure_dir, f"failed-rank{rank}.json").write_text(
+                json.dumps({"rank": rank, "time_ns": time.time_ns(), "message": message}))
         # The group is left as it is: tearing it down would fail the peers' collectives with errors of
         # their own that could reach the engine first and hide this one. The engine stops them.
         raise RankFailed(rank, message) from None
@@ -139,17 +142,18 @@ def run(fn: Callable, *args: Any, devices: int = 2, nodes: int = 1, engine: str 
     work.mkdir(parents=True, exist_ok=True)
     local = address is None
     # A fresh file per call: a FileStore file left from an earlier group would be joined by mistake.
-    rendezvous = f"file://{work / f'rendezvous-{uuid.uuid4().hex[:8]}'}" if local else None
+    call = uuid.uuid4().hex[:8]
+    rendezvous = f"file://{work / f'rendezvous-{call}'}" if local else None
+    failures = work / f"failures-{call}"  # this call's: a reused run_dir's older errors are not read as its own
+    if local:
+        failures.mkdir()
     gpus = tuple(map(tuple, node_gpus)) if node_gpus and local and device_type == "cuda" else None
-    group = Group(devices, nodes, device_type, rendezvous, timeout_s, str(work) if local else None, gpus)
+    group = Group(devices, nodes, device_type, rendezvous, timeout_s, str(failures) if local else None, gpus)
     backend = _engine(engine)
     try:
         values = backend.run(group, fn, args, kwargs, address=address, work=work)
     except Exception as exc:  # noqa: BLE001 - engines wrap a rank's error in their own types
-        # Local ranks leave their errors in `work`: the earliest is the cause. A peer's collective that
-        # broke because of it fails a moment later, and an engine may hand that one back first (torchrun
-        # keeps the lowest rank among failures stamped in the same second).
-        failure = (first_failure_file(work) if local else None) or rank_failure(exc)
+        failure = cause(rank_failure(exc), first_failure_file(failures) if local else None)
         if failure is None:
             raise
         raise failure from None
@@ -175,10 +179,21 @@ def rank_failure(exc: BaseException) -> RankFailed | None:
     return RankFailed(int(match.group(1)), match.group(2).strip()) if match else None
 
 
-def first_failure_file(work: Path) -> RankFailed | None:
-    """The earliest error a local rank left in the work folder."""
-    files = sorted(work.glob("failed-rank*.txt"), key=lambda f: f.stat().st_mtime)
-    return RankFailed(int(files[0].stem.removeprefix("failed-rank")), files[0].read_text()) if files else None
+def first_failure_file(failures: Path) -> tuple[RankFailed, set[int]] | None:
+    """The earliest error a local rank's function raised (by the time it wrote), and every rank that wrote one."""
+    found = sorted((json.loads(f.read_text()) for f in failures.glob("failed-rank*.json")), key=lambda f: f["time_ns"])
+    return (RankFailed(found[0]["rank"], found[0]["message"]), {f["rank"] for f in found}) if found else None
+
+
+def cause(picked: RankFailed | None, first_raised: tuple[RankFailed, set[int]] | None) -> RankFailed | None:
+    """The failure to name: the engine's pick, unless that rank's function raised too and another raised first.
+    A peer whose collective broke fails a moment after the cause, and an engine may hand that one back
+    (torchrun keeps the lowest rank among failures stamped in the same second); a rank that died without
+    raising (killed, out of memory, crashed) leaves no file, and the engine's pick stands."""
+    if first_raised is None:
+        return picked
+    earliest, raised = first_raised
+    return earliest if picked is None or picked.rank in raised else picked
 
 
 def _engine(name: str):

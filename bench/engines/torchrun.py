@@ -33,7 +33,9 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
         try:
             returned = elastic_launch(config, rank_main_from_env)(group, fn, args, kwargs)
         except ChildFailedError as exc:
-            rank, failure = exc.get_first_failure()
+            # A rank killed by a signal first (its peers' broken collectives fail after it), then the earliest;
+            # torchrun's own get_first_failure() stamps to the second and keeps the lowest rank on a tie.
+            rank, failure = min(exc.failures.items(), key=lambda item: (item[1].exitcode >= 0, item[1].timestamp))
             raise RankFailed(rank, failure.message if isinstance(failure.message, str)
                              else str(failure.message)) from None
         finally:

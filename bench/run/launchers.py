@@ -231,8 +231,9 @@ DEEPSPEED_PRECISION = {"fp32": {}, "bf16": {"bf16": {"enabled": True}},
 
 
 # ZeRO's gradient-reduction bucket, in elements: DDP's (torch's default bucket_cap_mb, 25 MiB) of fp32
-# gradients. DeepSpeed's default (5e8 elements) is allocated whole, per bucket buffer and whatever the model
-# (2 GB in fp32, twice under overlap_comm): on a small model it, not ZeRO, set the largest batch that fits.
+# gradients. DeepSpeed's default (5e8 elements, 2 GB in fp32) is allocated whole whatever the model (stages 1
+# and 2: at every step, twice under overlap_comm; stage 3: once): on a small model it, not ZeRO, set the
+# largest batch that fits.
 ZERO_REDUCE_BUCKET = 25 * 2**20 // 4
 
 
