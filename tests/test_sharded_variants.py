@@ -1,12 +1,17 @@
 """deepspeed (ZeRO 1/2/3, DeepSpeed's launcher, a config file per run) and lightning (Fabric, `fabric run`):
 they train the task as DDP does, refuse what they cannot do in one line, and die cleanly."""
+import glob
 import json
+import os
 
 import pytest
 
 from bench.run.processes import processes_of_run
 from tests.listening import ListenerWatch
 from tests.helpers import CPU, bench, rows
+
+# DeepSpeed's CPU all-reduce segments of this user's runs on loopback (bench.run.launchers.deepspeed)
+DEEPSPEED_SEGMENTS = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_*"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -59,6 +64,7 @@ def test_a_sweep_runs_deepspeed_at_each_zero_stage_from_its_own_config_file(tmp_
 def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
     """Same model, data order, optimizer and schedule: fp32 on CPU gives DDP's accuracy, every test image once."""
     runs = [("torch-ddp",), ("lightning",), *[("deepspeed", "--zero-stage", str(s)) for s in (1, 2, 3)]]
+    segments = set(glob.glob(DEEPSPEED_SEGMENTS))
     for variant, *extra in runs:
         with ListenerWatch() as watch:
             result = bench("run", "--variant", variant, *extra, "--devices", "2", "--task", "quick", "--out",
@@ -66,6 +72,8 @@ def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         # Their rendezvous joins the run's store on 127.0.0.1 (torch's own would listen on every interface).
         assert watch.beyond_loopback() == set(), (variant, watch.seen)
+        # DeepSpeed's CPU all-reduce segments (66 MB of RAM a rank) are removed with the run
+        assert set(glob.glob(DEEPSPEED_SEGMENTS)) <= segments
     found = rows(tmp_path)
     ddp = found[0]
     for row in found[1:]:
@@ -81,12 +89,14 @@ def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["deepspeed", "lightning"])
 def test_a_killed_rank_under_the_variants_own_launcher_fails_the_run_and_leaves_no_process(tmp_path, variant):
+    segments = set(glob.glob(DEEPSPEED_SEGMENTS))
     result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(tmp_path),
                    "--timeout", "120", env={**CPU, "DTBENCH_FAULT": "kill:rank=1:step=3"})
     assert result.returncode == 1
     [row] = rows(tmp_path)
     assert row["status"] == "failed" and row["error"], row  # failed, not timeout: the death is noticed
     assert processes_of_run(row["run_id"]) == []
+    assert set(glob.glob(DEEPSPEED_SEGMENTS)) <= segments  # nor the killed rank's shared memory
 
 
 def test_the_report_labels_zero_stages_apart_and_flags_tf_ps_as_asynchronous(tmp_path):

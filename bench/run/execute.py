@@ -2,6 +2,8 @@
 timeout, kill whatever is left, and fold the ranks' reports into a result row."""
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import shlex
@@ -23,7 +25,7 @@ from bench.run import environment as env_info
 from bench.run import data, fold
 from bench.run.launchers import processes, run_temp_dir
 from bench.run.loopback import loopback_listener
-from bench.run.processes import RUN_ID_ENV, kill_run, spawn, start, wait
+from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
 from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine, Placement
@@ -94,7 +96,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    reaper, procs, command = Reaper(run_id), [], None
+    reaper, procs, command, to_start = Reaper(run_id), [], None, []
     try:
         temp.mkdir(exist_ok=True)
         spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
@@ -116,9 +118,17 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     finally:
         kill_run(run_id, procs)
         reaper.release()
+        remove_leftovers(to_start)
         keep_temp(temp, run_dir / "tmp")
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time)
+
+
+def remove_leftovers(processes: list[Process]) -> None:
+    """What the run's processes leave outside its folder and never remove (`Process.leftovers`)."""
+    for path in {path for p in processes for pattern in p.leftovers for path in glob.glob(pattern)}:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def keep_temp(temp: Path, kept: Path) -> None:

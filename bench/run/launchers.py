@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -73,7 +74,10 @@ def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process
            "--no_local_rank", "--module", spec.variant.module, "--spec", str(ctx.spec_path),
            "--deepspeed_config", str(config_path)]
     config = json.dumps(deepspeed_config(spec), indent=1)
-    return [Process(cmd, env, f"node{plan.node_rank}.log", files=((str(config_path), config),))]
+    # Its CPU backend's shared memory, named deepspeed_allreduce_buffer_<uid>_<MASTER_ADDR>_<MASTER_PORT>_<rank>.
+    segments = (f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_{spec.master_addr}_{ctx.master_port}_*",)
+    return [Process(cmd, env, f"node{plan.node_rank}.log", files=((str(config_path), config),),
+                    leftovers=segments if spec.device_type == "cpu" else ())]
 
 
 def fabric(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:

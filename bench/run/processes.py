@@ -33,6 +33,9 @@ class Process:
     # A server that never exits by itself (a tf-ps worker or parameter server): the run is over when every
     # other process has exited, and it is killed then; its death before that fails the run.
     server: bool = False
+    # Files its processes leave outside the run's folder, as glob patterns, removed when the run ends:
+    # DeepSpeed's CPU all-reduce segments in /dev/shm (66 MB a rank, in RAM) are never unlinked by DeepSpeed.
+    leftovers: tuple[str, ...] = ()
 
 
 def python_path() -> str:
