@@ -60,11 +60,9 @@ if __name__ == "__main__":  # python -m tests.engine_functions ENGINE report|fai
     try:
         if what == "report":
             values = engines.run(rank_report, 10, devices=2, engine=engine, timeout_s=120, scale=2.0)
-        elif what == "fail":
-            values = engines.run(fail_on_rank_one, devices=2, engine=engine, timeout_s=120)
         else:
-            function = {"fail-both": fail_on_rank_one_then_zero, "kill": kill_rank_one}[what]
-            values = engines.run(function, devices=2, engine=engine, timeout_s=120)
+            failing = {"fail": fail_on_rank_one, "fail-both": fail_on_rank_one_then_zero, "kill": kill_rank_one}[what]
+            values = engines.run(failing, devices=2, engine=engine, timeout_s=120)
     except engines.RankFailed as exc:
         print(json.dumps({"rank": exc.rank, "error": str(exc)}))
         sys.exit(3)
