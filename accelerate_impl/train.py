@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 from bench.spec.task import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
-from deepspeed_impl.state import ZeroState
+from torch_impl.zero_state import ZeroState
 from torch_impl import data, memory
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import build_model, count_parameters

@@ -96,7 +96,7 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     for mode in more_modes:
         task.replace(**mode).validate()
     if task.dataset == "imagefolder":  # classes, channels and size come from the folder
-        from bench.run import imagefolder
+        from bench.worker import imagefolder
 
         task = imagefolder.describe(task, args.image_size)
     elif args.image_size or args.val_split:
@@ -106,7 +106,7 @@ def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
         task = task.replace(image_size=side, channels=channels, classes=classes)
     for mode in [first_mode, *more_modes]:
         if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images
-            from bench.run import data
+            from bench.worker import data
 
             data.check_remote(task.replace(**mode))
             break
@@ -255,7 +255,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     reason = spec.inapplicable()
     if reason:
         raise SpecError(f"{reason}: choose another variant or fewer devices")
-    from bench.run import data, sweep
+    from bench.worker import data
+    from bench.run import sweep
     from bench.run.execute import execute
 
     if variant.framework.startswith("tensorflow") and device_type == "cuda":
@@ -405,7 +406,7 @@ def export_images(args: argparse.Namespace) -> int:
     image folder, on disk or uploaded to object storage (the AWS environment names endpoint and credentials)."""
     import tempfile
 
-    from bench.run import data, imagefolder, s3
+    from bench.worker import data, imagefolder, s3
 
     if len(args.tasks) != 2:
         raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
@@ -430,7 +431,7 @@ def export_images(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from bench.run import data
+    from bench.worker import data
 
     if args.tasks[:1] == ["export-images"]:
         return export_images(args)

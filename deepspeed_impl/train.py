@@ -21,7 +21,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from bench.worker import Worker, exit_now, spec_path_from_argv  # noqa: E402
-from deepspeed_impl.state import ZeroState  # noqa: E402
+from torch_impl.zero_state import ZeroState  # noqa: E402
 from torch_impl import data  # noqa: E402
 from torch_impl import train as loop  # noqa: E402
 from torch_impl.model import build_model  # noqa: E402

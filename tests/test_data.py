@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 
-from bench.run import data
+from bench.worker import data
 from bench.spec.task import PRESETS, SpecError
 
 

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from bench.run import data, execute
+from bench.worker import data
+from bench.run import execute
 from bench.run.runspec import RunSpec
 from bench.spec import devices
 from bench.spec.task import get_task

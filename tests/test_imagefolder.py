@@ -3,7 +3,7 @@ and bad folders refused with one line naming the problem."""
 import numpy as np
 import pytest
 
-from bench.run import data, imagefolder
+from bench.worker import data, imagefolder
 from bench.spec.task import SpecError, get_task
 from tests.helpers import CPU, bench, rows
 

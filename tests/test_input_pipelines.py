@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from bench.results.key import config_key
-from bench.run import data, imagefolder, plan
+from bench.worker import data, imagefolder
+from bench.run import plan
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from tests.helpers import CPU, bench, rows
@@ -89,7 +90,7 @@ def test_a_run_keeps_its_temp_files_but_not_its_sockets(tmp_path):
 
 
 def test_a_row_names_the_s3_endpoint_without_its_user_and_password(monkeypatch):
-    from bench.run import s3
+    from bench.worker import s3
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "https://user:pa55@minio.example:9000/")
     assert s3.endpoint_label() == "https://minio.example:9000"

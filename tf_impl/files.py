@@ -3,14 +3,14 @@ boto3 (an S3 prefix) and `tf.io.decode_image`, mapped in parallel, batched, pref
 
 TensorFlow 2.21 has no S3 file system of its own (it moved to tensorflow-io, whose last release, 0.37.1,
 is built for TF 2.16), so objects are fetched with boto3 inside the pipeline (`tf.py_function`); the
-decode stays TensorFlow's. The files come in `bench.run.imagefolder.listing`'s order, the one every
+decode stays TensorFlow's. The files come in `bench.worker.imagefolder.listing`'s order, the one every
 pipeline reads, so a folder `bench data export-images` wrote trains exactly as the in-memory dataset.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
-from bench.run import imagefolder, s3
+from bench.worker import imagefolder, s3
 
 # The first bytes of every format decode_image reads: a file without them is named before TF's decoder
 # fails without a name.

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from bench.run import data as cache
-from bench.run.interpreters import gpus_not_seen
+from bench.worker import data as cache
+from bench.worker.gpus import gpus_not_seen
 from bench.worker import Worker, cpu_model, peak_rss_mb
 
 # Imported after the worker has pinned itself and sized TF's pools (see configure()).

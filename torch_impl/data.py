@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from bench.run import data as cache
+from bench.worker import data as cache
 
 EVAL_BATCH = cache.EVAL_BATCH
 

@@ -1,7 +1,7 @@
 """Image files as PyTorch users read them: torchvision's `ImageFolder` on a folder, AWS's `s3torchconnector`
 on an S3 prefix, each decoded by torchvision transforms in `DataLoader` workers (torch_impl.data).
 
-Both give uint8 HWC tensors and labels in the order `bench.run.imagefolder.listing` gives every pipeline
+Both give uint8 HWC tensors and labels in the order `bench.worker.imagefolder.listing` gives every pipeline
 (by file name, then class), so a folder `bench data export-images` wrote trains exactly as the in-memory
 dataset; normalisation stays on the device, as for the in-memory input (timm's loader does the same).
 """
@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset, Subset
 from torchvision import datasets, transforms
 
-from bench.run import imagefolder, s3
+from bench.worker import imagefolder, s3
 
 
 class HWC:
@@ -47,7 +47,7 @@ class ImageOpener:
 
 
 class NameOrderedImageFolder(datasets.ImageFolder):
-    """torchvision's ImageFolder, finding classes and images by dtbench's rules (`bench.run.imagefolder`: no
+    """torchvision's ImageFolder, finding classes and images by dtbench's rules (`bench.worker.imagefolder`: no
     hidden folders, no subfolders of a class, the same extensions) and ordering its samples across classes
     (file name, then class) instead of class by class: what every pipeline reads, so a sampler's seed draws
     the same batches from memory, files and S3."""

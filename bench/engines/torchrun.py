@@ -21,7 +21,7 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from torch_impl.store import loopback_store
+    from bench.run.rendezvous import loopback_store
 
     with loopback_store() as (port, store_env):
         saved = {k: os.environ.get(k) for k in store_env}

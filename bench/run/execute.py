@@ -22,7 +22,8 @@ from bench.analysis import utilisation
 from bench.interrupt import Interrupted
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
-from bench.run import data, fold
+from bench.worker import data
+from bench.run import fold
 from bench.run.launchers import processes, run_temp_dir
 from bench.run.loopback import loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
@@ -83,7 +84,7 @@ def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subproc
     if spec.on_engine or not spec.all_local or spec.variant.launcher not in STORE_CLIENTS:
         return None
     with loopback_listener() as sock:
-        proc = spawn([sys.executable, "-m", "torch_impl.store", "--fd", str(sock.fileno())],
+        proc = spawn([sys.executable, "-m", "bench.run.rendezvous", "--fd", str(sock.fileno())],
                      {RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, run_dir / "store.log",
                      pass_fds=[sock.fileno()])
         return proc, sock.getsockname()[1]
@@ -177,7 +178,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.notes.append(DUET_NOTE)
     row.command, row.wall_s = run.command, run.wall_s
     if spec.task.input == "s3":  # where the objects came from (a MinIO row and an AWS row are not alike)
-        from bench.run import s3
+        from bench.worker import s3
 
         row.environment["s3_endpoint"] = s3.endpoint_label()
 

@@ -15,8 +15,8 @@ import sys
 from bench import REPO_ROOT
 from bench.spec.task import SpecError
 from bench.spec.variants import Variant
+from bench.worker.gpus import TF_PYTHON_ENV, gpus_not_seen
 
-TF_PYTHON_ENV = "DTBENCH_TF_PYTHON"  # a TensorFlow interpreter of the user's own (SETUP=none boxes)
 TF_VENV = REPO_ROOT / ".venv-tf"
 
 
@@ -62,14 +62,3 @@ def require_tf_gpus(variant: Variant, cuda_visible: tuple[str, ...]) -> None:
     tensorflow = f"TensorFlow {seen['version']}" if seen["version"] else f"no TensorFlow ({seen.get('problem')})"
     raise SpecError(gpus_not_seen(variant.name, list(cuda_visible), seen["gpus"], tensorflow, seen["cuda"],
                                   seen["python"]))
-
-
-def gpus_not_seen(variant: str, given: list[str], seen: int, tensorflow: str, cuda_build: str | None,
-                  python: str) -> str:
-    """The one-line refusal of a TensorFlow variant that sees fewer GPUs than it was given, with its fix:
-    from `require_tf_gpus` before a run, and from the worker itself (tf_impl/train.py) inside a sweep."""
-    build = f"a CUDA {cuda_build} build" if cuda_build else "a CPU-only build"
-    fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if cuda_build else
-           f"install its GPU build (`make setup` on a GPU box makes .venv-tf) or set {TF_PYTHON_ENV} to a Python with one")
-    return (f"{variant} asked for cuda on {len(given)} GPU(s) ({','.join(given)}), but {tensorflow} ({build}, "
-            f"{python}) sees {seen}: {fix}")

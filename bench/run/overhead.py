@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.analysis import stats
-from bench.run import data
+from bench.worker import data
 from bench.run.execute import execute, write_spec
 from bench.run.launchers import node_environment
 from bench.run.runspec import RunSpec
@@ -33,7 +33,7 @@ def plain_loop_throughput(spec: RunSpec, placement: devices.Placement, run_dir: 
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path = write_spec(spec, placement, run_dir.name, run_dir, data_path)
     env = {**os.environ, **node_environment(spec, placement.nodes[0], run_dir.name, run_dir)}
-    out = subprocess.run([sys.executable, "-m", "torch_impl.plain_loop", "--spec", str(spec_path)], env=env,
+    out = subprocess.run([sys.executable, "-m", "probes.plain_loop", "--spec", str(spec_path)], env=env,
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
         raise RuntimeError(f"plain loop failed:\n{out.stderr[-2000:]}")

@@ -8,7 +8,8 @@ from pathlib import Path
 from bench.analysis import aggregate, allreduce, peak
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
-from bench.run import data, microbench
+from bench.worker import data
+from bench.run import microbench
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
 from bench.run.plan import check_all

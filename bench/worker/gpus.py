@@ -6,6 +6,7 @@ names the GPU it gave the worker; dask-cuda rotates CUDA_VISIBLE_DEVICES so each
 """
 from __future__ import annotations
 
+TF_PYTHON_ENV = "DTBENCH_TF_PYTHON"  # a TensorFlow interpreter of the user's own (SETUP=none boxes)
 CUDA_DEVICE_ENV = "DTBENCH_CUDA_DEVICE"  # the index an engine's rank chose, for the variant's code
 
 
@@ -47,3 +48,15 @@ def rotated(visible_by_worker: list[list[str]]) -> bool:
     rotations = {tuple(first[i:] + first[:i]) for i in range(len(first))}
     heads = [v[0] for v in visible_by_worker]
     return all(tuple(v) in rotations for v in visible_by_worker) and len(set(heads)) == len(heads)
+
+
+def gpus_not_seen(variant: str, given: list[str], seen: int, tensorflow: str, cuda_build: str | None,
+                  python: str) -> str:
+    """The one-line refusal of a TensorFlow variant that sees fewer GPUs than it was given, with its fix:
+    from `require_tf_gpus` before a run, and from the worker itself (tf_impl/train.py) inside a sweep."""
+    build = f"a CUDA {cuda_build} build" if cuda_build else "a CPU-only build"
+    fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if cuda_build else
+           f"install its GPU build (`make setup` on a GPU box makes .venv-tf) or set {TF_PYTHON_ENV} to a Python with one")
+    return (f"{variant} asked for cuda on {len(given)} GPU(s) ({','.join(given)}), but {tensorflow} ({build}, "
+            f"{python}) sees {seen}: {fix}")
+

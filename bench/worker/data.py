@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import REPO_ROOT
-from bench.run import imagefolder
+from bench.worker import imagefolder
 from bench.spec.task import SpecError, TaskSpec
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.run import data as cache
+from bench.worker import data as cache
 from torch_impl.data import to_model_input
 from torch_impl.model import build_model
 

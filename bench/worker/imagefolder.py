@@ -84,7 +84,7 @@ def layout(task: TaskSpec, root: str | None = None) -> dict[str, dict[str, list[
 
 
 def _remote_layout(url: str, val_split: float | None) -> dict[str, dict[str, list[str]]]:
-    from bench.run import s3
+    from bench.worker import s3
 
     keys = [k for k in s3.list_keys(url) if not k.endswith("/")]
     if not keys:
@@ -148,7 +148,7 @@ def holdout(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 def open_bytes(root: str, file: str) -> bytes:
     """One image's encoded bytes from a folder or an S3 prefix."""
     if is_remote(root):
-        from bench.run import s3
+        from bench.worker import s3
 
         return s3.read_object(root, file)
     return Path(file).read_bytes()
