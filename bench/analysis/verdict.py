@@ -1,0 +1,273 @@
+"""The verdict: per task, precision, device type, device count and scaling, the fastest synchronous approach
+and how each other one compares with it, in sentences a person would write.
+
+Each comparison is a throughput ratio (winner / other) with a 95 % interval, from the run medians when both
+ran at least twice, else from the windows (`bench.analysis.repeats`). A tie is an interval that includes 1.
+Accuracy is compared with the winner's within ACCURACY_TOLERANCE, and with the task's target accuracy.
+
+Stability: where a configuration's runs disagree (their window intervals do not all overlap), a comparison
+with it is ranked only when the interval from the run medians, which carries that spread, still excludes 1;
+otherwise the verdict says the machine was too noisy to tell, and what to do.
+
+Asynchronous (tf-ps), synthetic-input and no-sync runs never rank: they are context.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
+from bench.results.key import ASYNCHRONOUS, RunKey
+
+# Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
+# --accuracy-tolerance. The tasks' presets name a target accuracy but no tolerance.
+ACCURACY_TOLERANCE = 0.01
+ADVICE = ("run more repeats (`--repeats 5`, `make bench REPEATS=5`), compare the two as interleaved duets "
+          "(as `bench regress` does), or measure on a quieter machine")
+
+
+def ranks(key: RunKey) -> bool:
+    """Synchronous data parallelism on the real input: the runs a verdict may rank."""
+    return not key.independent and key.input != "synthetic" and key.variant not in ASYNCHRONOUS
+
+
+@dataclass(frozen=True)
+class Comparison:
+    other: dict   # the configuration's line
+    ratio: Ratio  # winner / other
+    noisy: bool   # a side's runs disagree and the interval from the runs does not settle it
+
+
+@dataclass
+class Group:
+    title: str
+    winner: dict | None = None
+    comparisons: list[Comparison] = field(default_factory=list)
+    ties_beat_too: bool = False  # every approach tied with the winner also beats those the winner beats
+    context: list[str] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
+
+    def _of(self, tie: bool | None = None, noisy: bool = False) -> list[Comparison]:
+        return [c for c in self.comparisons if c.noisy == noisy and (tie is None or c.ratio.tie == tie)]
+
+    @property
+    def ties(self) -> list[Comparison]:
+        return self._of(tie=True)
+
+    @property
+    def beaten(self) -> list[Comparison]:
+        return self._of(tie=False)
+
+    @property
+    def noisy(self) -> list[Comparison]:
+        return self._of(noisy=True)
+
+
+# A group: the same task, recipe and input pipeline, trained on the same devices at the same batch.
+GROUP_BY = ["task", "precision", "scaling", "device_type", "world_size", "global_batch"]
+
+
+def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
+    """The comparisons of every group of configurations, first-seen task first, device counts ascending."""
+    if configs.empty:
+        return []
+    records = configs.to_dict("records")
+    by_key = {r["key"]: r for r in records}
+    frame = configs[GROUP_BY].assign(
+        i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
+        setting=[(k.dataset, k.recipe, INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
+                 for k in configs["key"]])
+    frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
+    batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
+    out = []
+    for _, members in frame.assign(batches=batches).groupby(["task_order", "setting", *GROUP_BY[3:]], sort=False):
+        lines = [records[i] for i in members["i"]]
+        group = _group(lines, by_key, measured, several_batches=members["batches"].iloc[0] > 1)
+        if group.winner is not None or group.failed:
+            out.append(group)
+    return out
+
+
+INPUT_ORDER = {"memory": 0, "files": 1, "s3": 2}
+
+
+def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool) -> Group:
+    group = Group(_title(lines[0], several_batches))
+    contenders = [r for r in lines if r["ok"] and ranks(r["key"]) and r["key"] in measured]
+    group.failed = [r for r in lines if r["status"] in ("failed", "timeout", "interrupted") and ranks(r["key"])]
+    if not contenders:
+        return group
+    winner = group.winner = max(contenders, key=lambda r: r["throughput"])
+    best = measured[winner["key"]]
+    for r in sorted(contenders, key=lambda r: -r["throughput"]):
+        if r is not winner:
+            theirs, between = measured[r["key"]], ratio(best, measured[r["key"]])
+            shaky = best.disagree or theirs.disagree
+            group.comparisons.append(Comparison(r, between, shaky and (between.tie or not between.from_runs)))
+    group.ties_beat_too = all(not ratio(measured[t.other["key"]], measured[b.other["key"]]).tie
+                              for t in group.ties for b in group.beaten)
+    bound = by_key.get(winner["key"]._replace(independent=True))
+    if bound is not None and bound["ok"]:
+        group.context.append(f"{_name(winner)} reaches {_pct(winner['throughput'] / bound['throughput'])} of its "
+                             f"no-sync bound ({bound['throughput']:,.0f} samples/s)")
+    for r in lines:
+        if r["ok"] and r["key"].variant in ASYNCHRONOUS and not r["key"].independent:
+            group.context.append(f"{_name(r)} runs at {r['throughput'] / winner['throughput']:.2f}x of it, "
+                                 "updating asynchronously (not ranked)")
+    return group
+
+
+def _title(r: dict, several_batches: bool) -> str:
+    n, key = r["world_size"], r["key"]
+    devices = f"{n} {'CPU slot' if r['device_type'] == 'cpu' else 'GPU'}{'s' if n > 1 else ''}"
+    task = f"{r['task']} task" + "".join(f" ({x})" for x in (key.dataset, key.recipe) if x)
+    details = [r["precision"], f"{r['scaling']} scaling"]
+    if several_batches:
+        details.append(f"batch {r['global_batch']}")
+    if key.input != "memory":
+        details.append(f"input {key.input_mode}")
+    return f"{devices}, {task}, {', '.join(details)}"
+
+
+def _name(r: dict) -> str:
+    return r["series"] + (f" on {r['nodes']} nodes" if r["nodes"] > 1 else "")
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def _ratio(x: Ratio, times: str = "x") -> str:
+    return f"{_x(x.value)}{times} [{_x(x.low)}, {_x(x.high)}]"
+
+
+def _pct(value: float, decimals: int = 0) -> str:
+    return f"{100 * value:.{decimals}f} %"
+
+
+def _present(value) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _spread(name: str, runs: Runs) -> str:
+    medians = (" and ".join(f"{m:,.0f}" for m in runs.medians) if runs.count < 4
+               else f"{min(runs.medians):,.0f} to {max(runs.medians):,.0f}")
+    window = (f", while each run's windows pin its median to ±{_pct(runs.window_halfwidth)}"
+              if runs.window_halfwidth is not None else "")
+    return f"{name}'s {runs.count} runs gave {medians} samples/s ({_x(runs.max_over_min)}x apart){window}"
+
+
+def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
+    """One paragraph of plain sentences for one group."""
+    if group.winner is None:
+        return f"{group.title}: no synchronous run finished ({_failures(group.failed)})."
+    w, leader = group.winner, _name(group.winner)
+    facts = [f"{w['throughput']:,.0f} samples/s"]
+    if _present(w.get("scaling_efficiency")):
+        facts.append(f"scaling efficiency {w['scaling_efficiency']:.2f}")
+    if _present(w.get("device_peak_mb")):
+        facts.append(f"{w['device_peak_mb']:,.0f} MiB per device")
+    ties, beaten, noisy = group.ties, group.beaten, group.noisy
+    if ties:
+        tied = _join([leader, *(_name(c.other) for c in ties)])
+        ratios = "; ".join((f"{_name(c.other)}: " if len(ties) > 1 else "") + f"ratio {_ratio(c.ratio, '')}"
+                           for c in ties)
+        text = f"{tied} tie ({ratios}), {leader} at {', '.join(facts)}"
+    elif not group.comparisons:
+        text = f"{leader} is the only synchronous approach measured ({', '.join(facts)})"
+    else:
+        text = f"{leader} {'leads' if noisy else 'is fastest'} ({', '.join(facts)})"
+    if beaten:
+        subject = ("both" if len(ties) == 1 else "all of them") if ties and group.ties_beat_too else leader
+        text += (f"; {subject} beat{'s' if subject == leader else ''} "
+                 + _join([f"{_name(c.other)} by {_ratio(c.ratio)}" for c in beaten]))
+        text += _same_accuracy(w, beaten)
+    text = f"{group.title}: {text}." + _flagged_accuracy(w, [*ties, *beaten])
+    text += _memory(w, [*ties, *beaten])
+    if noisy:
+        shaky = [_spread(_name(r), measured[r["key"]]) for r in (w, *(c.other for c in noisy))
+                 if measured[r["key"]].disagree]
+        against = _join([f"{_name(c.other)} ({_ratio(c.ratio)})" for c in noisy])
+        text += (f" Too noisy here to rank {leader} against {against}: {'; '.join(shaky)}. "
+                 f"To tell them apart, {ADVICE}.")
+    if group.context:
+        text += " Context: " + "; ".join(group.context) + "."
+    target = w.get("target_accuracy")
+    if _present(target) and _present(w.get("test_accuracy")) and w["test_accuracy"] < target:
+        text += (f" {leader}'s accuracy ({_pct(w['test_accuracy'], 1)}) is below the task's target "
+                 f"({_pct(target, 1)}).")
+    if group.failed:
+        text += f" Did not finish: {_failures(group.failed)}."
+    return text
+
+
+def _agrees(winner: dict, other: dict) -> bool | None:
+    a, b = winner["test_accuracy"], other["test_accuracy"]
+    return abs(a - b) <= ACCURACY_TOLERANCE + 1e-9 if _present(a) and _present(b) else None
+
+
+def _same_accuracy(winner: dict, compared: list[Comparison]) -> str:
+    same = [c.other for c in compared if _agrees(winner, c.other)]
+    if not same:
+        return ""
+    return (f" at the same accuracy ({_pct(winner['test_accuracy'], 1)} vs "
+            f"{_join([_pct(r['test_accuracy'], 1) for r in same])})")
+
+
+def _flagged_accuracy(winner: dict, compared: list[Comparison]) -> str:
+    off = [c.other for c in compared if _agrees(winner, c.other) is False]
+    if not off:
+        return ""
+    return (f" Accuracy flagged, more than {100 * ACCURACY_TOLERANCE:g} point from {_name(winner)}'s "
+            f"{_pct(winner['test_accuracy'], 1)}: "
+            + _join([f"{_name(r)} {_pct(r['test_accuracy'], 1)}" for r in off]) + "; check before trusting its speed.")
+
+
+def _memory(winner: dict, compared: list[Comparison]) -> str:
+    """The others' memory per device where it differs from the winner's by more than 10 %."""
+    mine = winner.get("device_peak_mb")
+    if not _present(mine):
+        return ""
+    apart = [c.other for c in compared if _present(c.other.get("device_peak_mb"))
+             and abs(c.other["device_peak_mb"] / mine - 1) > 0.1]
+    if not apart:
+        return ""
+    return " Memory per device: " + _join([f"{_name(r)} {r['device_peak_mb']:,.0f} MiB" for r in apart]) + "."
+
+
+def _failures(failed: list[dict]) -> str:
+    return ", ".join(f"{_name(r)} ({r['status']})" for r in failed)
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def lines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """The verdict as plain sentences, one paragraph per group, then what the intervals rest on."""
+    measured = measured_runs(runs)
+    found = groups(configs, measured)
+    out = [sentence(g, measured) for g in found]
+    compared = [c for g in found for c in g.comparisons]
+    if any(not c.ratio.from_runs for c in compared):
+        out.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
+                   "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
+                   "before acting on a close ranking.")
+    if out:
+        out.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
+                   "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
+                   f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "
+                   "never ranked.")
+    return out
+
+
+def verdict_lines(directory: Path) -> list[str]:
+    """The verdict of a results folder, for the console after `bench sweep` / `bench report`."""
+    from bench.analysis import aggregate
+    from bench.results import ResultStore
+    from bench.results.frame import frame
+
+    runs = frame(ResultStore(Path(directory)).dicts())
+    return lines(aggregate.configurations(runs), runs)
