@@ -18,7 +18,7 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import DataLoaderConfiguration, DistributedType
 from torch.utils.data import DataLoader
 
-from bench.spec.task import ACCELERATE_MIXED_PRECISION
+from accelerate_impl.launch import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl.zero_state import ZeroState
 from torch_impl import data, memory

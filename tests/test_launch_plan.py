@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench.run import launchers
+from bench.run import launch
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.spec.task import get_task
@@ -16,7 +16,7 @@ EIGHT_GPUS = Machine(cores=tuple(range(16)), gpus=tuple(map(str, range(8))), gpu
 def plan(variant, tmp_path, device_type="cuda", nodes=2, per_node=4, machine=EIGHT_GPUS, **task):
     spec = RunSpec(get_variant(variant), get_task("default", **task), device_type, nodes, per_node)
     placement = spec.check(machine)
-    return spec, launchers.processes(spec, placement, "run-x", tmp_path, tmp_path / "spec.json")
+    return spec, launch.processes(spec, placement, "run-x", tmp_path, tmp_path / "spec.json")
 
 
 def test_torchrun_one_launcher_per_node_each_seeing_its_gpus(tmp_path):

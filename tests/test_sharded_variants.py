@@ -10,7 +10,7 @@ from bench.run.processes import processes_of_run
 from tests.listening import ListenerWatch
 from tests.helpers import CPU, bench, rows
 
-# DeepSpeed's CPU all-reduce segments of this user's runs on loopback (bench.run.launchers.deepspeed)
+# DeepSpeed's CPU all-reduce segments of this user's runs on loopback (deepspeed_impl.launch.deepspeed)
 DEEPSPEED_SEGMENTS = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_*"
 
 

@@ -24,7 +24,7 @@ from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.worker import data
 from bench.run import fold
-from bench.run.launchers import processes, run_temp_dir
+from bench.run.launch import processes, run_temp_dir
 from bench.run.loopback import loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
 from bench.run.reaper import Reaper
@@ -72,16 +72,11 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
     return path
 
 
-# Launchers whose ranks (or torchrun agents) can join a store the harness hosts: torchrun itself, `fabric run`
-# (torchrun inside) and DeepSpeed's launcher (its ranks' env:// rendezvous).
-STORE_CLIENTS = ("torchrun", "fabric", "deepspeed")
-
-
 def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subprocess.Popen, int] | None:
-    """For runs all on this host started by one of STORE_CLIENTS: the rendezvous store on a socket bound to
+    """For runs all on this host whose launcher joins a store (Launcher.joins_store): the rendezvous store on a socket bound to
     127.0.0.1 (torch's own would listen on every interface). Killed with the run. Not for `accelerate launch`: it checks
     that its port is free first, and on one machine moves to another port, on several refuses."""
-    if spec.on_engine or not spec.all_local or spec.variant.launcher not in STORE_CLIENTS:
+    if spec.on_engine or not spec.all_local or not spec.launcher.joins_store:
         return None
     with loopback_listener() as sock:
         proc = spawn([sys.executable, "-m", "bench.run.rendezvous", "--fd", str(sock.fileno())],

@@ -17,9 +17,9 @@ from bench.spec.variants import Variant
 
 log = logging.getLogger(__name__)
 
-ALLREDUCE = Variant("allreduce", "torch", "torchrun", "probes.allreduce", single_process=False,
+ALLREDUCE = Variant("allreduce", "torch", "torch_impl.launch:TORCHRUN", "probes.allreduce", single_process=False,
                     spans_nodes=True, summary="all-reduce microbenchmark")
-PEAK = Variant("peak", "torch", "python", "probes.peak", single_process=True, spans_nodes=False,
+PEAK = Variant("peak", "torch", "bench.run.launch:PYTHON", "probes.peak", single_process=True, spans_nodes=False,
                summary="matmul peak microbenchmark")
 
 

@@ -19,7 +19,7 @@ from bench import REPO_ROOT
 from bench.analysis import stats
 from bench.worker import data
 from bench.run.execute import execute, write_spec
-from bench.run.launchers import node_environment
+from bench.run.launch import node_environment
 from bench.run.runspec import RunSpec
 from bench.spec import devices
 from bench.spec.task import get_task

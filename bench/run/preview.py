@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.results import ResultStore
 from bench.results.key import config_key
-from bench.run.launchers import processes
+from bench.run.launch import processes
 from bench.run.processes import Process
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine, Placement
@@ -82,8 +82,7 @@ def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[Ran
             out.append(RankPlan(node, rank, local, spec.world_size, gpus, plan.cpu_slots[local % len(plan.cpu_slots)],
                                 f"{spec.engine} (file:// store on this host)" if spec.all_local else spec.engine))
         return out
-    launcher = spec.variant.launcher
-    if launcher in ("tf-config", "tf-ps"):
+    if all("TF_CONFIG" in proc.env for proc in procs):  # a process per TF task (no launcher of TF's own)
         for proc in procs:
             config = json.loads(proc.env["TF_CONFIG"])
             if config["task"]["type"] != "worker":  # tf-ps's chief and parameter servers: shown as processes
@@ -97,7 +96,7 @@ def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[Ran
         return out
     for proc, plan in zip(procs, placement.nodes):
         visible = list(plan.cuda_visible or ())
-        if launcher == "python":  # one process drives all of its node's devices
+        if spec.variant.single_process:  # one process drives all of its node's devices
             out.append(RankPlan(plan.node_rank, plan.node_rank, 0, spec.nodes, tuple(visible), plan.cpu_slots[0],
                                 "none (one process)"))
             continue

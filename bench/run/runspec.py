@@ -68,9 +68,14 @@ class RunSpec:
         return [n * per_node + i for n in self.local_nodes for i in range(per_node)]
 
     @property
+    def launcher(self):
+        """The variant's Launcher (bench.run.launch), from its package's launch.py."""
+        return self.variant.launcher_spec
+
+    @property
     def reporting_ranks(self) -> list[int]:
-        """The ranks on this host that train and report a result: tf-ps's chief alone (its workers serve)."""
-        return [0] if self.variant.launcher == "tf-ps" else self.local_ranks
+        """The ranks on this host that train and report a result: the chief alone where the others serve."""
+        return [0] if self.launcher.chief_reports else self.local_ranks
 
     @property
     def world_size(self) -> int:
@@ -178,9 +183,9 @@ class RunSpec:
                 raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
             if self.master_port is None:
                 raise SpecError("a multi-host run needs --master-port P, the same on every host")
-            if self.variant.launcher in ("tf-config", "tf-ps"):
-                raise SpecError(f"{self.variant.name} across hosts is not supported yet: its TF_CONFIG needs every "
-                                "worker's address; use torch-ddp or accelerate, or fake nodes with --nodes")
+            if self.launcher.across_hosts:
+                raise SpecError(f"{self.variant.name} across hosts is not supported yet: {self.launcher.across_hosts}; "
+                                "use torch-ddp or accelerate, or fake nodes with --nodes")
         placement = devices.place(self.device_type, len(self.local_nodes), self.devices_per_node, machine,
                                   self.cores_per_slot, self.processes_per_node)
         if self.host_node is None:

@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 
 PRECISIONS = ("fp32", "bf16", "fp16")
-# The same precisions in Accelerate's words (its config file and ACCELERATE_MIXED_PRECISION).
-ACCELERATE_MIXED_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+
+
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "step", "cosine")
 # Weak: the per-device batch stays, the global batch grows with the devices (tf_cnn_benchmarks, MLPerf);

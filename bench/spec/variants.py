@@ -1,6 +1,7 @@
 """The registry of variants: one approach each, its framework, launcher and reach."""
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from bench.spec.task import SpecError
@@ -13,7 +14,7 @@ ENGINES = ("torchrun", "ray", "spark", "dask")
 class Variant:
     name: str
     framework: str             # distribution name, for version capture
-    launcher: str              # what starts its processes: torchrun, accelerate, python, tf-config
+    launch: str                # "module:NAME" of its Launcher (bench.run.launch): its own package's launch.py
     module: str                # python module run inside each worker process
     single_process: bool       # one process drives all of a node's devices
     spans_nodes: bool          # can run on more than one (fake) node
@@ -36,6 +37,16 @@ class Variant:
     # its accuracy and speed not comparable as such (the row and the report say so); the chief alone reports.
     asynchronous: bool = False
 
+    @property
+    def launcher_spec(self):
+        """Its Launcher, imported by name: the harness imports no approach."""
+        return load(self.launch)
+
+    @property
+    def launcher(self) -> str:
+        """What starts its processes, as rows record it: torchrun, accelerate, python, tf-config, ..."""
+        return self.launcher_spec.name
+
     def processes_per_node(self, devices_per_node: int) -> int:
         if self.single_process:
             return 1
@@ -43,52 +54,58 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
-    Variant("torch-ddp", "torch", "torchrun", "torch_impl.ddp", single_process=False, spans_nodes=True,
+    Variant("torch-ddp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
-    Variant("torch-fsdp", "torch", "torchrun", "torch_impl.fsdp", single_process=False, spans_nodes=True,
+    Variant("torch-fsdp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False, spans_nodes=True,
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,
             checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here"),
-    Variant("deepspeed", "deepspeed", "deepspeed", "deepspeed_impl.train", single_process=False, spans_nodes=True,
+    Variant("deepspeed", "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train", single_process=False, spans_nodes=True,
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
                     "file written per run", baseline="torch-single", zero_stages=True, checkpoints=False,
             checkpoint_hint="engine.save_checkpoint is not wired into the harness yet", compiles=False),
-    Variant("lightning", "lightning-fabric", "fabric", "lightning_impl.train", single_process=False,
+    Variant("lightning", "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train", single_process=False,
             spans_nodes=True, summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
             baseline="torch-single", checkpoints=False,
             checkpoint_hint="fabric.save is not wired into the harness yet", compiles=False),
-    Variant("torch-dp", "torch", "python", "torch_impl.dp", single_process=True, spans_nodes=False,
+    Variant("torch-dp", "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True, spans_nodes=False,
             summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
             baseline="torch-single"),
-    Variant("accelerate", "accelerate", "accelerate", "accelerate_impl.train", single_process=False,
+    Variant("accelerate", "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train", single_process=False,
             spans_nodes=True, summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
             plugins=("fsdp", "deepspeed")),
-    Variant("tf-mirrored", "tensorflow-cpu", "python", "tf_impl.mirrored", single_process=True, spans_nodes=False,
+    Variant("tf-mirrored", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored", single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single"),
-    Variant("tf-multiworker", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
+    Variant("tf-multiworker", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
             baseline="tf-single"),
-    Variant("tf-multiworker-node", "tensorflow-cpu", "tf-config", "tf_impl.multiworker", single_process=False,
+    Variant("tf-multiworker-node", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, processes_per_node_fixed=1, in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
             cpu_max_per_node=1,
             cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
             baseline="tf-single"),
-    Variant("tf-ps", "tensorflow-cpu", "tf-ps", "tf_impl.ps", single_process=False, spans_nodes=True,
+    Variant("tf-ps", "tensorflow-cpu", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps", single_process=False, spans_nodes=True,
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
             checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
             compiles=False, reads_files=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
-    Variant("torch-single", "torch", "python", "torch_impl.single", single_process=True, spans_nodes=False,
+    Variant("torch-single", "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True, spans_nodes=False,
             max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
-    Variant("tf-single", "tensorflow-cpu", "python", "tf_impl.single", single_process=True, spans_nodes=False,
+    Variant("tf-single", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.single", single_process=True, spans_nodes=False,
             max_devices=1, summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
+
+
+def load(path: str):
+    """The object a "module:NAME" string names."""
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def check_engine(name: str) -> None:

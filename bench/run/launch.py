@@ -1,0 +1,112 @@
+"""What to start for a run, and the pieces every launcher shares. Each approach's own launcher lives in its
+package (`<approach>_impl/launch.py`: argv, environment and config files for one node, as accelerate's
+`commands/launch.py` builds its commands); the variants table names it, and this module imports it by name:
+
+    variant.launcher_spec().start(spec, plan, ctx) -> [Process, ...]
+
+Every launch is recorded as the exact command, so it can be re-run by hand.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from bench.run.interpreters import python_for
+from bench.run.loopback import free_port, loopback_store_env
+from bench.run.processes import RUN_ID_ENV, Process, python_path
+from bench.run.runspec import RunSpec
+from bench.spec.devices import NodePlan, Placement
+from bench.worker import NODE_RANK_ENV
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What every launcher of one run shares."""
+    run_id: str
+    run_dir: Path
+    spec_path: Path
+    master_port: int
+    ports: list[int]             # the ports every node's launch must agree on (Launcher.ports: TF's tasks)
+    store_port: int | None       # the run's loopback rendezvous store (Launcher.joins_store, all nodes local)
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How an approach's processes start: `start` returns one node's processes."""
+    name: str                                  # what the row records as its launcher
+    start: Callable[[RunSpec, NodePlan, LaunchContext], list[Process]]
+    ports: Callable[[RunSpec], int] = lambda spec: 0  # ports to pick once for the whole run (LaunchContext.ports)
+    # Its agents or ranks can join a rendezvous store the harness hosts on loopback (torchrun, `fabric run`,
+    # DeepSpeed's env:// ranks); not `accelerate launch`, which checks that its port is free first.
+    joins_store: bool = False
+    # Only the chief (rank 0) trains and reports; every other process serves it (tf-ps).
+    chief_reports: bool = False
+    across_hosts: str = ""  # why it cannot run across real hosts yet ("" when it can)
+
+
+def single_process(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
+    """One process drives the node's devices (DataParallel, MirroredStrategy, the single-device loops)."""
+    cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+    return [Process(cmd, node_environment(spec, plan, ctx.run_id, ctx.run_dir), f"node{plan.node_rank}.log")]
+
+
+PYTHON = Launcher("python", single_process)
+
+
+def engine_driver(spec: RunSpec, placement: Placement, ctx: LaunchContext) -> Process:
+    """The engine starts every rank itself; the ranks pin themselves from the spec."""
+    env = node_environment(spec, placement.nodes[0], ctx.run_id, ctx.run_dir)
+    env.pop("OMP_NUM_THREADS"), env.pop("MKL_NUM_THREADS")  # sized per rank from its slot
+    if spec.device_type == "cuda":  # every node's GPUs: each rank narrows to its own node's (engines.api)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(g for node in placement.nodes for g in node.cuda_visible)
+    cmd = [sys.executable, "-m", "bench.engines.driver", "--spec", str(ctx.spec_path), "--engine", spec.engine]
+    if spec.engine_address:
+        cmd += ["--address", spec.engine_address]
+    return Process(cmd, env, "driver.log")
+
+
+def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path,
+              store_port: int | None = None) -> list[Process]:
+    """Every process to start for this host's nodes: the variant's own launcher once per node, or one engine driver."""
+    launcher = spec.launcher
+    ports = [free_port() for _ in range(launcher.ports(spec))]
+    ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), ports, store_port)
+    if spec.on_engine:
+        return [engine_driver(spec, placement, ctx)]
+    return [process for plan in placement.nodes for process in launcher.start(spec, plan, ctx)]
+
+
+def rendezvous_environment(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> dict[str, str]:
+    """The node's environment, and where the harness hosts the run's loopback store (Launcher.joins_store),
+    what makes its launcher's agents or ranks join it as clients."""
+    env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
+    if ctx.store_port:
+        env.update(loopback_store_env(ctx.store_port))
+    return env
+
+
+def run_temp_dir(run_id: str) -> Path:
+    """The run's TMPDIR while it runs: dtbench-<the run id's random tail> in the system's temp folder."""
+    return Path(tempfile.gettempdir()) / f"dtbench-{run_id.rsplit('-', 1)[-1]}"
+
+
+def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
+    """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
+    threads = str(plan.threads)
+    return {
+        RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
+        "PYTHONUNBUFFERED": "1",
+        # A short temp folder of the run's own (moved into the run directory afterwards: torchrun leaves a
+        # torchelastic_* folder there). Short, because multiprocessing puts Unix sockets in it (DataLoader
+        # workers pass batches through one): under a long run directory their paths pass AF_UNIX's 108
+        # bytes and a worker's batch is lost, the run hanging.
+        "TMPDIR": str(run_temp_dir(run_id)),
+        # Size every thread pool to the slot: an oversized OpenMP pool collapses under contention.
+        "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+        # Never let a CPU run touch a GPU, and let a GPU node see only its own GPUs.
+        "CUDA_VISIBLE_DEVICES": ",".join(plan.cuda_visible) if plan.cuda_visible is not None else "",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }

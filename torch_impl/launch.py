@@ -1,0 +1,22 @@
+"""How the PyTorch approaches start: torchrun, one per node (torch-ddp, torch-fsdp); the single-process ones
+(torch-single, torch-dp) are the harness's plain `python -m` (bench.run.launch.PYTHON). Standard library only."""
+from __future__ import annotations
+
+import sys
+
+from bench.run.launch import LaunchContext, Launcher, rendezvous_environment
+from bench.run.processes import Process
+from bench.run.runspec import RunSpec
+from bench.spec.devices import NodePlan
+
+
+def torchrun(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
+    cmd = [sys.executable, "-m", "torch.distributed.run",
+           f"--nnodes={spec.nodes}", f"--node-rank={plan.node_rank}", f"--nproc-per-node={spec.devices_per_node}",
+           f"--master-addr={spec.master_addr}", f"--master-port={ctx.master_port}",
+           "--max-restarts=0", "--monitor-interval=0.5",
+           "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+    return [Process(cmd, rendezvous_environment(spec, plan, ctx), f"node{plan.node_rank}.log")]
+
+
+TORCHRUN = Launcher("torchrun", torchrun, joins_store=True)
