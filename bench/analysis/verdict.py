@@ -160,9 +160,9 @@ def _spread(name: str, runs: Runs) -> str:
 
 
 def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
-    """One paragraph of plain sentences for one group."""
+    """One paragraph of plain sentences for one group (its title not included)."""
     if group.winner is None:
-        return f"{group.title}: no synchronous run finished ({_failures(group.failed)})."
+        return f"No synchronous run finished ({_failures(group.failed)})."
     w, leader = group.winner, _name(group.winner)
     facts = [f"{w['throughput']:,.0f} samples/s"]
     if _present(w.get("scaling_efficiency")):
@@ -184,7 +184,7 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
         text += (f"; {subject} beat{'s' if subject == leader else ''} "
                  + _join([f"{_name(c.other)} by {_ratio(c.ratio)}" for c in beaten]))
         text += _same_accuracy(w, beaten)
-    text = f"{group.title}: {text}." + _flagged_accuracy(w, [*ties, *beaten])
+    text = f"{text}." + _flagged_accuracy(w, [*ties, *beaten])
     text += _memory(w, [*ties, *beaten])
     if noisy:
         shaky = [_spread(_name(r), measured[r["key"]]) for r in (w, *(c.other for c in noisy))
@@ -245,22 +245,28 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def lines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
-    """The verdict as plain sentences, one paragraph per group, then what the intervals rest on."""
+def summary(configs: pd.DataFrame, runs: pd.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
+    """The verdict: (group title, its sentences) per group, then what the intervals rest on."""
     measured = measured_runs(runs)
     found = groups(configs, measured)
-    out = [sentence(g, measured) for g in found]
-    compared = [c for g in found for c in g.comparisons]
-    if any(not c.ratio.from_runs for c in compared):
-        out.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
-                   "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
-                   "before acting on a close ranking.")
-    if out:
-        out.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
-                   "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
-                   f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "
-                   "never ranked.")
-    return out
+    if not found:
+        return [], []
+    notes = []
+    if any(not c.ratio.from_runs for g in found for c in g.comparisons):
+        notes.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
+                     "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
+                     "before acting on a close ranking.")
+    notes.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
+                 "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
+                 f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "
+                 "never ranked.")
+    return [(g.title, sentence(g, measured)) for g in found], notes
+
+
+def lines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """The verdict as plain text: one line per group ("title: sentences"), then the notes."""
+    paragraphs, notes = summary(configs, runs)
+    return [f"{title}: {text}" for title, text in paragraphs] + notes
 
 
 def verdict_lines(directory: Path) -> list[str]:

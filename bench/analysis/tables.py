@@ -1,0 +1,147 @@
+"""The results table (console and report.md), its best cells, the run-to-run spread and the footnotes.
+
+Everything here reads the configurations frame (`aggregate.configurations`): one line per run key,
+repeats folded. Tables are DataFrames of formatted cells, printed with pandas (`to_markdown`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from bench.analysis.repeats import Runs
+from bench.results.key import ASYNCHRONOUS, RunKey
+
+
+def present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value, spec: str = ".0f", none: str = "-") -> str:
+    return format(value, spec) if present(value) else none
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    value: Callable[[dict], object]
+    fmt: str
+    higher_is_better: bool | None = None  # None: no best to mark
+
+
+def _throughput_cell(r: dict) -> str:
+    runs = f" ({int(r['runs'])} runs)" if present(r.get("runs")) else ""  # folded repeats: the range over runs
+    return f"{r['throughput']:,.0f} [{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]{runs}"
+
+
+FIGURES = (
+    Column("throughput (samples/s) median [95% CI]", lambda r: r["throughput"], "throughput", True),
+    Column("per device", lambda r: r["per_device_throughput"], ",.0f", True),
+    Column("scaling eff.", lambda r: r["scaling_efficiency"], ".2f", True),
+    Column("eff. vs single", lambda r: r["scaling_efficiency_vs_single"], ".2f", True),
+    Column("step ms", lambda r: r["step_ms"], ".1f", False),
+    Column("startup s", lambda r: r["startup_s"], ".1f", False),
+    Column("test acc.", lambda r: r["test_accuracy"], ".4f", True),
+    Column("eval n", lambda r: r["eval_samples"], ".0f"),
+    Column("time to acc. s", lambda r: r["time_to_accuracy_s"], ".1f", False),
+    Column("TFLOP/s", lambda r: r["achieved_tflops"], ".3g", True),
+    Column("MFU", lambda r: r["mfu"], ".1%", True),
+    Column("of meas. peak", lambda r: r["peak_fraction"], ".1%", True),
+)
+HEADERS = ("variant", "devices", "batch", "status") + tuple(c.header for c in FIGURES)
+# Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
+
+
+def row_cells(r: dict) -> list[str]:
+    topo = f"{r['world_size']}" + (f" ({r['nodes']}x{r['devices_per_node']})" if r["nodes"] > 1 else "")
+    device = r["device_type"] + ("*" if _cpu_limits(r) else "")
+    status = r["status"] if r["status"] != "skipped" else "n/a"
+    batch = f"{r['global_batch']} ({r['per_device_batch']}/dev, {r['scaling']})"
+    if r["status"] != "ok":
+        reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
+        return [r["series"], f"{topo} {device}", batch, status, reason] + ["-"] * (len(FIGURES) - 1)
+    figures = [_throughput_cell(r) if c.fmt == "throughput" else fmt(c.value(r), c.fmt) for c in FIGURES]
+    return [r["series"], f"{topo} {device}", batch, status, *figures]
+
+
+def cells(configs: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame([row_cells(r) for r in configs.to_dict("records")], columns=list(HEADERS))
+
+
+def text_table(configs: pd.DataFrame) -> str:
+    return cells(configs).to_markdown(index=False, tablefmt="simple", disable_numparse=True)
+
+
+def best_cells(configs: pd.DataFrame) -> list[tuple[int, str]]:
+    """(line, header) of the best figure per column (independent runs compete in none)."""
+    records = configs.to_dict("records")
+    out = []
+    for column in FIGURES:
+        if column.higher_is_better is None:
+            continue
+        scored = [(column.value(r), i) for i, r in enumerate(records)
+                  if r["status"] == "ok" and not r["independent"] and present(column.value(r))]
+        if len(scored) > 1:
+            best = (max if column.higher_is_better else min)(scored)[0]
+            out += [(i, column.header) for value, i in scored if value == best]
+    return out
+
+
+def markdown_table(configs: pd.DataFrame) -> str:
+    """The results table with the best figure per column in bold."""
+    table = cells(configs)
+    for i, header in best_cells(configs):
+        table.loc[i, header] = f"**{table.loc[i, header]}**"
+    return table.to_markdown(index=False, tablefmt="pipe", disable_numparse=True)
+
+
+def spread_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.DataFrame | None:
+    """Per configuration that ran more than once: its run medians, their spread (max / min, coefficient of
+    variation) and the within-run interval they are held to; None where every configuration ran once."""
+    body = []
+    for r in configs.to_dict("records"):
+        runs = measured.get(r["key"])
+        if runs is None or runs.count < 2:
+            continue
+        body.append([r["series"], str(r["world_size"]), str(runs.count), ", ".join(f"{m:,.0f}" for m in runs.medians),
+                     fmt(runs.max_over_min, ".2f"), fmt(runs.cv, ".1%"), fmt(runs.window_halfwidth, ".1%"),
+                     "no" if runs.disagree else "yes"])
+    headers = ["variant", "devices", "runs", "run medians (samples/s)", "max / min", "CV",
+               "window 95% CI (± of median)", "runs agree within windows"]
+    return pd.DataFrame(body, columns=headers) if body else None
+
+
+def _cpu_limits(r: dict) -> list[str]:
+    return [n for n in r["notes"] if n.startswith("cpu: ")]
+
+
+def footnotes(configs: pd.DataFrame) -> list[str]:
+    records = configs.to_dict("records")
+    limits = dict.fromkeys(f"{r['variant']}: {n[5:]}" for r in records for n in _cpu_limits(r))
+    notes = [f"`cpu*` {limit}; larger topologies show n/a." for limit in limits]
+    if configs["oversubscribed"].fillna(False).astype(bool).any():
+        notes.append("Some runs had more device slots than cores (`oversubscribed` in the row).")
+    notes.append("Scaling efficiency = throughput(N) / (N x throughput(1)) of the same variant and task, "
+                 "throughput(1) measured like with like: under weak scaling one device at the same per-device "
+                 "batch, under strong scaling one device at the same global batch; eff. vs single uses the "
+                 "framework's plain single-device loop (torch-single, tf-single) as throughput(1). CPU device "
+                 "slot = 1 core unless --cores-per-slot says otherwise.")
+    if configs["independent"].any():
+        notes.append("(no sync): the same variant with gradient synchronisation switched off, each replica on "
+                     "its own shard: the no-communication upper bound (no accuracy: the replicas diverge).")
+    if any(r["key"].variant in ASYNCHRONOUS for r in records):
+        notes.append("(asynchronous): tf-ps's workers push updates to the parameter servers without waiting for "
+                     "each other (no all-reduce; each update on one worker's batch, weights moving meanwhile): its "
+                     "speed and accuracy are not those of synchronous data parallelism and do not rank with them.")
+    return notes
+
+
+SCALING_NOTES = {
+    "weak": "Weak scaling: each device trains the same per-device batch and the global batch grows with the "
+            "devices (the learning rate with it: linear scaling rule, with a warm-up); scaling efficiency is "
+            "against one device at the same per-device batch.",
+    "strong": "Strong scaling: the global batch is split over the devices; scaling efficiency is against one "
+              "device at the same global batch.",
+}
