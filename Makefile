@@ -28,9 +28,9 @@ TF_VENV := .venv-tf
 TF_STAMP := $(TF_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: setup packages data bench test test-fast report reference benchmark regress overhead clean
+.PHONY: setup packages data browser bench test test-fast report reference benchmark regress overhead clean
 
-setup: packages data
+setup: packages data browser
 
 ifeq ($(SETUP),none)
 packages:
@@ -54,6 +54,16 @@ endif
 # Installs Debian's dataset-fashion-mnist when missing, then fills the dataset cache.
 data:
 	@$(PY) -m bench data quick default --install
+
+# The HTML report's browser test drives Debian's Chromium through Playwright (never a browser build of its own):
+# installed here when missing and apt runs as root; elsewhere a warning, and that test skips saying why.
+browser:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
+	    || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; } \
+	    || echo "warning: apt-get could not install chromium: the HTML report's browser test will skip"; \
+	  else echo "warning: /usr/bin/chromium is missing and apt-get needs root: the HTML report's browser test will skip"; fi; }
 
 bench: setup
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(OUT) $(ARGS)

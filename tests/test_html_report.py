@@ -1,0 +1,84 @@
+"""report.html: one self-contained page, checked in a real browser (Debian's Chromium driven by Playwright)
+on the results folder of a real tiny sweep."""
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.analysis import aggregate, report
+from bench.results import ResultStore, load
+from helpers import CPU, bench
+from test_report import row
+
+CHROMIUM = Path("/usr/bin/chromium")
+# No network, no first-run work, nothing a sandbox-less container cannot do.
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def browser_or_skip():
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium where apt runs as root")
+    return playwright.sync_playwright
+
+
+def test_the_page_carries_everything_it_shows(tmp_path):
+    """No request leaves the file: plots inline, no external script, style or link; the verdict comes first."""
+    store = ResultStore(tmp_path)
+    for r in (row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0), row("torch-ddp", 2, 9000.0, independent=True),
+              row("tf-mirrored", 2, 3000.0, framework="tensorflow-cpu")):
+        store.append(r)
+    report.write_report(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert not re.findall(r"""(?:src|href|url)\s*[=(]\s*["']?(?!data:|#)[a-z]+:""", page)
+    assert page.count('src="data:image/png;base64,') == len(list(tmp_path.glob("*.png")))
+    assert page.index("Verdict") < page.index("<table")
+    assert "torch-ddp beats tf-mirrored by 2.33x" in page
+    assert page.count('<tr class="main') == 3 and page.count('<tr class="twin') == 1  # the bound under its run
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sweep")
+    result = bench("sweep", "--task", "quick", "--variants", "torch-ddp,torch-single", "--max-devices", "2",
+                   "--out", str(out), env=CPU)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_the_report_in_a_browser(swept, tmp_path):
+    sync_playwright = browser_or_skip()
+    configs = aggregate.configurations(load(swept))
+    main_rows = sum(1 for k in configs["key"] if not (k.independent or k.input == "synthetic"))
+    errors = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: errors.append(f"request {r.url}") if not r.url.startswith(("file:", "data:"))
+                    else None)
+            page.goto((swept / "report.html").as_uri())
+            assert page.locator("h2").first.inner_text() == "Verdict"
+            verdict = page.locator("ul.verdict").inner_text()
+            assert "1 CPU slot, quick task" in verdict and "torch-ddp" in verdict and "2 CPU slots" in verdict
+            table = page.locator("table.results").first
+            assert table.locator("tr.main").count() == main_rows
+            variants = lambda: table.locator("tr.main td:first-child").all_inner_texts()  # noqa: E731
+            throughput = table.locator("th", has_text="throughput")
+            throughput.locator("button").click()
+            ascending = variants()
+            throughput.locator("button").click()
+            assert variants() != ascending and throughput.get_attribute("aria-sort") == "descending"
+            assert table.locator("td[title*='95 %']").count() > 0  # intervals on hover
+            page.locator("input.filter").first.fill("torch-single")
+            assert table.locator("tbody.group:visible").count() == 1
+            page.locator("input.filter").first.fill("")
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert (tmp_path / "report.png").stat().st_size > 50_000
