@@ -11,10 +11,10 @@ from bench.interrupt import Interrupted, stop_on_signals
 from bench.results.store import StoreError
 from bench.run import plan
 from bench.run.runspec import RunSpec
-from bench.spec import devices
-from bench.spec.task import (ACCELERATE_PLUGINS, DATASET_SHAPES, DATASETS, FILE_INPUTS, INPUTS, LR_SCALINGS,
+from bench.spec import devices, options
+from bench.spec.task import (DATASET_SHAPES, DATASETS, FILE_INPUTS, INPUTS, LR_SCALINGS,
                              OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES, WEAK_SCALING_WARMUP_EPOCHS,
-                             ZERO_STAGES, SpecError, TaskSpec, get_task)
+                             SpecError, TaskSpec, get_task)
 from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
 
 log = logging.getLogger("bench")
@@ -42,39 +42,6 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
     if args.command != "sweep" and len(pairs) != 1:
         raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
     return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
-
-
-DEFAULT_ZERO_STAGE = 2  # bench run: DeepSpeed's most used stage; a sweep runs 1, 2 and 3
-
-
-def sharding_modes(args: argparse.Namespace, variant) -> list[dict]:
-    """The task fields of each sharding this variant runs (zero_stage, accelerate_plugin): deepspeed once per
-    --zero-stage, accelerate once per --accelerate-plugin (none: its DDP); [{}] for every other variant."""
-    try:
-        stages = [int(s) for s in str(args.zero_stage or "").split(",") if s.strip()]
-    except ValueError:
-        raise SpecError(f"--zero-stage {args.zero_stage!r}: give stages, e.g. 3 or 1,2,3") from None
-    plugins = [p.strip() for p in (args.accelerate_plugin or "").split(",") if p.strip()]
-    for name in plugins:
-        if name not in ("none", *ACCELERATE_PLUGINS):
-            raise SpecError(f"unknown --accelerate-plugin {name!r}: choose one of none, {', '.join(ACCELERATE_PLUGINS)}")
-    for stage in stages:
-        if stage not in ZERO_STAGES:
-            raise SpecError(f"--zero-stage {stage} is not a ZeRO stage: choose 1, 2 or 3")
-    default_stages = [DEFAULT_ZERO_STAGE] if args.command != "sweep" else list(ZERO_STAGES)
-    if args.command != "sweep" and not (variant.zero_stages or (variant.plugins and plugins)):
-        # Whatever does not fit this variant goes to the spec's check, which names the fix.
-        return [{"zero_stage": stages[0] if stages else None, "accelerate_plugin": plugins[0] if plugins else None}]
-    if variant.zero_stages:  # a plugin named too goes on to the spec's check, which refuses it
-        return [{"zero_stage": stage, "accelerate_plugin": plugins[0] if plugins else None}
-                for stage in stages or default_stages]
-    if variant.plugins and plugins:
-        if stages and "deepspeed" not in plugins:
-            raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed")
-        return [{"accelerate_plugin": None if plugin == "none" else plugin,
-                 "zero_stage": stage if plugin == "deepspeed" else None}
-                for plugin in plugins for stage in (stages or default_stages if plugin == "deepspeed" else [None])]
-    return plan.default_shardings(variant)
 
 
 def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
@@ -139,12 +106,7 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
                         "configuration eager and compiled; the compile time is the row's compile_s")
-    p.add_argument("--zero-stage", help=f"deepspeed (and accelerate --accelerate-plugin deepspeed): the ZeRO stage, "
-                                        f"1 (optimizer state sharded), 2 (+ gradients) or 3 (+ parameters); run "
-                                        f"default {DEFAULT_ZERO_STAGE}, a sweep runs each of 1,2,3 unless told")
-    p.add_argument("--accelerate-plugin", help="accelerate: hand its loop to FSDP (fsdp) or DeepSpeed (deepspeed) "
-                                               "through its config file, instead of DDP; CUDA only (a sweep takes "
-                                               "several, e.g. none,fsdp,deepspeed)")
+    options.add_arguments(p)  # each approach's own (--zero-stage, --accelerate-plugin)
     p.add_argument("--checkpoint-every-epoch", action="store_true",
                    help="save model + optimizer after each epoch the approach's own way; the row times the save "
                         "(the training stall) and loading it back, and counts its bytes")
@@ -237,9 +199,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--devices and --nodes must be at least 1")
     if args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
-    shardings = sharding_modes(args, variant)
+    shardings = options.modes(variant, options.given(args), sweep=False)
     if len(shardings) != 1:
-        raise SpecError("bench run takes one --zero-stage and one --accelerate-plugin: use bench sweep to compare several")
+        raise SpecError("bench run takes one value of each approach option: use bench sweep to compare several")
     [sharding] = shardings
     task = task.replace(**sharding)
     task.validate()
@@ -290,9 +252,9 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                         "e.g. --memory-limit 3000")
     if args.devices < 1 or args.devices % args.nodes:
         raise SpecError(f"--devices {args.devices} must be at least 1 and divide by --nodes {args.nodes}")
-    shardings = sharding_modes(args, variant)
+    shardings = options.modes(variant, options.given(args), sweep=False)
     if len(shardings) != 1:
-        raise SpecError("bench maxbatch takes one --zero-stage and one --accelerate-plugin")
+        raise SpecError("bench maxbatch takes one value of each approach option")
     task = _task_from(args, device_type).replace(**shardings[0])
     task.validate()
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
@@ -343,16 +305,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
     counts = plan.device_counts(args.max_devices)
-    plugin_deepspeed = "deepspeed" in (args.accelerate_plugin or "") and any(v.plugins for v in variants)
-    if args.zero_stage and not (any(v.zero_stages for v in variants) or plugin_deepspeed):
-        raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed: add one")
-    if args.accelerate_plugin and not any(v.plugins for v in variants):
-        raise SpecError("--accelerate-plugin goes with the accelerate variant: add it to --variants")
+    named = options.given(args)
+    options.refuse_untaken(named, variants)
     specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
                        variants_named=args.variants not in ("all", ""),
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
                        repeats=args.repeats, compiled=args.compile, inputs=input_modes(args),
-                       shardings={v.name: sharding_modes(args, v) for v in variants})
+                       shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
     from bench.analysis import report
     from bench.run import resume, sweep
 

@@ -12,7 +12,6 @@ threshold (default 5 %), and the move is statistically significant. Three cases:
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -23,8 +22,9 @@ from pathlib import Path
 from scipy import stats
 
 from bench.results import ResultRow, ResultStore
+from bench.results.key import same_settings
 from bench.results.store import read_jsonl
-from bench.spec.task import SpecError, TaskSpec
+from bench.spec.task import SpecError
 from bench.worker.turns import DUET_NOTE
 
 log = logging.getLogger(__name__)
@@ -89,18 +89,6 @@ def group(rows: list[ResultRow]) -> dict[str, list[ResultRow]]:
     for r in rows:
         groups.setdefault(r.key.label, []).append(r)
     return groups
-
-
-def same_task(a: dict, b: dict) -> bool:
-    """Every task setting the key leaves out (epochs, windows, learning rate ...) matches too. A field
-    an older revision did not have counts at its default."""
-    defaults = {f.name: f.default for f in dataclasses.fields(TaskSpec) if f.default is not dataclasses.MISSING}
-    derived = {"per_device_batch", "params", "warmup_epochs_applied"}  # from the world size, model, scaling
-
-    def settings(task: dict) -> dict:
-        return {k: v for k, v in {**defaults, **task}.items() if k not in derived}
-
-    return settings(a) == settings(b)
 
 
 def _judge(metric: Metric, base: list[ResultRow], cur: list[ResultRow], threshold: float,
@@ -213,7 +201,7 @@ def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: floa
         if not cur:
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "failed"))
             continue
-        if not all(same_task(base[0].task, r.task) for r in base + cur):
+        if not all(same_settings(base[0].task, r.task) for r in base + cur):
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "mismatch"))
             continue
         pairs = [(a, b) for a, b in zip(base_groups[key], cur_all) if a.status == b.status == "ok"]

@@ -1,12 +1,17 @@
-"""The run key: what "the same configuration" means everywhere (folding repeats, scaling baselines,
-regression groups, report labels). Standard library only."""
+"""What "the same configuration" means everywhere: the run key (folding repeats, scaling baselines, regression
+groups, report labels), built here and nowhere else, and the task settings the key leaves out, compared by
+one rule (`same_settings`: resume, regress, --resume-from). Standard library only."""
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
+from bench.spec import options
+from bench.spec.variants import VARIANTS
+
 OWN_LAUNCHERS = ("local", "torchrun")  # engines that are the variant's own launcher: not named in labels
-# Variants whose workers update the weights asynchronously: every label says so (bench.spec.variants).
-ASYNCHRONOUS = ("tf-ps",)
+# Variants whose workers update the weights asynchronously (Variant.asynchronous): every label says so.
+ASYNCHRONOUS = tuple(v.name for v in VARIANTS.values() if v.asynchronous)
 
 
 class RunKey(NamedTuple):
@@ -33,10 +38,14 @@ class RunKey(NamedTuple):
         return self.nodes * self.devices_per_node
 
     @property
+    def asynchronous(self) -> bool:
+        return self.variant in ASYNCHRONOUS
+
+    @property
     def series(self) -> str:
         """How tables and plots name the series: variant, (no sync), [engine] when not its own launcher."""
         engine = f" [{self.engine}]" if self.engine not in OWN_LAUNCHERS else ""
-        modes = [m for m, on in (("asynchronous", self.variant in ASYNCHRONOUS), (self.sharding, bool(self.sharding)),
+        modes = [m for m, on in (("asynchronous", self.asynchronous), (self.sharding, bool(self.sharding)),
                                  ("compiled", self.compile), ("no sync", self.independent),
                                  (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
                                  (self.recipe, bool(self.recipe))) if on]
@@ -71,14 +80,34 @@ def config_key(row: dict) -> RunKey:
                   int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"), global_batch,
                   bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
                   task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task),
-                  int(task.get("loader_workers") or 0), sharding_of(task))
+                  int(task.get("loader_workers") or 0), options.label(row["variant"], task))
 
 
-def sharding_of(task: dict) -> str:
-    """The run's sharding label from its task's zero_stage and accelerate_plugin: "deepspeed plugin, ZeRO-3"."""
-    zero = f"ZeRO-{task['zero_stage']}" if task.get("zero_stage") else ""
-    plugin = f"{task['accelerate_plugin']} plugin" if task.get("accelerate_plugin") else ""
-    return ", ".join(part for part in (plugin, zero) if part)
+# Task fields a run derives (from the global batch and the world size: the key has it) or a row adds.
+DERIVED = ("per_device_batch", "params", "warmup_epochs_applied")
+
+
+def settings(task: dict) -> dict:
+    """The task's settings as a spec writes them; a field an older row or spec predates at its default."""
+    from bench.spec.task import TaskSpec
+
+    return {f.name: task.get(f.name, None if f.default is dataclasses.MISSING else f.default)
+            for f in dataclasses.fields(TaskSpec) if f.name not in DERIVED}
+
+
+def settings_differ(a: dict, b: dict) -> list[str]:
+    """The task settings (those the key leaves out too: epochs, windows, learning rate ...) that differ."""
+    mine, theirs = settings(a), settings(b)
+    return [name for name in mine if mine[name] != theirs[name]]
+
+
+def same_settings(a: dict, b: dict) -> bool:
+    return not settings_differ(a, b)
+
+
+def settings_token(task: dict) -> str:
+    """The settings as one comparable string (lists are not hashable)."""
+    return repr(sorted((name, repr(value)) for name, value in settings(task).items()))
 
 
 RECIPE_FIELDS = ("optimizer", "lr", "momentum", "weight_decay", "schedule", "warmup_epochs", "lr_step_epochs",

@@ -5,7 +5,8 @@ import dataclasses
 
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
-from bench.spec.task import ZERO_STAGES, SpecError, TaskSpec
+from bench.spec import options
+from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import Variant
 
 
@@ -27,11 +28,6 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
     return 1, devices
 
 
-def default_shardings(variant: Variant) -> list[dict]:
-    """The task fields a sweep runs a variant with unless told: deepspeed at each ZeRO stage."""
-    return [{"zero_stage": stage} for stage in ZERO_STAGES] if variant.zero_stages else [{}]
-
-
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
          repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),),
@@ -43,8 +39,9 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
     synthetic-input twin (the input pipeline's cost). With `repeats` the whole list runs that many
     times, round-robin, so that drifts of the machine spread over every configuration instead of
     hitting one. `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
-    a synthetic-input twin is planned once, not once per pipeline. `shardings` (variant name -> task fields:
-    zero_stage, accelerate_plugin) runs that variant once per sharding, e.g. deepspeed at ZeRO-1, 2 and 3."""
+    a synthetic-input twin is planned once, not once per pipeline. `shardings` (variant name -> the task fields
+    of its approach options, bench.spec.options) runs that variant once per value, e.g. deepspeed at ZeRO-1, 2
+    and 3; a no-sync twin its approach refuses is not planned."""
     if repeats < 1:
         raise SpecError(f"repeats must be at least 1 (got {repeats})")
     if nodes < 1:
@@ -60,7 +57,7 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 if variant.max_devices is not None and n > variant.max_devices:
                     continue
                 scaled = task.for_world(n)  # weak scaling: the global batch (and learning rate) grow with n
-                ways = (shardings or {}).get(variant.name) or default_shardings(variant)
+                ways = (shardings or {}).get(variant.name) or options.modes(variant, {}, sweep=True)
                 sharded = [scaled.replace(**fields) for fields in ways]
                 pipelines = [way.replace(**fields) for way in sharded for fields in (inputs or [{}])]
                 eager_and_compiled = compiled and variant.compiles
@@ -69,8 +66,9 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                     spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)
-                    if analysis and variant.independent and n > 1 and not mode.accelerate_plugin:
-                        specs.append(dataclasses.replace(spec, independent=True))
+                    no_sync = dataclasses.replace(spec, independent=True)
+                    if analysis and variant.independent and n > 1 and options.accepts(no_sync):
+                        specs.append(no_sync)
                     twin = mode.replace(input="synthetic", loader_workers=0, data_url=None)
                     if analysis and n == 1 and not mode.synthetic and dataclasses.replace(spec, task=twin) not in specs:
                         specs.append(dataclasses.replace(spec, task=twin))

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.results import ResultStore
-from bench.results.key import config_key
+from bench.results.key import config_key, settings_token
 from bench.run.environment import git_sha
 from bench.run.runspec import RunSpec
-from bench.spec.task import SpecError, TaskSpec
+from bench.spec.task import SpecError
 
 FINISHED = ("ok", "skipped")
 
@@ -27,22 +27,14 @@ def remaining(specs: list[RunSpec], out_dir: Path, allow_mixed_revisions: bool =
     if others and not allow_mixed_revisions:
         raise SpecError(f"--resume: {out_dir} holds rows of revision {', '.join(others)}, this tree is {revision}: "
                         "resume from that revision, start a new --out, or pass --allow-mixed-revisions")
-    done = Counter((config_key(r), _settings(r["task"])) for r in rows if r["status"] in FINISHED
+    done = Counter((config_key(r), settings_token(r["task"])) for r in rows if r["status"] in FINISHED
                    and (allow_mixed_revisions or r.get("git_sha") == revision))
     left = []
     for spec in specs:
-        key = (spec.key, _settings(spec.task.to_dict()))
+        key = (spec.key, settings_token(spec.task.to_dict()))
         if done[key]:
             done[key] -= 1
         else:
             left.append(spec)
     return left
 
-
-def _settings(task: dict) -> str:
-    """The task's settings as the spec writes them (a row adds what it measured: params, per-device batch)."""
-    # per_device_batch is in the run key already (a row writes it out, a strong spec leaves it None); a field
-    # a row predates has its default
-    fields = TaskSpec.__dataclass_fields__
-    return repr(sorted((name, repr(task.get(name, fields[name].default))) for name in fields
-                       if name != "per_device_batch"))

@@ -7,8 +7,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.results.key import RunKey, dataset_override, recipe_override, sharding_of
-from bench.spec import devices
+from bench.results.key import RunKey, config_key, settings_differ
+from bench.spec import devices, options
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
@@ -87,11 +87,9 @@ class RunSpec:
 
     @property
     def key(self) -> RunKey:
-        return RunKey(self.variant.name, self.row_engine, self.device_type, self.nodes, self.devices_per_node,
-                      self.task.name, self.task.precision, self.task.global_batch, self.independent,
-                      self.task.input, self.task.compile, self.task.scaling, self.task.global_batch // self.world_size,
-                      dataset_override(self.task.to_dict()), recipe_override(self.task.to_dict()),
-                      self.task.loader_workers, sharding_of(self.task.to_dict()))
+        return config_key({"variant": self.variant.name, "engine": self.row_engine, "device_type": self.device_type,
+                           "nodes": self.nodes, "devices_per_node": self.devices_per_node,
+                           "independent": self.independent, "task": self.task.to_dict()})
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
@@ -106,36 +104,15 @@ class RunSpec:
             raise SpecError(f"--resume-from {self.resume_from}: it saved no checkpoint (run it with "
                             "--checkpoint-every-epoch, and let it finish an epoch)")
         old = json.loads(spec_file.read_text())
-        mine = {"variant": self.variant.name, "world_size": self.world_size, "nodes": self.nodes,
-                "device_type": self.device_type, **self.task.to_dict()}
-        defaults = {f.name: f.default for f in dataclasses.fields(TaskSpec) if f.default is not dataclasses.MISSING}
-        theirs = {"variant": old["variant"], "world_size": old["world_size"], "nodes": old["nodes"],
-                  "device_type": old["device_type"], **defaults, **old["task"]}  # a field it predates: the default
-        differ = [f"{name} {theirs.get(name)!r} there, {value!r} here" for name, value in mine.items()
-                  if theirs.get(name) != value]
+        differ = [f"{name} {old[name]!r} there, {value!r} here" for name, value in
+                  (("variant", self.variant.name), ("world_size", self.world_size), ("nodes", self.nodes),
+                   ("device_type", self.device_type)) if old[name] != value]
+        mine = self.task.to_dict()
+        differ += [f"{name} {old['task'].get(name)!r} there, {mine[name]!r} here"
+                   for name in settings_differ(mine, old["task"])]
         if differ:
             raise SpecError(f"--resume-from {self.resume_from} trained another configuration ({'; '.join(differ)}): "
                             "pass the options it ran with")
-
-    def check_sharding(self) -> None:
-        """--zero-stage and --accelerate-plugin go with the variants that have them."""
-        task, variant = self.task, self.variant
-        if task.accelerate_plugin and task.accelerate_plugin not in variant.plugins:
-            raise SpecError(f"{variant.name} has no --accelerate-plugin: it goes with the accelerate variant "
-                            "(FSDP on its own: torch-fsdp; ZeRO on its own: deepspeed)")
-        takes_stage = variant.zero_stages or task.accelerate_plugin == "deepspeed"
-        if task.zero_stage is not None and not takes_stage:
-            raise SpecError(f"--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed, "
-                            f"not {variant.name}" + (f" --accelerate-plugin {task.accelerate_plugin}"
-                                                     if task.accelerate_plugin else ""))
-        if takes_stage and task.zero_stage is None:
-            raise SpecError(f"{variant.name} needs --zero-stage 1, 2 or 3")
-        if task.accelerate_plugin and (self.independent or task.checkpoint_every_epoch):
-            raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} has no --independent or "
-                            "--checkpoint-every-epoch here yet: drop them, or run accelerate without a plugin")
-        if task.accelerate_plugin and self.device_type != "cuda":
-            raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} needs CUDA (on a CPU Accelerate "
-                            "runs the plugin as plain DDP): on CPU use torch-fsdp or deepspeed")
 
     def check(self, machine: Machine) -> Placement:
         """Everything that can be wrong with the request, as one-line errors, before anything starts."""
@@ -167,7 +144,7 @@ class RunSpec:
         if self.task.checkpoint_every_epoch and not self.variant.checkpoints:
             raise SpecError(f"{self.variant.name} does not checkpoint yet ({self.variant.checkpoint_hint}): "
                             "drop --checkpoint-every-epoch, or use torch-ddp")
-        self.check_sharding()
+        options.check(self)
         if self.task.reads_files and not self.variant.reads_files:
             raise SpecError(f"{self.variant.name} reads the in-memory input only (its workers are TF servers "
                             "running the chief's graphs, where the file pipeline's Python S3 reader cannot run): "

@@ -27,8 +27,7 @@ class Variant:
     baseline: str | None = None     # the framework's plain single-device loop, for efficiency vs no wrapper
     independent: bool = False       # can run with gradient synchronisation off (the no-communication bound)
     engine_entry: str | None = None  # "module:function" an engine (Ray, Spark, Dask) runs on every rank
-    zero_stages: bool = False        # takes --zero-stage (DeepSpeed's ZeRO)
-    plugins: tuple[str, ...] = ()    # --accelerate-plugin choices: the loop handed to another sharding
+    options: str | None = None       # the module of its own options (bench.spec.options): --zero-stage, ...
     checkpoints: bool = True         # --checkpoint-every-epoch is written for it
     checkpoint_hint: str = ""        # why not, and what to use
     compiles: bool = True            # --compile is wired (torch.compile / XLA)
@@ -47,6 +46,11 @@ class Variant:
         """What starts its processes, as rows record it: torchrun, accelerate, python, tf-config, ..."""
         return self.launcher_spec.name
 
+    @property
+    def options_module(self):
+        """The module of its own options, imported by name (None: it takes none)."""
+        return importlib.import_module(self.options) if self.options else None
+
     def processes_per_node(self, devices_per_node: int) -> int:
         if self.single_process:
             return 1
@@ -63,7 +67,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here"),
     Variant("deepspeed", "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train", single_process=False, spans_nodes=True,
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
-                    "file written per run", baseline="torch-single", zero_stages=True, checkpoints=False,
+                    "file written per run", baseline="torch-single", options="deepspeed_impl.options", checkpoints=False,
             checkpoint_hint="engine.save_checkpoint is not wired into the harness yet", compiles=False),
     Variant("lightning", "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train", single_process=False,
             spans_nodes=True, summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
@@ -76,7 +80,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("accelerate", "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train", single_process=False,
             spans_nodes=True, summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
-            plugins=("fsdp", "deepspeed")),
+            options="accelerate_impl.options"),
     Variant("tf-mirrored", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored", single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single"),

@@ -1,0 +1,54 @@
+"""accelerate's option: hand its loop to FSDP or DeepSpeed through its config file (with DeepSpeed's
+--zero-stage). Standard library only."""
+from __future__ import annotations
+
+from bench.spec.options import Option
+from bench.spec.task import SpecError
+from deepspeed_impl import options as deepspeed_options
+
+PLUGINS = ("fsdp", "deepspeed")
+
+
+def parse_plugin(text: str) -> str | None:
+    if text not in ("none", *PLUGINS):
+        raise SpecError(f"unknown --accelerate-plugin {text!r}: choose one of none, {', '.join(PLUGINS)}")
+    return None if text == "none" else text
+
+
+PLUGIN = Option("--accelerate-plugin", "accelerate_plugin", parse=parse_plugin, label="{} plugin",
+                help="accelerate: hand its loop to FSDP (fsdp) or DeepSpeed (deepspeed) through its config file, "
+                     "instead of DDP; CUDA only (a sweep takes several, e.g. none,fsdp,deepspeed)")
+OPTIONS = (PLUGIN, deepspeed_options.ZERO_STAGE)
+
+
+def modes(given: dict[str, list], sweep: bool) -> list[dict]:
+    """Once per plugin named (none: its own DDP), the DeepSpeed plugin once per stage. One run without a plugin
+    keeps a stage named, for `check` to refuse."""
+    plugins = given.get("accelerate_plugin")
+    if not plugins:
+        stage = None if sweep else (given.get("zero_stage") or [None])[0]
+        return [{"accelerate_plugin": None, "zero_stage": stage}]
+    if "zero_stage" in given and "deepspeed" not in plugins:
+        raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed")
+    return [{"accelerate_plugin": plugin, "zero_stage": stage}
+            for plugin in plugins
+            for stage in (deepspeed_options.stages(given, sweep) if plugin == "deepspeed" else [None])]
+
+
+def check(spec) -> None:
+    task = spec.task
+    if task.accelerate_plugin is not None:
+        parse_plugin(task.accelerate_plugin)
+    if task.zero_stage is not None and task.accelerate_plugin != "deepspeed":
+        raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed, not accelerate"
+                        + (f" --accelerate-plugin {task.accelerate_plugin}" if task.accelerate_plugin else ""))
+    if task.accelerate_plugin == "deepspeed":
+        if task.zero_stage is None:
+            raise SpecError("accelerate --accelerate-plugin deepspeed needs --zero-stage 1, 2 or 3")
+        deepspeed_options.parse_stage(str(task.zero_stage))
+    if task.accelerate_plugin and (spec.independent or task.checkpoint_every_epoch):
+        raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} has no --independent or "
+                        "--checkpoint-every-epoch here yet: drop them, or run accelerate without a plugin")
+    if task.accelerate_plugin and spec.device_type != "cuda":
+        raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} needs CUDA (on a CPU Accelerate "
+                        "runs the plugin as plain DDP): on CPU use torch-fsdp or deepspeed")
