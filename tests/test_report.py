@@ -170,3 +170,19 @@ def test_weak_and_strong_runs_are_reported_apart_each_against_its_own_baseline(t
     assert "## task default/fp32, weak scaling" in text and "## task default/fp32, strong scaling" in text
     assert has_row(text, "torch-ddp", "2 cpu", "256 (128/dev, weak)", "ok")
     assert (tmp_path / "default-fp32-weak-efficiency.png").exists()
+
+
+def test_a_twin_shares_its_runs_hue_and_unmeasured_figures_draw_no_bar(store):
+    from bench.analysis import style
+
+    rows = configurations(store.rows()).to_dict("records")
+    palette = style.colours(rows)
+    real, bound = (next(r for r in rows if r["series"] == s and r["world_size"] == 2)
+                   for s in ("torch-ddp", "torch-ddp (no sync)"))
+    assert style.line_style(bound, palette)["color"] == style.lighter(palette["torch-ddp"], 0.35)
+    assert style.line_style(bound, palette)["ls"] == "--" and style.line_style(real, palette)["ls"] == "-"
+    assert len(set(palette.values())) == len(palette)  # one colour per approach
+    report.write_report(store.directory)
+    assert (store.directory / "default-fp32-strong-verdict.png").stat().st_size > 10_000
+    entries = report.breakdown(configurations(store.rows()), [])
+    assert [e["compute_ms"] for e in entries] == [14.0, None]  # tf-mirrored has no no-sync twin: no bar, not 0

@@ -11,6 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
+from bench.analysis import style  # noqa: E402
+
 
 def _series(rows: list[dict]) -> dict[str, list[dict]]:
     """ok configurations per series (and nodes, when a sweep split devices over fake nodes), by device count."""
@@ -34,34 +36,36 @@ def _title(base: str, rows: list[dict]) -> str:
 
 
 def throughput(rows: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    palette = style.colours(rows)
     for label, rs in _series(rows).items():
         xs = [r["world_size"] for r in rs]
         ys = [r["throughput"] for r in rs]
         err = [[y - r["ci_low"] for y, r in zip(ys, rs)], [r["ci_high"] - y for y, r in zip(ys, rs)]]
-        line = ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+        look = style.line_style(rs[0], palette)
+        ax.errorbar(xs, ys, yerr=err, capsize=3, label=label, **look)
         one = next((r for r in rs if r["world_size"] == 1), None)
-        if one is not None and len(xs) > 1:  # ideal linear scaling from the variant's own 1-device run
-            ax.plot(xs, [one["throughput"] * x for x in xs], ls="--", lw=1, color=line[0].get_color(),
-                    alpha=0.5)
+        if one is not None and len(xs) > 1 and style.twin(one) is None:  # ideal scaling from its own 1-device run
+            ax.plot(xs, [one["throughput"] * x for x in xs], ls=(0, (1, 3)), lw=1, color=look["color"], alpha=0.6)
     _device_axis(ax, rows)
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("throughput (samples/s)")
-    ax.set_title(_title("Training throughput: median and 95% CI over windows; dashed = linear", rows), fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_title(_title("Training throughput: median and 95% CI; faint dotted = linear scaling; "
+                        "light dashed = no-sync bound, light dotted = synthetic input", rows), fontsize=9)
+    style.legend_outside(ax)
     ax.grid(alpha=0.3)
     _save(fig, path)
 
 
 def efficiency(rows: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    drawn = False
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    palette = style.colours(rows)
     for label, rs in _series(rows).items():
         # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
         points = [(r["world_size"], 1.0 if r["world_size"] == 1 else r["scaling_efficiency"]) for r in rs
                   if r["world_size"] == 1 or _present(r["scaling_efficiency"])]
         if len(points) > 1 or any(x > 1 for x, _ in points):
-            ax.plot(*zip(*points), marker="o", label=label)
-            drawn = True
+            ax.plot(*zip(*points), label=label, **style.line_style(rs[0], palette))
     ax.axhline(1.0, ls="--", color="grey", lw=1)
     _device_axis(ax, rows)
     ax.set_ylim(0, 1.2)
@@ -69,40 +73,47 @@ def efficiency(rows: list[dict], path: Path) -> None:
     baseline = ("weak scaling: vs 1 device at the same per-device batch" if rows[0]["scaling"] == "weak"
                 else "strong scaling: vs 1 device at the same global batch")
     ax.set_title(_title(f"Scaling efficiency ({baseline})", rows), fontsize=9)
-    if drawn:
-        ax.legend(fontsize=8)
+    style.legend_outside(ax)
     ax.grid(alpha=0.3)
     _save(fig, path)
 
 
 def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
-    labels, values = [], []
+    palette = style.colours(rows)
+    labels, values, looks = [], [], []
     for label, rs in _series(rows).items():
         for r in rs:
             v = value(r)
-            if _present(v):
+            if _present(v):  # unmeasured: no bar at all, not a zero-height one
                 labels.append(f"{label}\n{r['world_size']} dev")
                 values.append(v)
-    ax.bar(range(len(values)), values, color="tab:blue")
+                looks.append(style.bar_style(r, palette))
+    for i, (v, look) in enumerate(zip(values, looks)):
+        ax.bar(i, v, **look)
     ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
 
 
 def accuracy(rows: list[dict], path: Path) -> None:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
     _bars(left, rows, lambda r: r["test_accuracy"], "test accuracy (whole test set)")
     target = rows[0]["target_accuracy"]
+    measured = [r["test_accuracy"] for r in rows if _present(r["test_accuracy"])]
+    if measured:  # the axis where the accuracies are: a point apart must show, and the target with them
+        floor = max(0.0, min(measured + ([target] if _present(target) else [])) - 0.03)
+        left.set_ylim(floor, min(1.0, max(measured) + 0.02))
+        left.set_ylabel(f"test accuracy (whole test set; axis from {floor:.2f})")
     if _present(target):
         left.axhline(target, ls="--", color="red", lw=1, label=f"target {target:.0%}")
-        left.legend(fontsize=8)
+        left.legend(fontsize=8, loc="lower right")
     _bars(right, rows, lambda r: r["time_to_accuracy_s"], "time to target accuracy (s, training only)")
     fig.suptitle(_title("Accuracy and time to accuracy", rows), fontsize=9)
     _save(fig, path)
 
 
 def startup(rows: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.8))
     _bars(ax, rows, lambda r: r["startup_s"], "startup (s): launch to end of first step")
     ax.set_title(_title("Startup time", rows), fontsize=9)
     _save(fig, path)
@@ -118,7 +129,7 @@ def _device_axis(ax, rows: list[dict]) -> None:
 
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # "tight": the legend outside the axes stays in the file
     plt.close(fig)
 
 
@@ -126,17 +137,19 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     """Each multi-device run's step time next to its compute-only time and the all-reduce floor."""
     if not entries:
         return []
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     labels = [f"{e['row']['variant']}\n{e['row']['world_size']} dev" for e in entries]
     width = 0.27
-    for offset, key, name in ((-width, "step_ms", "measured step"), (0, "compute_ms", "compute only (no sync)"),
-                              (width, "floor_ms", "all-reduce floor")):
-        values = [e[key] or 0 for e in entries]
-        ax.bar([i + offset for i in range(len(entries))], values, width, label=name)
+    for offset, key, name, colour in ((-width, "step_ms", "measured step", "#4c72b0"),
+                                      (0, "compute_ms", "compute only (no sync)", "#a1c4e8"),
+                                      (width, "floor_ms", "all-reduce floor", "#dd8452")):
+        measured = [(i + offset, e[key]) for i, e in enumerate(entries) if _present(e[key])]
+        if measured:  # unmeasured figures (TensorFlow has no no-sync twin or floor) are left out, not drawn as 0
+            ax.bar(*zip(*measured), width, label=name, color=colour)
     ax.set_xticks(range(len(entries)), labels, fontsize=8)
     ax.set_ylabel("time per step (ms)")
-    ax.set_title(_title("Where the step time goes (0 = not measured)", [e["row"] for e in entries]), fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_title(_title("Where the step time goes (no bar: not measured)", [e["row"] for e in entries]), fontsize=9)
+    style.legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     path = directory / f"{prefix}-step-breakdown.png"
     _save(fig, path)
@@ -160,7 +173,7 @@ def draw_inputs(comparison: dict | None, directory: Path, prefix: str) -> list[P
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(_title("Throughput per input pipeline: the same images from memory, files and S3",
                         [next(iter(by_mode.values())) for _, _, by_mode in groups]), fontsize=9)
-    ax.legend(fontsize=8)
+    style.legend_outside(ax, title="input")
     ax.grid(alpha=0.3, axis="y")
     _save(fig, path)
     return [path]
@@ -173,9 +186,11 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
     points = [e["row"] for e in entries if _present(e["row"]["device_peak_mb"]) and _present(e["row"]["throughput"])]
     if not points:
         return []
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    palette = style.colours(points)
     for label, rs in _series(points).items():
-        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs], marker="o", label=label)
+        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs], label=label,
+                **style.line_style(rs[0], palette))
         for r in rs:
             ax.annotate(f"{r['world_size']}", (r["device_peak_mb"], r["throughput"]), fontsize=7,
                         textcoords="offset points", xytext=(4, 4))
@@ -183,7 +198,7 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(_title("Memory per device against throughput (points labelled by device count)", points),
                  fontsize=9)
-    ax.legend(fontsize=8)
+    style.legend_outside(ax)
     ax.grid(alpha=0.3)
     _save(fig, path)
     return [path]
@@ -197,14 +212,15 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = [f"{r['series']}\n{r['world_size']} dev" for r in rows]
     width = 0.4
-    for offset, key, name in ((-width / 2, "peak_fraction", "of the measured peak"),
-                              (width / 2, "mfu", "MFU (data-sheet dense peak)")):
-        values = [100 * r[key] if _present(r[key]) else 0 for r in rows]
-        ax.bar([i + offset for i in range(len(rows))], values, width, label=name)
+    for offset, key, name, colour in ((-width / 2, "peak_fraction", "of the measured peak", "#4c72b0"),
+                                      (width / 2, "mfu", "MFU (data-sheet dense peak)", "#55a868")):
+        known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if _present(r[key])]
+        if known:  # an unknown peak (no data-sheet figure on a CPU) is left out, not drawn as 0
+            ax.bar(*zip(*known), width, label=name, color=colour)
     ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("utilisation per device (%)")
-    ax.set_title(_title("How close to the hardware (0 = not known)", rows), fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_title(_title("How close to the hardware (no bar: not known)", rows), fontsize=9)
+    style.legend_outside(ax)
     ax.grid(axis="y", alpha=0.3)
     path = directory / f"{prefix}-utilisation.png"
     _save(fig, path)
@@ -214,8 +230,9 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
 def loss_curves(rows: list[dict], path: Path) -> None:
     """Rank 0's training loss (every few steps) and each epoch's test loss, one line per variant and device
     count, against samples seen and against training seconds (pauses excluded)."""
-    fig, (by_samples, by_seconds) = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    fig, (by_samples, by_seconds) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     drawn = False
+    palette = style.colours(rows)
     for label, rs in _series(rows).items():
         for r in rs:
             # A synthetic batch is learnt by heart and no-sync replicas train apart: neither is a training curve.
@@ -225,8 +242,10 @@ def loss_curves(rows: list[dict], path: Path) -> None:
             if not isinstance(steps, list) or not steps:
                 continue
             name = f"{label}, {r['world_size']} dev"
-            line, = by_samples.plot([s[1] for s in steps], [s[3] for s in steps], lw=1, label=name)
-            by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1, color=line.get_color())
+            dashes = DEVICE_DASHES[min(len(DEVICE_DASHES), r["world_size"].bit_length()) - 1]  # a style per device count
+            line, = by_samples.plot([s[1] for s in steps], [s[3] for s in steps], lw=1.2, label=name, ls=dashes,
+                                    color=palette[style.base(r)])
+            by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1.2, ls=dashes, color=line.get_color())
             epochs = [e for e in (r.get("curves.epochs") or []) if e[4] is not None]
             if epochs:  # the test loss at each epoch's end, as markers on the same colour
                 by_samples.plot([e[1] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
@@ -241,10 +260,12 @@ def loss_curves(rows: list[dict], path: Path) -> None:
     for ax in (by_samples, by_seconds):
         ax.set_yscale("log")
         ax.grid(alpha=0.3)
-    by_samples.legend(fontsize=7)
+    style.legend_outside(by_seconds)
     fig.suptitle(_title("Loss curves", rows), fontsize=9)
     _save(fig, path)
 
+
+DEVICE_DASHES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # 1, 2, 3-4, 5-8, more devices
 
 PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup,
          "loss": loss_curves}
@@ -265,5 +286,55 @@ def draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
     return written
 
 
-def draw_verdict(groups, directory, prefix):
-    return []
+def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
+    """The verdict's comparisons: each approach's throughput against the group's fastest, with the ratio's
+    95 % interval, a panel per device count; a line at 1, ties and too-noisy comparisons marked."""
+    path = directory / f"{prefix}-verdict.png"
+    path.unlink(missing_ok=True)
+    groups = [g for g in groups if g.winner is not None and g.comparisons]
+    if not groups:
+        return []
+    palette = style.colours([g.winner for g in groups] + [c.other for g in groups for c in g.comparisons])
+    heights = [len(g.comparisons) + 1 for g in groups]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.9 + 0.38 * sum(heights) + 0.45 * len(groups)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    ranked = [c for g in groups for c in g.comparisons if not c.noisy]
+    lowest = min([1 / c.ratio.high for c in ranked] + [1 / c.ratio.value for g in groups for c in g.comparisons])
+    log = lowest < 0.2
+    for ax, group in zip(axes[:, 0], groups):
+        names = [style.base(group.winner)] + [style.base(c.other) for c in group.comparisons]
+        ax.barh(0, 1, color=palette[names[0]], height=0.6)
+        ax.annotate("fastest", (1, 0), fontsize=7, xytext=(4, -3), textcoords="offset points")
+        for y, c in enumerate(group.comparisons, start=1):
+            value, low, high = 1 / c.ratio.value, 1 / c.ratio.high, 1 / c.ratio.low
+            colour = palette[style.base(c.other)]
+            if c.noisy:  # its interval says nothing: no error bar, a hatched bar and the words
+                ax.barh(y, value, color=style.lighter(colour, 0.75), height=0.6, hatch="//", edgecolor=colour)
+                text, at = "too noisy to rank: repeat the runs", value
+            else:
+                ax.barh(y, value, color=colour, height=0.6)
+                ax.errorbar(value, y, xerr=[[value - low], [high - value]], color="black", capsize=3, lw=1)
+                text = f"{value:.2f} [{low:.2f}, {high:.2f}]  " + ("tie" if c.ratio.tie else f"{c.ratio.value:.2f}x slower")
+                at = min(high, 1.0) if c.ratio.tie else high
+            ax.annotate(text, (at, y), fontsize=7, xytext=(4, -3), textcoords="offset points")
+        ax.axvline(1, color="black", lw=1)
+        ax.set_yticks(range(len(names)), [_label(group.winner)] + [_label(c.other) for c in group.comparisons],
+                      fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xscale("log" if log else "linear")
+        ax.set_xlim(left=lowest * 0.8 if log else 0, right=3 if log else 1.75)
+        if log:
+            ticks = [t for t in (0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1) if t >= lowest * 0.8]
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            ax.minorticks_off()
+        ax.set_title(group.title, fontsize=8.5, loc="left")
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("throughput relative to the fastest (1 = as fast; bars: the ratio's 95 % interval)")
+    fig.suptitle(_title("The verdict: each approach against the fastest synchronous one", [groups[0].winner]),
+                 fontsize=9)
+    _save(fig, path)
+    return [path]
+
+
+def _label(r: dict) -> str:
+    return r["series"] + (f" ({r['nodes']} nodes)" if r["nodes"] > 1 else "")

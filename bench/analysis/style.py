@@ -1,0 +1,64 @@
+"""How the plots tell series apart: one colour per approach, its synthetic-input twin and no-sync bound in the
+same hue, lighter and dashed or dotted; the legend outside the data."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on benchmark machines
+from matplotlib import colors as mcolors  # noqa: E402
+
+from bench.spec.variants import VARIANTS  # noqa: E402
+
+# tab10 then the dark halves of tab20b/tab20c: 20 hues that stay apart on white.
+PALETTE = [*matplotlib.colormaps["tab10"].colors, *matplotlib.colormaps["tab20b"].colors[::4],
+           *matplotlib.colormaps["tab20c"].colors[::4][:3], (0.3, 0.3, 0.3), (0.55, 0.35, 0.0)]
+ORDER = {name: i for i, name in enumerate(VARIANTS)}
+
+
+def base(r: dict) -> str:
+    """The approach a line belongs to: its series with 'no sync' and 'synthetic' taken off."""
+    key = r["key"]
+    if key.independent or key.input == "synthetic":
+        key = key._replace(independent=False, input="memory" if key.input == "synthetic" else key.input)
+    return key.series + (f" ({r['nodes']} nodes)" if r["nodes"] > 1 else "")
+
+
+def twin(r: dict) -> str | None:
+    """'no sync', 'synthetic' or None (the real run)."""
+    return "no sync" if r["key"].independent else "synthetic" if r["key"].input == "synthetic" else None
+
+
+def colours(rows: list[dict]) -> dict[str, tuple]:
+    """A colour per approach, in the variants table's order so that an approach keeps its colour across plots."""
+    names = sorted({base(r) for r in rows}, key=lambda b: (ORDER.get(b.split(" ")[0], len(ORDER)), b))
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def lighter(colour, amount: float = 0.5) -> tuple:
+    """The colour mixed with white."""
+    r, g, b = mcolors.to_rgb(colour)
+    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def line_style(r: dict, palette: dict) -> dict:
+    """matplotlib keywords for a line of this configuration's series."""
+    colour = palette[base(r)]
+    kind = twin(r)
+    if kind is None:
+        return {"color": colour, "ls": "-", "marker": "o", "lw": 1.8}
+    return {"color": lighter(colour, 0.35), "ls": "--" if kind == "no sync" else ":", "lw": 1.4,
+            "marker": "^" if kind == "no sync" else "s", "mfc": "white"}
+
+
+def bar_style(r: dict, palette: dict) -> dict:
+    colour = palette[base(r)]
+    kind = twin(r)
+    if kind is None:
+        return {"color": colour, "edgecolor": colour}
+    return {"color": lighter(colour, 0.6), "edgecolor": colour, "hatch": "//" if kind == "no sync" else ".."}
+
+
+def legend_outside(ax, **kwargs) -> None:
+    """The legend right of the axes, where it covers no data (savefig keeps it in the frame)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kwargs)
