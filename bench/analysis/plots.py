@@ -296,7 +296,7 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
         return []
     palette = style.colours([g.winner for g in groups] + [c.other for g in groups for c in g.comparisons])
     heights = [len(g.comparisons) + 1 for g in groups]
-    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 0.9 + 0.38 * sum(heights) + 0.45 * len(groups)),
+    fig, axes = plt.subplots(len(groups), 1, figsize=(10, 0.9 + 0.38 * sum(heights) + 0.45 * len(groups)),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     ranked = [c for g in groups for c in g.comparisons if not c.noisy]
     lowest = min([1 / c.ratio.high for c in ranked] + [1 / c.ratio.value for g in groups for c in g.comparisons])
@@ -304,25 +304,24 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
     for ax, group in zip(axes[:, 0], groups):
         names = [style.base(group.winner)] + [style.base(c.other) for c in group.comparisons]
         ax.barh(0, 1, color=palette[names[0]], height=0.6)
-        ax.annotate("fastest", (1, 0), fontsize=7, xytext=(4, -3), textcoords="offset points")
+        _note(ax, 0, "fastest")
         for y, c in enumerate(group.comparisons, start=1):
             value, low, high = 1 / c.ratio.value, 1 / c.ratio.high, 1 / c.ratio.low
             colour = palette[style.base(c.other)]
             if c.noisy:  # its interval says nothing: no error bar, a hatched bar and the words
                 ax.barh(y, value, color=style.lighter(colour, 0.75), height=0.6, hatch="//", edgecolor=colour)
-                text, at = "too noisy to rank: repeat the runs", value
+                text = "too noisy to rank: repeat the runs"
             else:
                 ax.barh(y, value, color=colour, height=0.6)
                 ax.errorbar(value, y, xerr=[[value - low], [high - value]], color="black", capsize=3, lw=1)
                 text = f"{value:.2f} [{low:.2f}, {high:.2f}]  " + ("tie" if c.ratio.tie else f"{c.ratio.value:.2f}x slower")
-                at = min(high, 1.0) if c.ratio.tie else high
-            ax.annotate(text, (at, y), fontsize=7, xytext=(4, -3), textcoords="offset points")
+            _note(ax, y, text)
         ax.axvline(1, color="black", lw=1)
         ax.set_yticks(range(len(names)), [_label(group.winner)] + [_label(c.other) for c in group.comparisons],
                       fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log" if log else "linear")
-        ax.set_xlim(left=lowest * 0.8 if log else 0, right=3 if log else 1.75)
+        ax.set_xlim(left=lowest * 0.8 if log else 0, right=2 if log else 1.5)
         if log:
             ticks = [t for t in (0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1) if t >= lowest * 0.8]
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
@@ -334,6 +333,12 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
                  fontsize=9)
     _save(fig, path)
     return [path]
+
+
+def _note(ax, y: float, text: str) -> None:
+    """A comparison's figures in a column right of the axes, clear of the bars and their intervals."""
+    ax.annotate(text, xy=(1.0, y), xycoords=("axes fraction", "data"), xytext=(6, -3), textcoords="offset points",
+                fontsize=7.5, va="center")
 
 
 def _label(r: dict) -> str:
