@@ -211,12 +211,15 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
         return []
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = [f"{r['series']}\n{r['world_size']} dev" for r in rows]
-    width = 0.4
-    for offset, key, name, colour in ((-width / 2, "peak_fraction", "of the measured peak", "#4c72b0"),
-                                      (width / 2, "mfu", "MFU (data-sheet dense peak)", "#55a868")):
+    # A peak no row knows (no data-sheet figure on a CPU) gets no bars at all, not zero-height ones.
+    shown = [(key, name, colour) for key, name, colour in (("peak_fraction", "of the measured peak", "#4c72b0"),
+                                                           ("mfu", "MFU (data-sheet dense peak)", "#55a868"))
+             if any(_present(r[key]) for r in rows)]
+    width = 0.8 / len(shown)
+    for j, (key, name, colour) in enumerate(shown):
+        offset = (j - (len(shown) - 1) / 2) * width
         known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if _present(r[key])]
-        if known:  # an unknown peak (no data-sheet figure on a CPU) is left out, not drawn as 0
-            ax.bar(*zip(*known), width, label=name, color=colour)
+        ax.bar(*zip(*known), width, label=name, color=colour)
     ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("utilisation per device (%)")
     ax.set_title(_title("How close to the hardware (no bar: not known)", rows), fontsize=9)
