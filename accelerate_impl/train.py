@@ -22,10 +22,10 @@ from accelerate_impl.launch import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl.zero_state import ZeroState
 from torch_impl import data, memory
-from torch_impl.flops import flops_per_sample
-from torch_impl.model import build_model, count_parameters
+from torch_impl import train as loop
+from torch_impl.model import build_model
 from torch_impl.recipe import make_optimizer, make_scheduler
-from torch_impl.train import AMP_DTYPES, RunningLoss, cast_inputs, device_info, fast_path, peak_memory_mb, set_threads
+from torch_impl.train import AMP_DTYPES, RunningLoss, cast_inputs, device_info, fast_path, set_threads
 
 
 def train(spec_path: str) -> dict:
@@ -98,37 +98,30 @@ def train(spec_path: str) -> dict:
         clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader),
                              on_warmup_done=lambda: memory.reset_peak(device))
         running_loss = RunningLoss(device)
-        loss_curve = worker.loss_curve(first_epoch * len(train_loader))
         evaluate_exactly = None if eval_loader is None else (
             lambda: evaluate(accelerator, raw_model, eval_loader, running_loss))
         # Independent runs are the no-communication bound: no gradient all-reduce.
         no_sync = (lambda: accelerator.no_sync(model)) if worker.independent else contextlib.nullcontext
 
+        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            x = data.to_model_input(images, device)
+            y = labels.to(device, non_blocking=True)
+            optimizer.zero_grad(set_to_none=True)
+            with no_sync():
+                with accelerator.autocast():
+                    loss = F.cross_entropy(model(x).float(), y)
+                accelerator.backward(loss)
+                optimizer.step()
+            return loss
+
         model.train()
         clock.start()
-        for epoch in range(first_epoch, epochs):
-            if eval_loader is not None:
-                train_loader.set_epoch(epoch)  # the epoch's data order: a resumed run reads on where it was
-            for images, labels in clock.timed(train_loader):
-                x = data.to_model_input(images, device)
-                y = labels.to(device, non_blocking=True)
-                optimizer.zero_grad(set_to_none=True)
-                with no_sync():
-                    with accelerator.autocast():
-                        loss = F.cross_entropy(model(x).float(), y)
-                    accelerator.backward(loss)
-                    optimizer.step()
-                scheduler.step()
-                running_loss.add(loss)
-                loss_curve.add(loss.detach(), clock)
-            # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
-            evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly, checkpoint)
-            if clock.stop:
-                break
-        return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
-                             flops_per_sample(task) if accelerator.is_main_process else None, settings,
-                             memory={"model_state_bytes": model_state_bytes(model, optimizer, torch_optimizer, task),
-                                     **memory.device_peaks(device)})
+        # The epoch's data order: a resumed run reads on where it was.
+        evaluation, epochs_run = loop.run_epochs(worker, clock, train_loader, step, scheduler, running_loss,
+                                                 range(first_epoch, epochs), evaluate_exactly, checkpoint,
+                                                 None if eval_loader is None else train_loader.set_epoch)
+        return loop.finish(worker, clock, evaluation, epochs_run, device, raw_model, accelerator.is_main_process,
+                           settings, model_state_bytes(model, optimizer, torch_optimizer, task))
 
 
 # What Accelerate reports when its config file handed the loop to a plugin.

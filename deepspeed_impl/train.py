@@ -39,9 +39,8 @@ def train(spec_path: str, config_path: str) -> dict:
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
-        rank, world_size, device, sync = loop.join_process_group(worker)  # DeepSpeed joins this group
+        rank, world_size, device = loop.join_process_group(worker)  # DeepSpeed joins this group
         task = worker.task
-        # Contiguous parameters: ZeRO flattens them into one buffer per group (no channels_last views).
         model = build_model(task).to(device)
         optimizer = make_optimizer(model, task)
         engine, zero_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config_path)
@@ -49,20 +48,30 @@ def train(spec_path: str, config_path: str) -> dict:
         if dtype is not None:  # bf16/fp16 hold the model in that type and leave the inputs as they come
             cast_inputs(engine.module, dtype)
         state = ZeroState(engine.module, zero_optimizer, optimizer, task["zero_stage"])
+        return loop.train(worker, ZeroRank(engine, state, device, rank, world_size, optimizer))
 
-        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            logits = engine(data.to_model_input(images, device))
-            loss = F.cross_entropy(logits.float(), labels.to(device, non_blocking=True))
-            engine.backward(loss)  # gradients reduced (scattered under ZeRO-2/3) into this rank's partition
-            state.count_gradients()  # now (once): the step frees them
-            engine.step()  # the optimizer on this rank's partition, parameters gathered, gradients zeroed
-            return loss
 
-        return loop.train(worker, engine, raw_model=engine.module, device=device, sync=sync,
-                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
-                          precision_in_model=True, lockstep_eval=task["zero_stage"] == 3,
-                          fast_path_changes={"channels_last": False}, optimizer=optimizer, step=step,
-                          model_state=state.bytes)
+class ZeroRank(loop.Distributed):
+    precision_in_model = True  # the engine holds the model in the run's precision
+    channels_last = False      # ZeRO flattens the parameters into one buffer per group: no channels_last views
+    has_own_step = True
+
+    def __init__(self, engine, state: ZeroState, device, rank: int, world_size: int, optimizer):
+        super().__init__(engine, engine.module, device, rank, world_size, optimizer)
+        self.state = state
+        self.lockstep_eval = state.stage == 3  # ZeRO-3's every forward gathers the parameters
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        engine = self.model
+        logits = engine(data.to_model_input(images, self.device))
+        loss = F.cross_entropy(logits.float(), labels.to(self.device, non_blocking=True))
+        engine.backward(loss)  # gradients reduced (scattered under ZeRO-2/3) into this rank's partition
+        self.state.count_gradients()  # now (once): the step frees them
+        engine.step()  # the optimizer on this rank's partition, parameters gathered, gradients zeroed
+        return loss
+
+    def model_state(self, model, optimizer) -> dict[str, int]:
+        return self.state.bytes()
 
 
 def main() -> None:

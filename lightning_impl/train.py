@@ -27,24 +27,31 @@ def train(spec_path: str) -> dict:
     with worker.session():
         set_threads(worker.pin())
         fabric = Fabric()  # everything from `fabric run` (its LT_* environment): the group exists after this
-        rank, world_size, device, sync = loop.join_process_group(worker)
+        rank, world_size, device = loop.join_process_group(worker)
         if device != fabric.device:
             raise RuntimeError(f"Fabric trains on {fabric.device}, the harness placed this rank on {device}")
         model = loop.place(build_model(worker.task), device)
         optimizer = make_optimizer(model, worker.task)
         fabric_model, fabric_optimizer = fabric.setup(model, optimizer)
+        return loop.train(worker, FabricRank(fabric, fabric_model, fabric_optimizer, model, device, rank, world_size,
+                                             optimizer))
 
-        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            fabric_optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(fabric_model(data.to_model_input(images, device)),
-                                   labels.to(device, non_blocking=True))
-            fabric.backward(loss)
-            fabric_optimizer.step()
-            return loss
 
-        return loop.train(worker, fabric_model, raw_model=model, device=device, sync=sync,
-                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
-                          optimizer=optimizer, step=step)
+class FabricRank(loop.Distributed):
+    has_own_step = True
+
+    def __init__(self, fabric: Fabric, fabric_model, fabric_optimizer, model, device, rank: int, world_size: int,
+                 optimizer):
+        super().__init__(fabric_model, model, device, rank, world_size, optimizer)
+        self.fabric, self.fabric_optimizer = fabric, fabric_optimizer
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        self.fabric_optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(data.to_model_input(images, self.device)),
+                               labels.to(self.device, non_blocking=True))
+        self.fabric.backward(loss)
+        self.fabric_optimizer.step()
+        return loss
 
 
 def main() -> None:

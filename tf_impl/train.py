@@ -1,10 +1,10 @@
 """The training loop of the TensorFlow variants, top to bottom: a custom loop under a tf.distribute strategy.
 
-A variant makes its strategy (the default one, MirroredStrategy, MultiWorkerMirroredStrategy) and
-calls `train`. Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585),
-so every variant runs this loop: `strategy.run` inside a `tf.function`, the loss averaged over the
-global batch with `tf.nn.compute_average_loss`. Same SGD, learning rate, seed policy and on-device
-normalisation as the PyTorch variants.
+A variant makes its strategy (the default one, MirroredStrategy, MultiWorkerMirroredStrategy) and calls `train`:
+`strategy.run` inside a `tf.function`, the loss averaged over the global batch (`tf.nn.compute_average_loss`).
+Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585). Same SGD, learning
+rate, seed policy and on-device normalisation as the PyTorch variants. TensorFlow and Keras are imported inside
+the functions, never at the top: only once configure() has pinned the process and sized TensorFlow's pools.
 """
 from __future__ import annotations
 
@@ -13,27 +13,22 @@ import sys
 
 import numpy as np
 
+from bench.worker import Worker, cpu_model, peak_rss_mb
 from bench.worker import data as cache
 from bench.worker.gpus import gpus_not_seen
-from bench.worker import Worker, cpu_model, peak_rss_mb
 
-# Imported after the worker has pinned itself and sized TF's pools (see configure()).
-tf = None
-keras = None
 EVAL_BATCH = cache.EVAL_BATCH
 
 
 def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True):
     """Import TensorFlow with thread pools sized to this process's cores; return the module. A process that
     trains on no GPU of its own (tf-ps's chief and parameter servers) passes `trains_on_gpus=False`."""
-    global tf, keras
     # tf.data decodes files on its own threads: the compute pool keeps the slot's size. (Shrunk, TensorFlow's
     # reductions split differently and training drifted from the in-memory run's by 0.9 points here.)
     threads = worker.pin(loader_processes=False)
-    import tensorflow
-    import keras as keras_module
+    import keras
+    import tensorflow as tf
 
-    tf, keras = tensorflow, keras_module
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     # Collectives need an inter-op thread of their own beside the compute.
     tf.config.threading.set_inter_op_parallelism_threads(max(2, threads))
@@ -51,6 +46,7 @@ def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True
 def require_gpus(worker: Worker) -> None:
     """Asked for CUDA, train on the GPUs the harness gave this process or not at all: never on the CPU
     beside PyTorch rows on GPUs (tensorflow-cpu, or a GPU build that cannot find its CUDA libraries)."""
+    import tensorflow as tf
     given = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     seen = tf.config.list_physical_devices("GPU")
     if len(seen) < max(1, len(given)):
@@ -65,6 +61,8 @@ class GPUsNotSeen(RuntimeError):
 
 
 def device_info(strategy) -> dict:
+    import tensorflow as tf
+    import keras
     info = {"framework_version": tf.__version__, "keras": keras.__version__,
             "threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
@@ -87,11 +85,13 @@ def _replica_devices(strategy) -> list[str]:
 
 
 def normalise(images):
+    import tensorflow as tf
     return (tf.cast(images, tf.float32) / 255.0 - cache.PIXEL_MEAN) / cache.PIXEL_STD
 
 
 def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
+    import tensorflow as tf
     from tf_impl.checkpoint import TFCheckpoint
     from tf_impl.flops import flops_per_sample
     from tf_impl.model import count_parameters
@@ -152,6 +152,7 @@ def fast_path(task: dict) -> dict:
     """What TensorFlow's performance guide asks for and this run has: NHWC is Keras' own layout; TF32
     is on by default on GPUs; XLA (`jit_compile`) with --compile; tf.data prefetching (and parallel
     decoding of files with --loader-workers)."""
+    import tensorflow as tf
     gpu = bool(tf.config.list_logical_devices("GPU"))
     return {"channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
             "prefetch": True, "compile": bool(task["compile"]), "parallel_decode": task.get("loader_workers") or 0}
@@ -161,6 +162,8 @@ def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
     """The model, its optimizer (on the task's schedule over `epochs` x `steps_per_epoch` steps), the loss
     and the distributed training step, as a tf.function taking the batch iterator and as one taking a
     batch already on the devices."""
+    import tensorflow as tf
+    import keras
     # Import keras, so only here: after configure() has pinned this process and sized its pools.
     from tf_impl.model import build_model
     from tf_impl.recipe import make_optimizer
@@ -207,6 +210,7 @@ def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
 
 def synthetic_batch(strategy, task: dict):
     """Each replica's share of one random global batch, made on its own device (uint8 NHWC, int64 labels)."""
+    import tensorflow as tf
     per_replica = task["global_batch"] // strategy.num_replicas_in_sync
     side, channels = task["image_size"], task["channels"]
 
@@ -244,6 +248,7 @@ class InputSource:
 
     def batches(self, indices, split: tuple, batch: int):
         """The images and labels at `indices` (a dataset of sample indices), batched."""
+        import tensorflow as tf
         images, labels = tf.constant(split[0]), tf.constant(split[1])
         if self.load is None:  # in memory: gather whole batches
             return indices.batch(batch, drop_remainder=True).map(
@@ -255,6 +260,7 @@ class InputSource:
 
     def test_batches(self, num_workers: int, worker_index: int):
         """Worker w's share of the test set (samples w, w+W, ...), in batches of EVAL_BATCH."""
+        import tensorflow as tf
         if self.load is None:
             xs, ys = self.test[0][worker_index::num_workers], self.test[1][worker_index::num_workers]
             return ((tf.constant(xs[s:s + EVAL_BATCH]), tf.constant(ys[s:s + EVAL_BATCH]))
@@ -268,6 +274,7 @@ class InputSource:
 def train_dataset(strategy, source: InputSource, seed: int, global_batch: int, steps_per_epoch: int, epochs: range):
     """The batches of `epochs`; each epoch's order is drawn from (seed, epoch) alone, so that a resumed run
     reads on exactly where the run it continues stopped."""
+    import tensorflow as tf
     def per_worker(ctx: "tf.distribute.InputContext"):
         mine = tf.range(ctx.input_pipeline_id, source.train_count, ctx.num_input_pipelines)  # this pipeline's shard
         per_replica = ctx.get_per_replica_batch_size(global_batch)
@@ -285,6 +292,7 @@ def train_dataset(strategy, source: InputSource, seed: int, global_batch: int, s
 
 def evaluate(eval_batch, sum_across_workers, batches, worker_index: int, train_loss_sum: float, steps: int) -> dict:
     """Exact accuracy: worker w evaluates samples w, w+W, ... (`batches`); the sums are all-reduced."""
+    import tensorflow as tf
     correct = loss = count = 0.0
     for images, labels in batches:
         c, l = eval_batch(images, labels)
@@ -299,6 +307,7 @@ def evaluate(eval_batch, sum_across_workers, batches, worker_index: int, train_l
 
 def evaluation_functions(strategy, model, loss_fn, num_workers: int):
     """The evaluation's tf.functions: one test batch's (correct, loss sum), and a sum across workers."""
+    import tensorflow as tf
 
     @tf.function
     def eval_batch(images, labels):
@@ -325,6 +334,7 @@ def evaluation_functions(strategy, model, loss_fn, num_workers: int):
 def model_state_bytes(model, optimizer) -> dict:
     """Bytes of one replica's model state: the variables (every replica holds a mirrored copy) and the
     optimizer's slots; TensorFlow's gradients live only inside the step (None: not resident)."""
+    import tensorflow as tf
     def size(variables) -> int:
         return int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables if len(v.shape)))
 
@@ -333,6 +343,7 @@ def model_state_bytes(model, optimizer) -> dict:
 
 
 def peak_memory_mb() -> float:
+    import tensorflow as tf
     gpus = tf.config.list_logical_devices("GPU")
     if gpus:
         return max(tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus) / 2**20

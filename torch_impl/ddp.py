@@ -6,10 +6,8 @@ wrapper, a barrier at the clock's window boundaries, and each rank's shard of th
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 
-import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -30,16 +28,22 @@ def train(spec_path: str) -> dict:
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
-        rank, world_size, device, sync = loop.join_process_group(worker)
+        rank, world_size, device = loop.join_process_group(worker)
         model = loop.place(build_model(worker.task), device)
         # Gradients live in the all-reduce buckets: no copy in and out of them each step.
         ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
                         gradient_as_bucket_view=True)
+        return loop.train(worker, DDPRank(ddp_model, model, device, rank, world_size, independent=worker.independent))
 
+
+class DDPRank(loop.Distributed):
+    def __init__(self, ddp_model: DDP, model, device, rank: int, world_size: int, independent: bool):
+        super().__init__(ddp_model, model, device, rank, world_size)
+        self.independent = independent
+
+    def no_sync(self):
         # Independent runs are the no-communication bound: DDP skips its all-reduce.
-        return loop.train(worker, ddp_model, raw_model=model, device=device, sync=sync,
-                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
-                          no_sync=ddp_model.no_sync if worker.independent else contextlib.nullcontext)
+        return self.model.no_sync() if self.independent else super().no_sync()
 
 
 def main() -> None:

@@ -26,13 +26,15 @@ def main() -> None:
         worker.joined(replicas, backend="dataparallel" if cuda else "none (plain module on CPU)",
                       **device_info(device))
 
-        def sync() -> None:
-            # DataParallel works on every visible GPU: wait for all of them, not just the current one.
-            for index in range(torch.cuda.device_count() if cuda else 0):
-                torch.cuda.synchronize(index)
-
         # One process reads the whole global batch; DataParallel splits it over the GPUs.
-        loop.train(worker, dp_model, raw_model=model, device=device, sync=sync)
+        loop.train(worker, DataParallelProcess(dp_model, model, device))
+
+
+class DataParallelProcess(loop.Approach):
+    def sync(self) -> None:
+        # DataParallel works on every visible GPU: wait for all of them, not just the current one.
+        for index in range(torch.cuda.device_count() if self.device.type == "cuda" else 0):
+            torch.cuda.synchronize(index)
 
 
 if __name__ == "__main__":

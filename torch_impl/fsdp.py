@@ -44,12 +44,15 @@ def train(spec_path: str) -> dict:
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
-        rank, world_size, device, sync = loop.join_process_group(worker)
-        # Contiguous parameters: FSDP2 refuses channels_last ones (pytorch/pytorch#166291).
+        rank, world_size, device = loop.join_process_group(worker)
         model = shard(build_model(worker.task).to(device), device, world_size, worker.task["precision"])
-        return loop.train(worker, model, raw_model=model, device=device, sync=sync,
-                          all_reduce_sum=dist.all_reduce, rank=rank, world_size=world_size,
-                          precision_in_model=True, lockstep_eval=True, fast_path_changes={"channels_last": False})
+        return loop.train(worker, FSDPRank(model, model, device, rank, world_size))
+
+
+class FSDPRank(loop.Distributed):
+    precision_in_model = True   # its MixedPrecisionPolicy casts
+    lockstep_eval = True        # every forward all-gathers the parameters
+    channels_last = False       # FSDP2 refuses channels_last parameters (pytorch/pytorch#166291)
 
 
 def main() -> None:

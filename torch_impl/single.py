@@ -1,8 +1,6 @@
 """torch-single: the PyTorch loop on one device with no wrapper, the baseline every torch variant is held to."""
 from __future__ import annotations
 
-import torch
-
 from bench.worker import Worker, spec_path_from_argv
 from torch_impl import train as loop
 from torch_impl.model import build_model
@@ -13,11 +11,9 @@ def main() -> None:
     worker = Worker(spec_path_from_argv())
     with worker.session():
         device = single_process_device(worker)
-        cuda = device.type == "cuda"
         worker.joined(1, backend="none", **device_info(device))
         model = loop.place(build_model(worker.task), device)
-        loop.train(worker, model, raw_model=model, device=device,
-                   sync=lambda: torch.cuda.synchronize(device) if cuda else None)
+        loop.train(worker, loop.Approach(model, model, device))
 
 
 if __name__ == "__main__":

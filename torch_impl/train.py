@@ -1,9 +1,11 @@
 """The training loop of the PyTorch variants, top to bottom.
 
-A variant builds its model the way its approach does (DDP, DataParallel, no wrapper), then calls
-`train` with the wrapped model, the module inside it (`raw_model`, for evaluation and the parameter
-count) and the collectives it needs: a device-sync-and-barrier for the clock's window boundaries and
-a sum-all-reduce for exact evaluation. The epoch loop, the batch loop and the clock calls are here.
+A variant builds its model the way its approach does (DDP, DataParallel, FSDP, DeepSpeed's engine, Fabric, no
+wrapper) and hands the loop one small `Approach`: the wrapped model and the module inside it, the collectives
+the loop needs (a device-sync-and-barrier for the clock's window boundaries, a sum-all-reduce for exact
+evaluation), and its step where it has one of its own. The epoch loop, the batch loop and the clock calls are
+here; Accelerate's loop (accelerate_impl/train.py) runs its own step and evaluation through the same
+`run_epochs` and `finish`.
 """
 from __future__ import annotations
 
@@ -27,68 +29,120 @@ from torch_impl.recipe import make_optimizer, make_scheduler
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def train(worker: Worker, model: nn.Module, raw_model: nn.Module, device: torch.device, sync: Callable[[], None],
-          all_reduce_sum: Callable[[torch.Tensor], None] = lambda totals: None, rank: int = 0, world_size: int = 1,
-          no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-          precision_in_model: bool = False, lockstep_eval: bool = False, fast_path_changes: dict | None = None,
-          optimizer: torch.optim.Optimizer | None = None, step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-          model_state: Callable[[], dict[str, int]] | None = None) -> dict:
-    """Train the task; `rank` / `world_size` say which shard of every batch and of the test set this
-    process reads; `no_sync` switches gradient synchronisation off (independent runs). A sharded model
-    (FSDP) casts to its own precision (`precision_in_model`: no autocast) and gathers its parameters in
-    every forward, so every rank evaluates as many batches (`lockstep_eval`). An approach with a step of its
-    own (DeepSpeed's engine, Fabric) passes the `optimizer` its wrapper holds (the schedule steps it), its
-    `step(images, labels) -> loss`, and how it counts its `model_state` bytes."""
-    task = worker.task
-    batch = task["global_batch"] // world_size  # what this process loads per step
-    settings = {**fast_path(device, task), **(fast_path_changes or {})}
-    optimizer = make_optimizer(model, task) if optimizer is None else optimizer
-    amp_dtype = None if precision_in_model else AMP_DTYPES.get(task["precision"])
+class Approach:
+    """What an approach adds to the loop. The defaults are the plain loop's on one device; `Distributed` is
+    every torchrun-style rank's."""
+    precision_in_model = False  # it casts to its own precision (FSDP's policy, ZeRO's model): no autocast
+    lockstep_eval = False       # every forward is a collective (sharded parameters): ranks evaluate in step
+    channels_last = True        # False where the approach needs contiguous parameters (FSDP2, ZeRO)
+    has_own_step = False        # its wrapper runs backward and the update (`step`): DeepSpeed's engine, Fabric
+
+    def __init__(self, model: nn.Module, raw_model: nn.Module, device: torch.device, rank: int = 0,
+                 world_size: int = 1, optimizer: torch.optim.Optimizer | None = None):
+        self.model, self.raw_model, self.device = model, raw_model, device  # raw: evaluation, parameter count
+        self.rank, self.world_size = rank, world_size  # which shard of every batch and of the test set it reads
+        self.optimizer = optimizer  # the one its wrapper holds (the schedule steps it); None: the task's, made here
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def all_reduce_sum(self, totals: torch.Tensor) -> None:
+        pass
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Gradient synchronisation off (independent runs, the no-communication bound)."""
+        return contextlib.nullcontext()
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError  # only where has_own_step
+
+    def model_state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+        """Bytes of the model state this rank holds (memory.model_state_bytes)."""
+        return memory.model_state_bytes(model, optimizer)
+
+
+class Distributed(Approach):
+    """A rank of a process group (torchrun, an engine, DeepSpeed's or Fabric's launcher)."""
+
+    def sync(self) -> None:
+        super().sync()
+        dist.barrier()
+
+    def all_reduce_sum(self, totals: torch.Tensor) -> None:
+        dist.all_reduce(totals)
+
+
+def train(worker: Worker, approach: Approach) -> dict:
+    """Train the task under `approach`."""
+    task, device, model, raw_model = worker.task, approach.device, approach.model, approach.raw_model
+    batch = task["global_batch"] // approach.world_size  # what this process loads per step
+    settings = {**fast_path(device, task), **({} if approach.channels_last else {"channels_last": False})}
+    optimizer = make_optimizer(model, task) if approach.optimizer is None else approach.optimizer
+    amp_dtype = None if approach.precision_in_model else AMP_DTYPES.get(task["precision"])
     scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
     if task["compile"]:  # the wrapped model, as torch.compile's docs for DDP say; compiled at step 1
         model = torch.compile(model)
-    if step is None:
-        step = functools.partial(train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=no_sync)
-    if model_state is None:
-        model_state = functools.partial(memory.model_state_bytes, model, optimizer)
+    step = approach.step if approach.has_own_step else functools.partial(
+        train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=approach.no_sync)
     if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
-        loader, test_set, epochs = data.synthetic_batches(task, batch, device, worker.timed_steps, rank), None, 1
+        loader = data.synthetic_batches(task, batch, device, worker.timed_steps, approach.rank)
+        test_set, epochs = None, 1
     else:
         train_set, test_set = data.load_splits(worker.spec)
-        loader = data.train_loader(train_set, batch, rank, world_size, task["seed"], settings["pin_memory"],
-                                   worker.loader_workers)
+        loader = data.train_loader(train_set, batch, approach.rank, approach.world_size, task["seed"],
+                                   settings["pin_memory"], worker.loader_workers)
         epochs = task["epochs"]
     scheduler = make_scheduler(optimizer, task, len(loader), epochs)
-    checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, rank, sync, scheduler)
+    checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, approach.rank, approach.sync, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
-    clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(loader),
+    clock = worker.clock(task["global_batch"], approach.sync, steps=(epochs - first_epoch) * len(loader),
                          on_warmup_done=lambda: memory.reset_peak(device))
     running_loss = RunningLoss(device)
-    loss_curve = worker.loss_curve(first_epoch * len(loader))
     # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
-    test_loader = None if test_set is None else data.eval_loader(test_set, rank, world_size, device.type == "cuda",
-                                                                 worker.loader_workers)
+    test_loader = None if test_set is None else data.eval_loader(
+        test_set, approach.rank, approach.world_size, device.type == "cuda", worker.loader_workers)
     evaluate_exactly = None if test_set is None else (
-        lambda: evaluate(raw_model, test_loader, device, amp_dtype, all_reduce_sum, running_loss, lockstep_eval))
+        lambda: evaluate(raw_model, test_loader, device, amp_dtype, approach.all_reduce_sum, running_loss,
+                         approach.lockstep_eval))
 
     model.train()
     clock.start()
-    for epoch in range(first_epoch, epochs):
-        if test_set is not None:
-            loader.sampler.set_epoch(epoch)  # the data order is the epoch's: a resumed run reads on where it was
+    # The data order is the epoch's: a resumed run reads on where it was.
+    evaluation, epochs_run = run_epochs(worker, clock, loader, step, scheduler, running_loss,
+                                        range(first_epoch, epochs), evaluate_exactly, checkpoint,
+                                        None if test_set is None else loader.sampler.set_epoch)
+    return finish(worker, clock, evaluation, epochs_run, device, raw_model, approach.rank == 0, settings,
+                  approach.model_state(model, optimizer))
+
+
+def run_epochs(worker: Worker, clock, loader, step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+               scheduler, running_loss: "RunningLoss", epochs: range, evaluate_exactly: Callable[[], dict] | None,
+               checkpoint, set_epoch: Callable[[int], None] | None) -> tuple[dict | None, int]:
+    """The epochs from `epochs.start` on: (the last evaluation, the epoch count the run reached)."""
+    loss_curve = worker.loss_curve(epochs.start * len(loader))
+    evaluation, epoch = None, epochs.start
+    for epoch in epochs:
+        if set_epoch is not None:
+            set_epoch(epoch)
         for images, labels in clock.timed(loader):
             loss = step(images, labels)
             scheduler.step()
             running_loss.add(loss)
             loss_curve.add(loss.detach(), clock)
         # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
-        evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly, checkpoint)
+        evaluation = worker.end_epoch(clock, epoch, epochs.stop, evaluate_exactly, checkpoint)
         if clock.stop:
             break
-    return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(device), count_parameters(raw_model),
-                         flops_per_sample(task) if rank == 0 else None, settings,
-                         memory={"model_state_bytes": model_state(),
-                                 **memory.device_peaks(device)})
+    return evaluation, epoch + 1
+
+
+def finish(worker: Worker, clock, evaluation: dict | None, epochs_run: int, device: torch.device,
+           raw_model: nn.Module, main_process: bool, settings: dict, model_state: dict) -> dict:
+    """The rank's record: the clock's figures, the evaluation, memory, parameters and (rank 0) FLOPs."""
+    return worker.finish(clock, evaluation, epochs_run, peak_memory_mb(device), count_parameters(raw_model),
+                         flops_per_sample(worker.task) if main_process else None, settings,
+                         memory={"model_state_bytes": model_state, **memory.device_peaks(device)})
 
 
 def fast_path(device: torch.device, task: dict) -> dict:
@@ -204,9 +258,9 @@ def device_info(device: torch.device) -> dict:
     return info
 
 
-def join_process_group(worker: Worker) -> tuple[int, int, torch.device, Callable[[], None]]:
-    """A torchrun rank's process group (env://; an engine's already exists), its device, and the clock's
-    window-boundary sync: (rank, world size, device, sync)."""
+def join_process_group(worker: Worker) -> tuple[int, int, torch.device]:
+    """A torchrun rank's process group (env://; an engine's already exists) and its device: (rank, world size,
+    device)."""
     cuda = worker.device_type == "cuda"
     if not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo")
@@ -214,13 +268,7 @@ def join_process_group(worker: Worker) -> tuple[int, int, torch.device, Callable
     if cuda:
         torch.cuda.set_device(device)
     worker.joined(dist.get_world_size(), backend=dist.get_backend(), **device_info(device))
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
-        dist.barrier()
-
-    return dist.get_rank(), dist.get_world_size(), device, sync
+    return dist.get_rank(), dist.get_world_size(), device
 
 
 def set_threads(threads: int) -> None:
