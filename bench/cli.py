@@ -1,87 +1,22 @@
-"""`python -m bench`: list, run, sweep, report, data, overhead."""
+"""`python -m bench`: its options (list, run, sweep, maxbatch, peak, report, data, regress, overhead), parsed and
+handed to the command (bench.commands); a bad request is one line and exit 2."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 from pathlib import Path
 
+from bench import commands
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.results.store import StoreError
-from bench.run import plan
-from bench.run.runspec import RunSpec
-from bench.spec import devices, options
-from bench.spec.task import (DATASET_SHAPES, DATASETS, FILE_INPUTS, INPUTS, LR_SCALINGS,
-                             OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES, WEAK_SCALING_WARMUP_EPOCHS,
-                             SpecError, TaskSpec, get_task)
-from bench.spec.variants import ENGINES, VARIANTS, check_engine, default_variants, get_variant
+from bench.spec import options
+from bench.spec.task import (DATASETS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
+                             WEAK_SCALING_WARMUP_EPOCHS, SpecError)
+from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
-
-
-def input_modes(args: argparse.Namespace) -> list[dict]:
-    """The task fields of every input pipeline named (input, loader_workers, data_url): a file input once per
-    --loader-workers count."""
-    inputs = [i.strip() for i in (args.input or "memory").split(",") if i.strip()]
-    try:
-        workers = [int(w) for w in str(args.loader_workers).split(",") if w.strip()]
-    except ValueError:
-        raise SpecError(f"--loader-workers {args.loader_workers!r}: give counts, e.g. 2 or 0,1,2") from None
-    if not inputs or not workers:
-        raise SpecError("--input and --loader-workers need a value each, e.g. --input files --loader-workers 2")
-    for name in inputs:
-        if name not in INPUTS:
-            raise SpecError(f"unknown input {name!r}: choose one of {', '.join(INPUTS)}")
-    if any(workers) and not any(i in FILE_INPUTS for i in inputs):
-        raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
-    if args.data_url and "s3" not in inputs:
-        raise SpecError("--data-url goes with --input s3")
-    pairs = list(dict.fromkeys((i, w) for i in inputs for w in (workers if i in FILE_INPUTS else [0])))
-    if args.command != "sweep" and len(pairs) != 1:
-        raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
-    return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
-
-
-def _task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
-    # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
-    precision = args.precision or ("bf16" if device_type == "cuda" else None)
-    # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
-    compiled = args.compile if args.command != "sweep" else None
-    # A sweep scales weak unless told (the field's convention), one run strong (its global batch as given).
-    scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
-    [first_mode, *more_modes] = input_modes(args)
-    data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
-    task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=data_dir, compile=compiled, **first_mode,
-                    checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
-                    per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
-                    lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
-                    warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
-                    dataset=args.dataset, val_split=args.val_split)
-    for mode in more_modes:
-        task.replace(**mode).validate()
-    if task.dataset == "imagefolder":  # classes, channels and size come from the folder
-        from bench.worker import imagefolder
-
-        task = imagefolder.describe(task, args.image_size)
-    elif args.image_size or args.val_split:
-        raise SpecError("--image-size and --val-split go with --dataset imagefolder --data-dir DIR")
-    elif args.dataset in DATASET_SHAPES:  # another bundled dataset: its own image size, channels and classes
-        side, channels, classes = DATASET_SHAPES[args.dataset]
-        task = task.replace(image_size=side, channels=channels, classes=classes)
-    for mode in [first_mode, *more_modes]:
-        if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images
-            from bench.worker import data
-
-            data.check_remote(task.replace(**mode))
-            break
-    return task
-
-
-def _device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
-    return machine.default_device_type if args.device_type == "auto" else args.device_type
 
 
 def _add_task_options(p: argparse.ArgumentParser) -> None:
@@ -151,305 +86,12 @@ def _add_engine_options(p: argparse.ArgumentParser, several: bool) -> None:
                                                    "(spec as params, figures as metrics)")
 
 
-def _engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """(engine, the cluster address given for it) for every engine named."""
-    addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
-    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
-    for engine in engines:
-        check_engine(engine)
-    return [(engine, addresses.get(engine)) for engine in engines]
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    machine = devices.discover()
-    print("variants:")
-    for v in VARIANTS.values():
-        where = f"cpu ({v.cpu_max_per_node}/node), cuda" if v.cpu_max_per_node else "cpu, cuda"
-        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
-    print("tasks:")
-    for t in PRESETS.values():
-        print(f"  {t.name:10} {t.model:10} on {t.dataset:14} {t.image_size}px batch={t.global_batch} "
-              f"epochs={t.epochs} {t.precision}")
-    print("devices:")
-    print(f"  cpu: {len(machine.cores)} cores available ({', '.join(map(str, machine.cores))})")
-    if machine.gpus:
-        for gid, name in zip(machine.gpus, machine.gpu_names):
-            print(f"  cuda:{gid} {name}")
-    else:
-        print("  cuda: none found")
-    return 0
-
-
-def _print_table(rows, out: Path) -> None:
-    """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
-    from bench import results
-    from bench.analysis import aggregate, peak, report
-
-    configs = aggregate.configurations(results.load(out), peak.load(out))
-    ran = {r.key for r in rows}
-    print(report.text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    machine = devices.discover()
-    device_type = _device_type(args, machine)
-    task = _task_from(args, device_type)
-    variant = get_variant(args.variant)
-    if args.devices < 1 or args.nodes < 1:
-        raise SpecError("--devices and --nodes must be at least 1")
-    if args.devices % args.nodes:
-        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
-    shardings = options.modes(variant, options.given(args), sweep=False)
-    if len(shardings) != 1:
-        raise SpecError("bench run takes one value of each approach option: use bench sweep to compare several")
-    [sharding] = shardings
-    task = task.replace(**sharding)
-    task.validate()
-    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
-                         args.cores_per_slot, args.timeout, host_node=args.node_rank,
-                         master_addr=args.master_addr, master_port=args.master_port,
-                         independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve())
-    engines = _engines(args)
-    if len(engines) != 1:
-        raise SpecError("bench run takes one --engine: use bench sweep to compare several")
-    [(engine, address)] = engines
-    spec = dataclasses.replace(spec, engine=engine, engine_address=address)
-    reason = spec.inapplicable()
-    if reason:
-        raise SpecError(f"{reason}: choose another variant or fewer devices")
-    from bench.worker import data
-    from bench.run import sweep
-    from bench.run.execute import execute
-
-    if variant.framework.startswith("tensorflow") and device_type == "cuda":
-        from bench.run.interpreters import require_tf_gpus
-
-        require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
-
-    if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
-        row = execute(spec, args.out, machine, data.prepare(task))
-        print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
-        return 0 if row.status == "ok" else 1
-    rows = sweep.run_all([spec], args.out, machine, args.mlflow)
-    _print_table(rows, args.out)
-    return 0 if rows[0].status == "ok" else 1
-
-
-def cmd_maxbatch(args: argparse.Namespace) -> int:
-    """The largest global batch the variant trains on --devices (bench.run.maxbatch); probes under OUT/maxbatch."""
-    machine = devices.discover()
-    device_type = _device_type(args, machine)
-    variant = get_variant(args.variant)
-    if args.memory_limit is not None and args.memory_limit <= 0:
-        raise SpecError(f"--memory-limit {args.memory_limit}: give each rank's memory in MiB, e.g. 4000")
-    if args.memory_limit is not None and device_type == "cuda":
-        raise SpecError("--memory-limit caps a CPU rank's memory: on GPUs the device's own memory is the limit, "
-                        "drop --memory-limit")
-    if args.max_batch < args.devices:
-        raise SpecError(f"--max-batch {args.max_batch} is below one sample a device: give at least {args.devices}")
-    if args.memory_limit is None and device_type == "cpu":
-        raise SpecError("on a CPU the search needs a memory to fill: pass --memory-limit MiB (each rank's), "
-                        "e.g. --memory-limit 3000")
-    if args.devices < 1 or args.devices % args.nodes:
-        raise SpecError(f"--devices {args.devices} must be at least 1 and divide by --nodes {args.nodes}")
-    shardings = options.modes(variant, options.given(args), sweep=False)
-    if len(shardings) != 1:
-        raise SpecError("bench maxbatch takes one value of each approach option")
-    task = _task_from(args, device_type).replace(**shardings[0])
-    task.validate()
-    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
-                   args.cores_per_slot, args.timeout, memory_limit_mb=args.memory_limit)
-    if reason := spec.inapplicable():
-        raise SpecError(f"{reason}: choose another variant or fewer devices")
-    from bench.run import maxbatch, sweep
-
-    out = args.out / "maxbatch"
-    if args.resolution < 1:
-        raise SpecError(f"--resolution {args.resolution}: at least 1 sample a device")
-    found = maxbatch.search(spec, lambda probe: sweep.run_all([probe], out, machine)[0], args.max_batch,
-                            args.resolution)
-    maxbatch.record(found, out)
-    limit = f" under {args.memory_limit:g} MiB a rank" if args.memory_limit else ""
-    if found.error:
-        print(f"{found.label}: the search stopped{limit}: {found.error}")
-        return 1
-    above = f" ({found.smallest_failing} does not fit)" if found.smallest_failing else f" (all up to --max-batch {args.max_batch})"
-    print(f"{found.label}: largest global batch that trains{limit}: {found.largest_fitting or 'none'}{above}; "
-          f"{len(found.probes)} probes in {out}")
-    return 0
-
-
-def _sweep_machine(args: argparse.Namespace) -> devices.Machine:
-    """This machine, or with --assume-gpus the GPU box a --dry-run plans for."""
-    machine = devices.discover()
-    if args.assume_gpus is None:
-        return machine
-    if not args.dry_run:
-        raise SpecError("--assume-gpus only plans: add --dry-run (a real sweep uses the GPUs it finds)")
-    if args.assume_gpus < 1:
-        raise SpecError(f"--assume-gpus {args.assume_gpus}: assume at least 1 GPU, or drop it to plan for this machine")
-    if args.device_type == "cpu":
-        raise SpecError("--assume-gpus plans GPU runs: drop --device-type cpu (or --assume-gpus)")
-    from bench.run import preview
-
-    return preview.assumed_machine(args.assume_gpus, machine.cores)
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    machine = _sweep_machine(args)
-    device_type = _device_type(args, machine)
-    task = _task_from(args, device_type)
-    if args.variants in ("all", ""):
-        # The single-device baselines belong to the scaling analysis.
-        variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
-    else:
-        variants = [get_variant(n.strip()) for n in args.variants.split(",")]
-    counts = plan.device_counts(args.max_devices)
-    named = options.given(args)
-    options.refuse_untaken(named, variants)
-    specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=_engines(args),
-                       variants_named=args.variants not in ("all", ""),
-                       cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
-                       repeats=args.repeats, compiled=args.compile, inputs=input_modes(args),
-                       shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
-    from bench.analysis import report
-    from bench.run import resume, sweep
-
-    if args.allow_mixed_revisions and not args.resume:
-        raise SpecError("--allow-mixed-revisions goes with --resume")
-    if args.resume:
-        planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
-        print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
-    if args.dry_run:
-        from bench.run import preview
-
-        print(preview.render(preview.build(specs, machine, args.out), machine, args.assume_gpus is not None,
-                             args.out, args.analysis))
-        return 0
-    if args.analysis:  # first, so that every row gets its fraction of the measured peak
-        sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
-    rows = sweep.run_all(specs, args.out, machine, args.mlflow)
-    if args.analysis:
-        sweep.measure_communication(rows, args.out, machine, again=not args.resume)
-    _print_table(rows, args.out)
-    path = report.write_report(args.out)
-    print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path}")
-    return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
-
-
-def cmd_peak(args: argparse.Namespace) -> int:
-    from bench.run import microbench
-
-    machine = devices.discover()
-    measured = microbench.measure_peak(args.out, machine, _device_type(args, machine), args.cores_per_slot)
-    if not measured:
-        print(f"error: the peak benchmark failed: see {args.out / 'runs'}", file=sys.stderr)
-        return 1
-    for r in measured:
-        print(f"{r['device_type']} {r['device_name']} ({r['threads']} threads) {r['precision']:5} "
-              f"{r['flops_per_s'] / 1e9:10,.1f} GFLOP/s  ({r['side']}x{r['side']} matmul)")
-    print(f"\nappended to {args.out / 'peak.jsonl'}")
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from bench.analysis import report
-
-    path = report.write_report(args.dir)
-    print(path.read_text())
-    return 0
-
-
-def export_images(args: argparse.Namespace) -> int:
-    """`bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX`: the task's dataset as an
-    image folder, on disk or uploaded to object storage (the AWS environment names endpoint and credentials)."""
-    import tempfile
-
-    from bench.worker import data, imagefolder, s3
-
-    if len(args.tasks) != 2:
-        raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
-    target = args.tasks[1]
-    remote = target.startswith("s3://")
-    if remote and s3.holds_objects(target):
-        raise SpecError(f"{target} already holds objects: export under a new prefix")
-    if not remote and Path(target).exists() and any(Path(target).iterdir()):
-        raise SpecError(f"{target} is not empty: export into a new folder")
-    task = get_task(args.task, data_dir=args.data_dir)
-    folder = data.prepare(task)
-    if folder is None:
-        raise SpecError(f"task {task.name} is synthetic: it has no images to export")
-    with tempfile.TemporaryDirectory(prefix="dtbench-export-") as scratch:
-        written = imagefolder.export(data.load(folder), Path(scratch) if remote else Path(target), args.format)
-        if remote:
-            s3.upload(Path(scratch), target)
-    log.info("wrote %s images to %s/train and %s to %s/test (%s): read them back with %s", f"{written['train']:,}",
-             target, f"{written['test']:,}", target, args.format,
-             f"--input s3 --data-url {target}" if remote else f"--dataset imagefolder --data-dir {target}")
-    return 0
-
-
-def cmd_data(args: argparse.Namespace) -> int:
-    from bench.worker import data
-
-    if args.tasks[:1] == ["export-images"]:
-        return export_images(args)
-
-    if args.download:
-        log.info("downloaded to %s", data.download_fashion_mnist())
-    elif args.install and not data.install_fashion_mnist():
-        log.warning("could not install Debian's dataset-fashion-mnist (needs apt-get and root or sudo): "
-                    "the default task will need --data-dir or `python -m bench data --download`")
-    failed = 0
-    for name in args.tasks:
-        try:
-            folder = data.prepare(get_task(name, data_dir=args.data_dir))
-        except SpecError as exc:  # one missing dataset must not stop the others
-            log.warning("task %s: %s", name, exc)
-            failed += 1
-            continue
-        log.info("task %s: %s", name, folder or "synthetic (made on the device, nothing cached)")
-    return 2 if failed and not args.install else 0
-
-
-def cmd_regress(args: argparse.Namespace) -> int:
-    from bench.regress import calibrate, compare, duets
-
-    out: Path = args.out
-    run_args = [["--variant", v.strip(), "--devices", str(args.devices), "--task", args.task, *args.run_args.split()]
-                for v in args.variants.split(",")]
-    if args.calibrate:
-        summary = calibrate.calibrate(run_args, args.groups, args.repeats, args.threshold, args.alpha, out)
-        print(f"A/A false alarms: {summary['false_alarm_rate']:.0%} of {args.groups}; "
-              f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
-              f"({args.repeats} duets a comparison). Noise: throughput of runs varies {summary['run_to_run_cv']:.1%} "
-              f"(CV) from run to run, a duet's paired ratio {summary['duet_ratio_sd']:.1%} (sd)")
-        return 0
-    if args.against:
-        baseline, current, paired = duets.against(args.against, run_args, args.repeats, out)
-    elif args.baseline and args.current:
-        baseline, current, paired = Path(args.baseline), Path(args.current), args.duets
-    else:
-        raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
-    # Runs of one --against are partners by construction; stored files must show that they are.
-    code, text = compare.judge(baseline, current, paired, args.threshold, args.alpha, args.accuracy_tolerance, out,
-                               check_pairs=not args.against)
-    print(text)
-    return code
-
-
-def cmd_overhead(args: argparse.Namespace) -> int:
-    from bench.run import overhead
-
-    return overhead.main(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("list", help="variants, tasks and the devices found").set_defaults(func=cmd_list)
+    sub.add_parser("list", help="variants, tasks and the devices found").set_defaults(func=commands.cmd_list)
 
     p = sub.add_parser("run", help="one run: one row appended to OUT/results.jsonl")
     p.add_argument("--variant", required=True, help=f"one of {', '.join(VARIANTS)}")
@@ -465,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
     _add_engine_options(p, several=False)
     _add_task_options(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=commands.cmd_run)
 
     p = sub.add_parser("sweep", help="variants x device counts 1, 2, 4 ... N, then a table and report.md")
     p.add_argument("--variants", default="all", help="comma-separated variant names (default all)")
@@ -487,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the all-reduce microbenchmark")
     _add_engine_options(p, several=True)
     _add_task_options(p)
-    p.set_defaults(func=cmd_sweep)
+    p.set_defaults(func=commands.cmd_sweep)
 
     p = sub.add_parser("maxbatch", help="the largest global batch a variant trains on N devices: probes until "
                                         "out of memory, then bisects (out of memory caught and recorded)")
@@ -502,17 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop bisecting when what fits and what does not are this many samples a device apart "
                         "(default 1: exact)")
     _add_task_options(p)
-    p.set_defaults(func=cmd_maxbatch)
+    p.set_defaults(func=commands.cmd_maxbatch)
 
     p = sub.add_parser("peak", help="the device's measured peak: large matmuls per precision on one device slot")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores of the slot (default 1)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
-    p.set_defaults(func=cmd_peak)
+    p.set_defaults(func=commands.cmd_peak)
 
     p = sub.add_parser("report", help="report.md and results.csv from a results directory")
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=commands.cmd_report)
 
     p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "
                                     "writes one as an image folder (DIR/train/<class>/*, DIR/test/<class>/*)")
@@ -523,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--install", action="store_true", help="install Debian's dataset-fashion-mnist if missing")
     p.add_argument("--download", action="store_true", help="opt-in: download Fashion-MNIST (needs internet)")
     p.add_argument("--data-dir")
-    p.set_defaults(func=cmd_data)
+    p.set_defaults(func=commands.cmd_data)
 
     p = sub.add_parser("regress", help="did a change slow training down? A/B against a revision, or two files")
     p.add_argument("--against", metavar="REV", help="A/B on this machine: REV (baseline) vs the current tree")
@@ -534,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "folders an earlier --against wrote), e.g. again with another threshold")
     p.add_argument("--calibrate", action="store_true",
                    help="measure the check itself: A/A false alarms, detection of injected slowdowns")
-    p.add_argument("--variants", default="torch-ddp", help="runs to compare (default torch-ddp)")
+    p.add_argument("--variants", default=DEFAULT_COMPARED, help=f"runs to compare (default {DEFAULT_COMPARED})")
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--task", default="quick")
     # 400 timed steps (~0.7 s) a run: with 80 (~0.14 s) one short hiccup of the machine moved a
@@ -549,13 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="significance level (default 0.01: a false alarm costs a CI run and trust)")
     p.add_argument("--accuracy-tolerance", type=float, default=0.01, help="absolute accuracy drop allowed")
     p.add_argument("--out", type=Path, default=Path("results/latest/regress"))
-    p.set_defaults(func=cmd_regress)
+    p.set_defaults(func=commands.cmd_regress)
 
     p = sub.add_parser("overhead", help="harness torch-ddp (1 device) vs a plain loop, interleaved A/B")
     p.add_argument("--task", default="default")
     p.add_argument("--repeats", type=int, default=3, help="A/B pairs (default 3)")
     p.add_argument("--out", type=Path, default=Path("results/latest/overhead"))
-    p.set_defaults(func=cmd_overhead)
+    p.set_defaults(func=commands.cmd_overhead)
     return parser
 
 
@@ -580,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):
-            _print_table(stop.rows, args.out)
-        resume = " (`bench sweep --resume` runs what is left)" if args.func is cmd_sweep else ""
+            commands.print_table(stop.rows, args.out)
+        resume = " (`bench sweep --resume` runs what is left)" if args.func is commands.cmd_sweep else ""
         in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
         print(f"\n{stop}: {sum(r.status != 'interrupted' for r in stop.rows)} runs finished{in_flight}{resume}",
               file=sys.stderr)

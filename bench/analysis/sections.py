@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import allreduce
+from bench.results import allreduce
+from bench.spec.variants import PROBED_COLLECTIVES
 from bench.analysis.tables import fmt, present
 
 def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
@@ -22,7 +23,7 @@ def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
         params = r["params"] if present(r["params"]) else None
         grad_bytes = int(params) * 4 if params else None  # gradients are fp32 (autocast keeps fp32 weights)
         busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
-                 if grad_bytes and r["framework"] in ("torch", "accelerate") else None)
+                 if grad_bytes and r["framework"] in PROBED_COLLECTIVES else None)
         out.append({
             "row": r, "step_ms": r["step_ms"], "compute_ms": twin["step_ms"] if twin else None,
             "comm_cost": 1 - r["throughput"] / twin["throughput"] if twin else None,

@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.analysis import stats
+from bench.results import stats
 from bench.worker import data
 from bench.run.execute import execute, write_spec
 from bench.run.launch import node_environment
 from bench.run.runspec import RunSpec
 from bench.spec import devices
 from bench.spec.task import get_task
-from bench.spec.variants import get_variant
+from bench.spec.variants import DEFAULT_COMPARED, get_variant
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     machine = devices.discover()
     # One epoch holds every timed window; a second would only lengthen each pair.
     task = get_task(args.task, epochs=1)
-    spec = RunSpec(get_variant("torch-ddp"), task, machine.default_device_type, timeout_s=900)
+    spec = RunSpec(get_variant(DEFAULT_COMPARED), task, machine.default_device_type, timeout_s=900)
     placement = spec.check(machine)
     data_path = data.prepare(task)
     out: Path = args.out

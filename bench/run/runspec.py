@@ -131,9 +131,6 @@ class RunSpec:
         if self.task.compile and not self.variant.framework.startswith("tensorflow") and not compiler():
             raise SpecError("--compile needs a C++ compiler for torch.compile's inductor (none of c++, g++, clang++ "
                             "on PATH): install one (apt-get install g++) or drop --compile")
-        if self.task.compile and self.variant.name == "torch-dp" and self.device_type == "cuda" and self.world_size > 1:
-            raise SpecError("--compile does not speed up nn.DataParallel over several GPUs (it runs eager; "
-                            "pytorch/pytorch#94636): use torch-ddp --compile, or torch-dp on one GPU")
         check_engine(self.engine)
         if self.resume_from is not None:
             self.check_resumable()

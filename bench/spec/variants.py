@@ -76,7 +76,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-dp", "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True, spans_nodes=False,
             summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
-            baseline="torch-single"),
+            baseline="torch-single", options="torch_impl.dp_options"),
     Variant("accelerate", "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train", single_process=False,
             spans_nodes=True, summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
@@ -104,6 +104,13 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-single", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.single", single_process=True, spans_nodes=False,
             max_devices=1, summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
+
+
+# What `bench regress` and `bench overhead` measure unless told: the approach most users start from.
+DEFAULT_COMPARED = "torch-ddp"
+# The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
+# (bench.run.microbench): their communication floor is priced from that probe.
+PROBED_COLLECTIVES = ("torch", "accelerate")
 
 
 def load(path: str):

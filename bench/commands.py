@@ -1,0 +1,296 @@
+"""What each `python -m bench` command does once its options are parsed (bench.cli): build the runs, call the
+harness, print where the results went."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+
+from bench.run import plan
+from bench.run.runspec import RunSpec
+from bench.spec import devices, options, request
+from bench.spec.task import PRESETS, SpecError, get_task
+from bench.spec.variants import VARIANTS, default_variants, get_variant
+
+log = logging.getLogger("bench")
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    machine = devices.discover()
+    print("variants:")
+    for v in VARIANTS.values():
+        where = f"cpu ({v.cpu_max_per_node}/node), cuda" if v.cpu_max_per_node else "cpu, cuda"
+        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
+    print("tasks:")
+    for t in PRESETS.values():
+        print(f"  {t.name:10} {t.model:10} on {t.dataset:14} {t.image_size}px batch={t.global_batch} "
+              f"epochs={t.epochs} {t.precision}")
+    print("devices:")
+    print(f"  cpu: {len(machine.cores)} cores available ({', '.join(map(str, machine.cores))})")
+    if machine.gpus:
+        for gid, name in zip(machine.gpus, machine.gpu_names):
+            print(f"  cuda:{gid} {name}")
+    else:
+        print("  cuda: none found")
+    return 0
+
+
+def print_table(rows, out: Path) -> None:
+    """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
+    from bench import results
+    from bench.analysis import report
+    from bench.results import aggregate, peak
+
+    configs = aggregate.configurations(results.load(out), peak.load(out))
+    ran = {r.key for r in rows}
+    print(report.text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    machine = devices.discover()
+    device_type = request.device_type(args, machine)
+    task = request.task_from(args, device_type)
+    variant = get_variant(args.variant)
+    if args.devices < 1 or args.nodes < 1:
+        raise SpecError("--devices and --nodes must be at least 1")
+    if args.devices % args.nodes:
+        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    shardings = options.modes(variant, options.given(args), sweep=False)
+    if len(shardings) != 1:
+        raise SpecError("bench run takes one value of each approach option: use bench sweep to compare several")
+    [sharding] = shardings
+    task = task.replace(**sharding)
+    task.validate()
+    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
+                         args.cores_per_slot, args.timeout, host_node=args.node_rank,
+                         master_addr=args.master_addr, master_port=args.master_port,
+                         independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve())
+    engines = request.engines(args)
+    if len(engines) != 1:
+        raise SpecError("bench run takes one --engine: use bench sweep to compare several")
+    [(engine, address)] = engines
+    spec = dataclasses.replace(spec, engine=engine, engine_address=address)
+    reason = spec.inapplicable()
+    if reason:
+        raise SpecError(f"{reason}: choose another variant or fewer devices")
+    from bench.worker import data
+    from bench.run import sweep
+    from bench.run.execute import execute
+
+    if variant.framework.startswith("tensorflow") and device_type == "cuda":
+        from bench.run.interpreters import require_tf_gpus
+
+        require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
+
+    if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
+        row = execute(spec, args.out, machine, data.prepare(task))
+        print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
+        return 0 if row.status == "ok" else 1
+    rows = sweep.run_all([spec], args.out, machine, args.mlflow)
+    print_table(rows, args.out)
+    return 0 if rows[0].status == "ok" else 1
+
+
+def cmd_maxbatch(args: argparse.Namespace) -> int:
+    """The largest global batch the variant trains on --devices (bench.run.maxbatch); probes under OUT/maxbatch."""
+    machine = devices.discover()
+    device_type = request.device_type(args, machine)
+    variant = get_variant(args.variant)
+    if args.memory_limit is not None and args.memory_limit <= 0:
+        raise SpecError(f"--memory-limit {args.memory_limit}: give each rank's memory in MiB, e.g. 4000")
+    if args.memory_limit is not None and device_type == "cuda":
+        raise SpecError("--memory-limit caps a CPU rank's memory: on GPUs the device's own memory is the limit, "
+                        "drop --memory-limit")
+    if args.max_batch < args.devices:
+        raise SpecError(f"--max-batch {args.max_batch} is below one sample a device: give at least {args.devices}")
+    if args.memory_limit is None and device_type == "cpu":
+        raise SpecError("on a CPU the search needs a memory to fill: pass --memory-limit MiB (each rank's), "
+                        "e.g. --memory-limit 3000")
+    if args.devices < 1 or args.devices % args.nodes:
+        raise SpecError(f"--devices {args.devices} must be at least 1 and divide by --nodes {args.nodes}")
+    shardings = options.modes(variant, options.given(args), sweep=False)
+    if len(shardings) != 1:
+        raise SpecError("bench maxbatch takes one value of each approach option")
+    task = request.task_from(args, device_type).replace(**shardings[0])
+    task.validate()
+    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
+                   args.cores_per_slot, args.timeout, memory_limit_mb=args.memory_limit)
+    if reason := spec.inapplicable():
+        raise SpecError(f"{reason}: choose another variant or fewer devices")
+    from bench.run import maxbatch, sweep
+
+    out = args.out / "maxbatch"
+    if args.resolution < 1:
+        raise SpecError(f"--resolution {args.resolution}: at least 1 sample a device")
+    found = maxbatch.search(spec, lambda probe: sweep.run_all([probe], out, machine)[0], args.max_batch,
+                            args.resolution)
+    maxbatch.record(found, out)
+    limit = f" under {args.memory_limit:g} MiB a rank" if args.memory_limit else ""
+    if found.error:
+        print(f"{found.label}: the search stopped{limit}: {found.error}")
+        return 1
+    above = f" ({found.smallest_failing} does not fit)" if found.smallest_failing else f" (all up to --max-batch {args.max_batch})"
+    print(f"{found.label}: largest global batch that trains{limit}: {found.largest_fitting or 'none'}{above}; "
+          f"{len(found.probes)} probes in {out}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    machine = request.sweep_machine(args)
+    device_type = request.device_type(args, machine)
+    task = request.task_from(args, device_type)
+    if args.variants in ("all", ""):
+        # The single-device baselines belong to the scaling analysis.
+        variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
+    else:
+        variants = [get_variant(n.strip()) for n in args.variants.split(",")]
+    counts = plan.device_counts(args.max_devices)
+    named = options.given(args)
+    options.refuse_untaken(named, variants)
+    specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=request.engines(args),
+                       variants_named=args.variants not in ("all", ""),
+                       cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
+                       repeats=args.repeats, compiled=args.compile, inputs=request.input_modes(args),
+                       shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
+    from bench.analysis import report
+    from bench.run import resume, sweep
+
+    if args.allow_mixed_revisions and not args.resume:
+        raise SpecError("--allow-mixed-revisions goes with --resume")
+    if args.resume:
+        planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
+        print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
+    if args.dry_run:
+        from bench.run import preview
+
+        print(preview.render(preview.build(specs, machine, args.out), machine, args.assume_gpus is not None,
+                             args.out, args.analysis))
+        return 0
+    if args.analysis:  # first, so that every row gets its fraction of the measured peak
+        sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
+    rows = sweep.run_all(specs, args.out, machine, args.mlflow)
+    if args.analysis:
+        sweep.measure_communication(rows, args.out, machine, again=not args.resume)
+    print_table(rows, args.out)
+    path = report.write_report(args.out)
+    print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path} and "
+          f"{path.with_suffix('.html')}")
+    print_verdict(args.out)
+    return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
+
+
+def cmd_peak(args: argparse.Namespace) -> int:
+    from bench.run import microbench
+
+    machine = devices.discover()
+    measured = microbench.measure_peak(args.out, machine, request.device_type(args, machine), args.cores_per_slot)
+    if not measured:
+        print(f"error: the peak benchmark failed: see {args.out / 'runs'}", file=sys.stderr)
+        return 1
+    for r in measured:
+        print(f"{r['device_type']} {r['device_name']} ({r['threads']} threads) {r['precision']:5} "
+              f"{r['flops_per_s'] / 1e9:10,.1f} GFLOP/s  ({r['side']}x{r['side']} matmul)")
+    print(f"\nappended to {args.out / 'peak.jsonl'}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from bench.analysis import report
+
+    path = report.write_report(args.dir)
+    print(path.read_text())
+    print_verdict(args.dir)
+    return 0
+
+
+def print_verdict(directory: Path) -> None:
+    """The answer last on the console, where the eye lands when the command ends."""
+    from bench.analysis.verdict import verdict_lines
+
+    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict_lines(directory)))
+
+
+def export_images(args: argparse.Namespace) -> int:
+    """`bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX`: the task's dataset as an
+    image folder, on disk or uploaded to object storage (the AWS environment names endpoint and credentials)."""
+    import tempfile
+
+    from bench.worker import data, imagefolder, s3
+
+    if len(args.tasks) != 2:
+        raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
+    target = args.tasks[1]
+    remote = target.startswith("s3://")
+    if remote and s3.holds_objects(target):
+        raise SpecError(f"{target} already holds objects: export under a new prefix")
+    if not remote and Path(target).exists() and any(Path(target).iterdir()):
+        raise SpecError(f"{target} is not empty: export into a new folder")
+    task = get_task(args.task, data_dir=args.data_dir)
+    folder = data.prepare(task)
+    if folder is None:
+        raise SpecError(f"task {task.name} is synthetic: it has no images to export")
+    with tempfile.TemporaryDirectory(prefix="dtbench-export-") as scratch:
+        written = imagefolder.export(data.load(folder), Path(scratch) if remote else Path(target), args.format)
+        if remote:
+            s3.upload(Path(scratch), target)
+    log.info("wrote %s images to %s/train and %s to %s/test (%s): read them back with %s", f"{written['train']:,}",
+             target, f"{written['test']:,}", target, args.format,
+             f"--input s3 --data-url {target}" if remote else f"--dataset imagefolder --data-dir {target}")
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from bench.worker import data
+
+    if args.tasks[:1] == ["export-images"]:
+        return export_images(args)
+
+    if args.download:
+        log.info("downloaded to %s", data.download_fashion_mnist())
+    elif args.install and not data.install_fashion_mnist():
+        log.warning("could not install Debian's dataset-fashion-mnist (needs apt-get and root or sudo): "
+                    "the default task will need --data-dir or `python -m bench data --download`")
+    failed = 0
+    for name in args.tasks:
+        try:
+            folder = data.prepare(get_task(name, data_dir=args.data_dir))
+        except SpecError as exc:  # one missing dataset must not stop the others
+            log.warning("task %s: %s", name, exc)
+            failed += 1
+            continue
+        log.info("task %s: %s", name, folder or "synthetic (made on the device, nothing cached)")
+    return 2 if failed and not args.install else 0
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    from bench.regress import calibrate, compare, duets
+
+    out: Path = args.out
+    run_args = [["--variant", v.strip(), "--devices", str(args.devices), "--task", args.task, *args.run_args.split()]
+                for v in args.variants.split(",")]
+    if args.calibrate:
+        summary = calibrate.calibrate(run_args, args.groups, args.repeats, args.threshold, args.alpha, out)
+        print(f"A/A false alarms: {summary['false_alarm_rate']:.0%} of {args.groups}; "
+              f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
+              f"({args.repeats} duets a comparison). Noise: throughput of runs varies {summary['run_to_run_cv']:.1%} "
+              f"(CV) from run to run, a duet's paired ratio {summary['duet_ratio_sd']:.1%} (sd)")
+        return 0
+    if args.against:
+        baseline, current, paired = duets.against(args.against, run_args, args.repeats, out)
+    elif args.baseline and args.current:
+        baseline, current, paired = Path(args.baseline), Path(args.current), args.duets
+    else:
+        raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
+    # Runs of one --against are partners by construction; stored files must show that they are.
+    code, text = compare.judge(baseline, current, paired, args.threshold, args.alpha, args.accuracy_tolerance, out,
+                               check_pairs=not args.against)
+    print(text)
+    return code
+
+
+def cmd_overhead(args: argparse.Namespace) -> int:
+    from bench.run import overhead
+
+    return overhead.main(args)

@@ -1,0 +1,98 @@
+"""What a command line asks for, expanded into the harness's terms: the task (with its dataset's shape and
+the input pipelines named), the device type, the engines, the machine a sweep plans for."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.spec import devices
+from bench.spec.task import DATASET_SHAPES, FILE_INPUTS, INPUTS, SpecError, TaskSpec, get_task
+from bench.spec.variants import check_engine
+
+
+def input_modes(args: argparse.Namespace) -> list[dict]:
+    """The task fields of every input pipeline named (input, loader_workers, data_url): a file input once per
+    --loader-workers count."""
+    inputs = [i.strip() for i in (args.input or "memory").split(",") if i.strip()]
+    try:
+        workers = [int(w) for w in str(args.loader_workers).split(",") if w.strip()]
+    except ValueError:
+        raise SpecError(f"--loader-workers {args.loader_workers!r}: give counts, e.g. 2 or 0,1,2") from None
+    if not inputs or not workers:
+        raise SpecError("--input and --loader-workers need a value each, e.g. --input files --loader-workers 2")
+    for name in inputs:
+        if name not in INPUTS:
+            raise SpecError(f"unknown input {name!r}: choose one of {', '.join(INPUTS)}")
+    if any(workers) and not any(i in FILE_INPUTS for i in inputs):
+        raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
+    if args.data_url and "s3" not in inputs:
+        raise SpecError("--data-url goes with --input s3")
+    pairs = list(dict.fromkeys((i, w) for i in inputs for w in (workers if i in FILE_INPUTS else [0])))
+    if args.command != "sweep" and len(pairs) != 1:
+        raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
+    return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
+
+
+def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
+    # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
+    precision = args.precision or ("bf16" if device_type == "cuda" else None)
+    # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
+    compiled = args.compile if args.command != "sweep" else None
+    # A sweep scales weak unless told (the field's convention), one run strong (its global batch as given).
+    scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
+    [first_mode, *more_modes] = input_modes(args)
+    data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
+    task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
+                    windows=args.windows, data_dir=data_dir, compile=compiled, **first_mode,
+                    checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
+                    per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
+                    lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
+                    warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
+                    dataset=args.dataset, val_split=args.val_split)
+    for mode in more_modes:
+        task.replace(**mode).validate()
+    if task.dataset == "imagefolder":  # classes, channels and size come from the folder
+        from bench.worker import imagefolder
+
+        task = imagefolder.describe(task, args.image_size)
+    elif args.image_size or args.val_split:
+        raise SpecError("--image-size and --val-split go with --dataset imagefolder --data-dir DIR")
+    elif args.dataset in DATASET_SHAPES:  # another bundled dataset: its own image size, channels and classes
+        side, channels, classes = DATASET_SHAPES[args.dataset]
+        task = task.replace(image_size=side, channels=channels, classes=classes)
+    for mode in [first_mode, *more_modes]:
+        if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images
+            from bench.worker import data
+
+            data.check_remote(task.replace(**mode))
+            break
+    return task
+
+
+def device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
+    return machine.default_device_type if args.device_type == "auto" else args.device_type
+
+
+def engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """(engine, the cluster address given for it) for every engine named."""
+    addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
+    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
+    for engine in engines:
+        check_engine(engine)
+    return [(engine, addresses.get(engine)) for engine in engines]
+
+
+def sweep_machine(args: argparse.Namespace) -> devices.Machine:
+    """This machine, or with --assume-gpus the GPU box a --dry-run plans for."""
+    machine = devices.discover()
+    if args.assume_gpus is None:
+        return machine
+    if not args.dry_run:
+        raise SpecError("--assume-gpus only plans: add --dry-run (a real sweep uses the GPUs it finds)")
+    if args.assume_gpus < 1:
+        raise SpecError(f"--assume-gpus {args.assume_gpus}: assume at least 1 GPU, or drop it to plan for this machine")
+    if args.device_type == "cpu":
+        raise SpecError("--assume-gpus plans GPU runs: drop --device-type cpu (or --assume-gpus)")
+    from bench.run import preview
+
+    return preview.assumed_machine(args.assume_gpus, machine.cores)
