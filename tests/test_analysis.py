@@ -1,7 +1,7 @@
 """The scaling analysis end to end: baselines, the no-communication bound, the all-reduce benchmark."""
 import pytest
 
-from bench.analysis import allreduce
+from bench.results import allreduce
 from bench.run import microbench
 from bench.spec import devices
 from helpers import CPU, bench, rows

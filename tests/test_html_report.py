@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import aggregate, report
+from bench.analysis import report
+from bench.results import aggregate
 from bench.results import ResultStore, load
 from helpers import CPU, bench
 from test_report import row

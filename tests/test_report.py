@@ -6,7 +6,8 @@ import re
 import pandas as pd
 import pytest
 
-from bench.analysis import aggregate, allreduce, plots, report
+from bench.analysis import plots, report
+from bench.results import aggregate, allreduce
 from bench.results import ResultStore
 from bench.results.frame import frame
 from helpers import result_row

@@ -1,6 +1,6 @@
 import pytest
 
-from bench.analysis import stats
+from bench.results import stats
 from bench.results.key import scaling_efficiency
 
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from bench.analysis import peak, report, utilisation
+from bench.analysis import report
+from bench.results import peak, utilisation
 from bench.results import ResultStore
 from bench.spec.peaks import dense_peak, matmul_precision
 from bench.spec.task import get_task

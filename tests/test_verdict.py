@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from bench.analysis import aggregate, repeats, verdict
+from bench.analysis import repeats, verdict
+from bench.results import aggregate
 from bench.results import ResultStore
 from bench.results.frame import frame
 from helpers import result_row

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import aggregate, allreduce, html, peak, plots, repeats, verdict
+from bench.analysis import html, plots, repeats, verdict
+from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (allreduce_table, breakdown, breakdown_table, checkpoint_table,  # noqa: F401
                                      input_comparison, input_table, memory_entries, memory_table, peak_table,
                                      utilisation_entries, utilisation_table, where_the_rest_goes)

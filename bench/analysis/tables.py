@@ -12,7 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from bench.analysis.repeats import Runs
-from bench.results.key import ASYNCHRONOUS, RunKey
+from bench.results.key import RunKey
 
 
 def present(value) -> bool:
@@ -131,7 +131,7 @@ def footnotes(configs: pd.DataFrame) -> list[str]:
     if configs["independent"].any():
         notes.append("(no sync): the same variant with gradient synchronisation switched off, each replica on "
                      "its own shard: the no-communication upper bound (no accuracy: the replicas diverge).")
-    if any(r["key"].variant in ASYNCHRONOUS for r in records):
+    if any(r["key"].asynchronous for r in records):
         notes.append("(asynchronous): tf-ps's workers push updates to the parameter servers without waiting for "
                      "each other (no all-reduce; each update on one worker's batch, weights moving meanwhile): its "
                      "speed and accuracy are not those of synchronous data parallelism and do not rank with them.")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
-from bench.results.key import ASYNCHRONOUS, RunKey
+from bench.results.key import RunKey
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
 # --accuracy-tolerance. The tasks' presets name a target accuracy but no tolerance.
@@ -30,7 +30,7 @@ ADVICE = ("run more repeats (`--repeats 5`, `make bench REPEATS=5`), compare the
 
 def ranks(key: RunKey) -> bool:
     """Synchronous data parallelism on the real input: the runs a verdict may rank."""
-    return not key.independent and key.input != "synthetic" and key.variant not in ASYNCHRONOUS
+    return not key.independent and key.input != "synthetic" and not key.asynchronous
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
         group.context.append(f"{_name(winner)} reaches {_pct(winner['throughput'] / bound['throughput'])} of its "
                              f"no-sync bound ({bound['throughput']:,.0f} samples/s)")
     for r in lines:
-        if r["ok"] and r["key"].variant in ASYNCHRONOUS and not r["key"].independent:
+        if r["ok"] and r["key"].asynchronous and not r["key"].independent:
             group.context.append(f"{_name(r)} runs at {r['throughput'] / winner['throughput']:.2f}x of it, "
                                  "updating asynchronously (not ranked)")
     return group
@@ -271,7 +271,7 @@ def lines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 def verdict_lines(directory: Path) -> list[str]:
     """The verdict of a results folder, for the console after `bench sweep` / `bench report`."""
-    from bench.analysis import aggregate
+    from bench.results import aggregate
     from bench.results import ResultStore
     from bench.results.frame import frame
 

@@ -23,7 +23,7 @@ from scipy import stats
 
 from bench.results import ResultRow, ResultStore
 from bench.results.key import same_settings
-from bench.results.store import read_jsonl
+from bench.results.jsonl import read_jsonl
 from bench.spec.task import SpecError
 from bench.worker.turns import DUET_NOTE
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis import peak, utilisation
+from bench.results import peak, utilisation
 from bench.results import ResultRow
 from bench.results.frame import frame
 from bench.results.key import RunKey, efficiencies

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.results.store import read_jsonl
+from bench.results.jsonl import read_jsonl
 
 def load(out_dir: Path) -> list[dict]:
     return read_jsonl(out_dir / "allreduce.jsonl")

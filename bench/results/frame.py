@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.results.jsonl import RESULTS, read_jsonl
 from bench.results.key import config_key
 
 
@@ -49,6 +50,4 @@ def load(directory: str | os.PathLike) -> pd.DataFrame:
         runs = results.load("results/reference-cpu")
         runs.groupby("key")["throughput.median"].median()
     """
-    from bench.results.store import ResultStore
-
-    return frame(ResultStore(Path(directory)).dicts())
+    return frame(read_jsonl(Path(directory) / RESULTS))

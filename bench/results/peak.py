@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.analysis import utilisation
-from bench.results.store import read_jsonl
+from bench.results import utilisation
+from bench.results.jsonl import read_jsonl
 
 def load(out_dir: Path) -> list[dict]:
     return read_jsonl(out_dir / "peak.jsonl")

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.analysis import utilisation
+from bench.results import utilisation
 from bench.interrupt import Interrupted
 from bench.results.row import ResultRow
 from bench.run import environment as env_info

@@ -4,8 +4,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from bench.analysis import stats
-from bench.results.store import read_jsonl
+from bench.results import stats
+from bench.results.jsonl import read_jsonl
 
 _ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
                          "cuda_visible", "framework_version", "device_name", "threads"}

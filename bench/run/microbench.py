@@ -8,7 +8,7 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.results.store import append_line
+from bench.results.jsonl import append_line
 from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine

@@ -5,7 +5,7 @@ import logging
 import time
 from pathlib import Path
 
-from bench.analysis import aggregate, allreduce, peak
+from bench.results import aggregate, allreduce, peak
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
 from bench.worker import data
@@ -15,6 +15,7 @@ from bench.run.execute import base_row, execute, new_run_id
 from bench.run.plan import check_all
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
+from bench.spec.variants import PROBED_COLLECTIVES
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine
         rows = ResultStore(out_dir).rows()
     measured = {(r["device_type"], r["nodes"], r["devices_per_node"]) for r in allreduce.load(out_dir)}
     topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
-                         if r.status == "ok" and r.world_size > 1 and r.framework in ("torch", "accelerate")}
+                         if r.status == "ok" and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
                         - (set() if again else measured))
     for device_type, nodes, per_node in topologies:
         log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
