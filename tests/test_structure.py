@@ -1,0 +1,120 @@
+"""The layout a newcomer relies on: each approach one package named by the variants table, the harness free of
+approach names and import cycles, what runs in a rank apart from the launcher, small modules."""
+import ast
+from pathlib import Path
+
+import pytest
+
+from bench.run.environment import LIBRARIES
+from bench.spec.variants import VARIANTS
+from helpers import REPO
+
+PACKAGES = ["bench", "probes", *sorted(p.name for p in REPO.glob("*_impl"))]
+MAX_LINES = 350
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every project module this one imports, at the top or inside a function."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    found = modules()
+    graph = {name: imports_of(name, path, set(found)) for name, path in found.items()}
+    # A package's __init__ importing its own submodules is how a package is built, not a cycle.
+    graph = {name: {t for t in targets if not t.startswith(name + ".")} for name, targets in graph.items()}
+    state, cycles = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        for target in sorted(graph[node]):
+            if state.get(target) == "open":
+                cycles.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target, stack + [target])
+        state[node] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_no_module_is_over_350_lines(name):
+    assert len(modules()[name].read_text().splitlines()) <= MAX_LINES
+
+
+def test_the_harness_names_no_approach_outside_the_variants_table():
+    """Approach names live in bench/spec/variants.py; a distribution name whose version a row records (LIBRARIES)
+    is a library, not an approach."""
+    names = set(VARIANTS) - set(LIBRARIES)
+    table = REPO / "bench" / "spec" / "variants.py"
+    hits = [f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}"
+            for path in (REPO / "bench").rglob("*.py") if path != table
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and node.value in names]
+    assert len(names) >= 8 and hits == []
+
+
+def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
+    found = modules()
+    rank_side = [name for name in found if name.startswith("bench.worker")]
+    assert {"bench.worker", "bench.worker.clock", "bench.worker.data", "bench.worker.s3"} <= set(rank_side)
+    harness = ("bench.run", "bench.analysis", "bench.cli", "bench.commands", "bench.regress", "bench.results",
+               "bench.engines")
+    for name in rank_side:
+        assert not {t for t in imports_of(name, found[name], set(found)) if t.startswith(harness)}, name
+
+
+def test_every_approach_is_named_by_the_table_and_owns_its_launcher():
+    for variant in VARIANTS.values():
+        assert (REPO / (variant.module.replace(".", "/") + ".py")).exists(), variant.name
+        launcher = variant.launcher_spec
+        assert launcher.name and callable(launcher.start), variant.name
+        package = variant.launch.split(".")[0]
+        assert package in (variant.module.split(".")[0], "bench"), (variant.name, variant.launch)
+
+
+def test_the_run_key_fields_are_the_ones_the_methodology_guide_lists():
+    from bench.results.key import RunKey
+
+    guide = (REPO / "docs" / "methodology.md").read_text()
+    paragraph = guide[guide.index("**The run key**"):].split("\n\n")[0]
+    listed = [word.strip("`") for word in paragraph.split() if word.startswith("`") and word.rstrip(",.;:)").endswith("`")]
+    assert sorted(w.rstrip("`,.;:)") for w in listed if w.rstrip("`,.;:)") in RunKey._fields) == sorted(RunKey._fields)
+
+
+def test_only_the_report_commands_import_the_analysis():
+    """Rows are written by run/ and results/; analysis/ reads them (report, verdict, plots, page)."""
+    found = modules()
+    writers = [name for name in found if name.startswith("bench.") and not name.startswith("bench.analysis")
+               and name != "bench.commands"]
+    for name in writers:
+        assert not {t for t in imports_of(name, found[name], set(found)) if t.startswith("bench.analysis")}, name
