@@ -61,6 +61,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
+    Variant("torch-ddp-static", "torch", "torch_impl.launch:TORCHRUN", "ddp_static_impl.train", single_process=False,
+            spans_nodes=True, summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the "
+                                      "gradients' order after the first step) under torchrun", baseline="torch-single"),
     Variant("torch-fsdp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False, spans_nodes=True,
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,

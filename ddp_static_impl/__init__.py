@@ -1,0 +1,1 @@
+"""torch-ddp-static: DistributedDataParallel told that its graph is static."""
