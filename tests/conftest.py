@@ -36,7 +36,7 @@ def s3_server():
 @pytest.fixture(scope="session")
 def s3_digits(s3_server):
     """The quick task's dataset, exported as an image folder and uploaded with `bench data export-images`."""
-    from tests.helpers import bench
+    from helpers import bench
 
     url = "s3://dtbench/digits"
     result = bench("data", "export-images", "--task", "quick", url, env=s3_server.env())

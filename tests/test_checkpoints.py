@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.worker import FAULT_ENV
-from tests.helpers import CPU, bench, rows
+from helpers import CPU, bench, rows
 
 VARIANTS = {"torch-single": 1, "torch-dp": 1, "torch-ddp": 2, "accelerate": 2, "tf-single": 1, "tf-mirrored": 2,
             "tf-multiworker": 2}

@@ -9,7 +9,7 @@ from bench.results import ResultStore
 from bench.run import plan, preview
 from bench.spec.task import get_task
 from bench.spec.variants import VARIANTS
-from tests.helpers import bench, result_row
+from helpers import bench, result_row
 
 EIGHT = preview.assumed_machine(8, tuple(range(16)))
 
@@ -71,9 +71,12 @@ def test_engines_give_each_fake_nodes_ranks_that_nodes_gpus(tmp_path, engine):
 
 
 def test_torchrun_ranks_of_one_run_meet_at_one_address(tmp_path):
-    for run in sweep_plan(tmp_path, 2):
-        if not run.skipped and run.spec.variant.launcher in ("torchrun", "accelerate"):
-            assert len({r.rendezvous for r in run.ranks}) == 1
+    runs = [run for run in sweep_plan(tmp_path, 2)
+            if not run.skipped and run.spec.variant.launcher in ("torchrun", "accelerate")]
+    assert {run.spec.variant.launcher for run in runs} == {"torchrun", "accelerate"}
+    assert any(run.spec.world_size == 8 for run in runs)
+    for run in runs:
+        assert len({r.rendezvous for r in run.ranks}) == 1, run.spec.key.label
 
 
 def test_the_issue_command_prints_the_plan_and_runs_nothing(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.run.processes import kill_all_of_run, processes_of_run
-from tests.helpers import CPU, REPO, bench, rows
+from helpers import CPU, REPO, bench, rows
 
 # Still training when the harness is stopped, however fast the machine (40 epochs took 3 s on an idle one).
 LONG = ["--task", "quick", "--epochs", "1000", "--timeout", "300"]
@@ -186,7 +186,7 @@ def test_a_killed_sweep_resumes_with_exactly_the_runs_it_lacks(tmp_path):
 
 def test_resume_across_revisions_is_refused_unless_allowed(tmp_path):
     from bench.results import ResultStore
-    from tests.helpers import result_row
+    from helpers import result_row
 
     ResultStore(tmp_path).append(result_row("torch-single", git_sha="0" * 40))
     refused = bench("sweep", "--variants", "torch-single", "--max-devices", "1", "--task", "quick",
@@ -201,7 +201,7 @@ def test_a_full_results_folder_ends_the_run_with_one_error_and_the_row_printed(t
     import resource
 
     from bench.results import ResultStore
-    from tests.helpers import result_row
+    from helpers import result_row
 
     ResultStore(tmp_path).append(result_row("torch-ddp", notes=["x" * 200_000]))
     limit = (tmp_path / "results.jsonl").stat().st_size + 100  # the next row does not fit: as a full disk

@@ -55,7 +55,7 @@ SHARDED_RUNS = [("torch-fsdp",), ("lightning",), ("deepspeed", "--zero-stage", "
 @pytest.mark.parametrize("args", SHARDED_RUNS, ids=lambda args: "-".join(args).replace("--", ""))
 def test_sharded_and_new_variants_train_resnet50_on_one_gpu_with_memory_recorded(args, out):
     result = bench("run", "--variant", *args, "--devices", "1", "--task", "resnet50", "--global-batch", "64",
-                   "--windows", "2", "--out", str(out), timeout=900)
+                   "--windows", "2", "--out", str(out), timeout=590)
     assert result.returncode == 0, result.stderr[-2000:]
     [row] = rows(out)
     assert row["status"] == "ok", row["error"]

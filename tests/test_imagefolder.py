@@ -5,7 +5,7 @@ import pytest
 
 from bench.worker import data, imagefolder
 from bench.spec.task import SpecError, get_task
-from tests.helpers import CPU, bench, rows
+from helpers import CPU, bench, rows
 
 
 def folder_of(root, splits=("train", "test"), classes=(("cat", 30), ("dog", 220)), count=3, size=(20, 14)):

@@ -13,7 +13,7 @@ from bench.worker import data, imagefolder
 from bench.run import plan
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
-from tests.helpers import CPU, bench, rows
+from helpers import CPU, bench, rows
 from tests.listening import is_loopback, listeners_of
 
 
@@ -215,7 +215,7 @@ def test_a_row_keys_its_input_pipeline():
 def test_the_report_sets_the_input_pipelines_side_by_side(tmp_path):
     from bench.analysis import report
     from bench.results import ResultStore
-    from tests.helpers import result_row
+    from helpers import result_row
 
     store = ResultStore(tmp_path)
     for world in (1, 2):

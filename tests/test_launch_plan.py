@@ -65,7 +65,7 @@ def test_tf_ps_has_a_chief_a_worker_per_gpu_and_a_parameter_server_per_node(tmp_
 
 def test_deepspeed_names_each_nodes_gpus_and_its_config_file(tmp_path):
     spec, procs = plan("deepspeed", tmp_path, zero_stage=3)
-
+    assert len(procs) == spec.nodes == 2  # DeepSpeed's launcher once per node
     for node, proc in enumerate(procs):
         flag = next(a for a in proc.command if a.startswith("--world_info="))
         world = json.loads(base64.urlsafe_b64decode(flag.split("=", 1)[1]))
@@ -82,6 +82,7 @@ def test_deepspeed_names_each_nodes_gpus_and_its_config_file(tmp_path):
 
 def test_fabric_run_starts_each_nodes_devices(tmp_path):
     _, procs = plan("lightning", tmp_path)
+    assert len(procs) == 2  # `fabric run` once per node
     for node, proc in enumerate(procs):
         assert proc.command[1:3] == ["-m", "lightning_fabric.cli"]
         assert {"--strategy=ddp", "--devices=4", "--num-nodes=2", f"--node-rank={node}", "--accelerator=cuda",
@@ -97,6 +98,7 @@ def test_tf_worker_per_node_mirrors_its_nodes_gpus(tmp_path):
 
 def test_cpu_runs_hide_gpus_and_size_threads(tmp_path):
     _, procs = plan("torch-ddp", tmp_path, device_type="cpu", nodes=1, per_node=2, machine=Machine(cores=(0, 1)))
+    assert len(procs) == 1  # one torchrun starts both ranks
     assert procs[0].env["CUDA_VISIBLE_DEVICES"] == "" and procs[0].env["OMP_NUM_THREADS"] == "1"
     # Short: multiprocessing's Unix sockets live there (108 bytes at most); moved into the run folder after.
     assert procs[0].env["TMPDIR"].startswith("/tmp/dtbench-") and len(procs[0].env["TMPDIR"]) < 30

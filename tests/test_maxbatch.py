@@ -9,7 +9,7 @@ from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.run.processes import processes_of_run
-from tests.helpers import CPU, bench, rows
+from helpers import CPU, bench, rows
 
 
 def fake_runs(largest_per_device: int, other_failure_at: int | None = None):
@@ -87,7 +87,7 @@ def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_
     1663 a rank); 8192 and 4096 do not, 2048 does."""
     result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "default", "--memory-limit",
                    "1200", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
-                   "--out", str(tmp_path), env=CPU, timeout=900)
+                   "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "largest global batch that trains under 1200 MiB a rank: 2048 (4096 does not fit)" in result.stdout
     [found] = maxbatch.load(tmp_path / "maxbatch")
@@ -109,7 +109,7 @@ def test_zero_fits_a_batch_of_ddps_order_under_the_same_limit(tmp_path):
     compiles its shared-memory op as it starts: before the limit applies, or the compiler runs out of it."""
     result = bench("maxbatch", "--variant", "deepspeed", "--zero-stage", "3", "--devices", "2", "--task", "default",
                    "--memory-limit", "3000", "--global-batch", "8192", "--max-batch", "8192",
-                   "--out", str(tmp_path), env=CPU, timeout=900)
+                   "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
     [found] = maxbatch.load(tmp_path / "maxbatch")
     assert (found["largest_fitting"], found["smallest_failing"]) == (8192, None), found["probes"]

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from bench.run import fold
-from tests.helpers import CPU, bench, result_row, rows
+from helpers import CPU, bench, result_row, rows
 
 
 def test_model_state_counts_parameters_gradients_and_momentum_once_each():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from bench.spec.task import SpecError, get_task
-from tests.helpers import REPO
+from helpers import REPO
 
 STEPS_PER_EPOCH, EPOCHS = 10, 3
 

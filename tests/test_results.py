@@ -82,7 +82,7 @@ def test_rows_round_trip_as_json(tmp_path):
 
 def test_a_torn_tail_is_skipped_with_one_warning_and_the_next_row_starts_a_fresh_line(tmp_path, caplog):
     from bench.results import ResultStore
-    from tests.helpers import result_row
+    from helpers import result_row
 
     store = ResultStore(tmp_path)
     store.append(result_row("torch-ddp", 1))

@@ -8,7 +8,7 @@ import pytest
 
 from bench.run.processes import processes_of_run
 from tests.listening import ListenerWatch
-from tests.helpers import CPU, bench, rows
+from helpers import CPU, bench, rows
 
 # DeepSpeed's CPU all-reduce segments of this user's runs on loopback (deepspeed_impl.launch.deepspeed)
 DEEPSPEED_SEGMENTS = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_*"
@@ -104,7 +104,7 @@ def test_the_report_labels_zero_stages_apart_and_flags_tf_ps_as_asynchronous(tmp
 
     from bench.analysis import report
     from bench.results import ResultStore
-    from tests.helpers import result_row
+    from helpers import result_row
 
     store = ResultStore(tmp_path)
     task = {"name": "quick", "dataset": "digits", "model": "small-cnn", "precision": "fp32", "global_batch": 64}

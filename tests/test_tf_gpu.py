@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from tests.helpers import bench, rows
+from helpers import bench, rows
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bench.run.processes import processes_of_run
-from tests.helpers import CPU, REPO, bench, rows
+from helpers import CPU, REPO, bench, rows
 
 
 @pytest.mark.slow
