@@ -30,7 +30,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
 .PHONY: setup packages data browser bench test test-fast report reference benchmark regress overhead clean
 
-setup: packages data browser
+setup: packages data
 
 ifeq ($(SETUP),none)
 packages:
@@ -55,7 +55,8 @@ endif
 data:
 	@$(PY) -m bench data quick default --install
 
-# The HTML report's browser test drives Debian's Chromium through Playwright (never a browser build of its own):
+# For the tests only (make bench needs no browser): the HTML report's browser test drives Debian's Chromium
+# through Playwright (never a browser build of its own):
 # installed here when missing and apt runs as root; elsewhere a warning, and that test skips saying why.
 browser:
 	@test -x /usr/bin/chromium || { \
@@ -68,10 +69,10 @@ browser:
 bench: setup
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(OUT) $(ARGS)
 
-test: setup
+test: setup browser
 	$(PY) -m pytest $(ARGS)
 
-test-fast: setup
+test-fast: setup browser
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
 report:

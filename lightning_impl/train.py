@@ -10,11 +10,10 @@ swap in a DistributedSampler, whose padding repeats test images).
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from lightning_fabric import Fabric
 
-from bench.worker import Worker, exit_now, spec_path_from_argv
+from bench.worker import Worker
 from torch_impl import data
 from torch_impl import train as loop
 from torch_impl.model import build_model
@@ -55,9 +54,7 @@ class FabricRank(loop.Distributed):
 
 
 def main() -> None:
-    train(spec_path_from_argv())
-    dist.destroy_process_group()
-    exit_now(0)
+    loop.run_rank(train)
 
 
 if __name__ == "__main__":  # Fabric's DDP strategy starts this file as a script: the guard is required

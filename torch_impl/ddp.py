@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import warnings
 
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bench.worker import Worker, exit_now, spec_path_from_argv
+from bench.worker import Worker
 from torch_impl import train as loop
 from torch_impl.model import build_model
 from torch_impl.train import set_threads
@@ -22,9 +21,10 @@ from torch_impl.train import set_threads
 warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
 
 
-def train(spec_path: str) -> dict:
+def train(spec_path: str, static_graph: bool = False) -> dict:
     """One rank of a run. Under torchrun it makes the process group from torchrun's environment;
-    under an engine (`bench.engines.api.run`) the group already exists and is the engine's to close."""
+    under an engine (`bench.engines.api.run`) the group already exists and is the engine's to close.
+    `static_graph`: the promise torch-ddp-static makes (ddp_static_impl)."""
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
@@ -32,7 +32,7 @@ def train(spec_path: str) -> dict:
         model = loop.place(build_model(worker.task), device)
         # Gradients live in the all-reduce buckets: no copy in and out of them each step.
         ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
-                        gradient_as_bucket_view=True)
+                        gradient_as_bucket_view=True, static_graph=static_graph)
         return loop.train(worker, DDPRank(ddp_model, model, device, rank, world_size, independent=worker.independent))
 
 
@@ -47,9 +47,7 @@ class DDPRank(loop.Distributed):
 
 
 def main() -> None:
-    train(spec_path_from_argv())
-    dist.destroy_process_group()
-    exit_now(0)
+    loop.run_rank(train)
 
 
 if __name__ == "__main__":

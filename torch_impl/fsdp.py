@@ -9,12 +9,11 @@ in fp32) instead of autocast; evaluation in lockstep, because every forward is a
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from bench.worker import Worker, exit_now, spec_path_from_argv
+from bench.worker import Worker
 from torch_impl import train as loop
 from torch_impl.model import build_model
 from torch_impl.train import AMP_DTYPES, set_threads
@@ -56,9 +55,7 @@ class FSDPRank(loop.Distributed):
 
 
 def main() -> None:
-    train(spec_path_from_argv())
-    dist.destroy_process_group()
-    exit_now(0)
+    loop.run_rank(train)
 
 
 if __name__ == "__main__":

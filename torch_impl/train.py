@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
-from bench.worker import Worker, cpu_model, peak_rss_mb
+from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
 from torch_impl import data, memory
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
@@ -269,6 +269,13 @@ def join_process_group(worker: Worker) -> tuple[int, int, torch.device]:
         torch.cuda.set_device(device)
     worker.joined(dist.get_world_size(), backend=dist.get_backend(), **device_info(device))
     return dist.get_rank(), dist.get_world_size(), device
+
+
+def run_rank(train_rank: Callable[[str], dict]) -> None:
+    """A process-group rank's main: train, leave the group, and exit at once (gloo's abort at exit)."""
+    train_rank(spec_path_from_argv())
+    dist.destroy_process_group()
+    exit_now(0)
 
 
 def set_threads(threads: int) -> None:
