@@ -37,6 +37,9 @@ from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 ENGINE_EXTRAS = {"ray": "ray", "spark": "spark", "dask": "dask", "torchrun": "torch"}
 
 
+PEER_DEATH_GRACE_S = 2.0  # several of torchrun's 0.5 s monitor polls
+
+
 class RankFailed(RuntimeError):
     """A rank's function raised: which rank, and its traceback."""
 
@@ -97,7 +100,11 @@ def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict, 
             Path(group.failure_dir, f"failed-rank{rank}.json").write_text(
                 json.dumps({"rank": rank, "time_ns": time.time_ns(), "message": message}))
         # The group is left as it is: tearing it down would fail the peers' collectives with errors of
-        # their own that could reach the engine first and hide this one. The engine stops them.
+        # their own that could reach the engine first and hide this one. The engine stops them. A moment's
+        # wait first: when a peer died without raising (killed, out of memory) and broke this rank's
+        # collective, the engine must see that death before this exit (torchrun reports the first exit its
+        # poll finds: under load it found this one and named the wrong rank).
+        time.sleep(PEER_DEATH_GRACE_S)
         raise RankFailed(rank, message) from None
     try:
         # Every rank gets every value: Spark's local mode lets each rank write its return value to one
