@@ -10,8 +10,6 @@ from bench.spec import options
 from bench.spec.variants import VARIANTS
 
 OWN_LAUNCHERS = ("local", "torchrun")  # engines that are the variant's own launcher: not named in labels
-# Variants whose workers update the weights asynchronously (Variant.asynchronous): every label says so.
-ASYNCHRONOUS = tuple(v.name for v in VARIANTS.values() if v.asynchronous)
 
 
 class RunKey(NamedTuple):
@@ -39,7 +37,9 @@ class RunKey(NamedTuple):
 
     @property
     def asynchronous(self) -> bool:
-        return self.variant in ASYNCHRONOUS
+        """Its workers update the weights without waiting for each other (Variant.asynchronous): every label says so."""
+        known = VARIANTS.get(self.variant)
+        return bool(known and known.asynchronous)
 
     @property
     def series(self) -> str:
@@ -83,16 +83,14 @@ def config_key(row: dict) -> RunKey:
                   int(task.get("loader_workers") or 0), options.label(row["variant"], task))
 
 
-# Task fields a run derives (from the global batch and the world size: the key has it) or a row adds.
-DERIVED = ("per_device_batch", "params", "warmup_epochs_applied")
-
-
 def settings(task: dict) -> dict:
-    """The task's settings as a spec writes them; a field an older row or spec predates at its default."""
+    """The task's settings as a spec writes them (what a row adds, such as params, is no TaskSpec field); a field
+    an older row or spec predates at its default. per_device_batch is derived from the global batch and the world
+    size, which the key holds."""
     from bench.spec.task import TaskSpec
 
     return {f.name: task.get(f.name, None if f.default is dataclasses.MISSING else f.default)
-            for f in dataclasses.fields(TaskSpec) if f.name not in DERIVED}
+            for f in dataclasses.fields(TaskSpec) if f.name != "per_device_batch"}
 
 
 def settings_differ(a: dict, b: dict) -> list[str]:

@@ -2,7 +2,7 @@
 package (`<approach>_impl/launch.py`: argv, environment and config files for one node, as accelerate's
 `commands/launch.py` builds its commands); the variants table names it, and this module imports it by name:
 
-    variant.launcher_spec().start(spec, plan, ctx) -> [Process, ...]
+    variant.launcher_spec.start(spec, plan, ctx) -> [Process, ...]
 
 Every launch is recorded as the exact command, so it can be re-run by hand.
 """

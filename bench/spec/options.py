@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Callable
 
 from bench.spec.task import SpecError
@@ -28,12 +27,8 @@ class Option:
     label: str                       # its part of the series name: "ZeRO-{}"
 
 
-def module_of(variant: Variant) -> ModuleType | None:
-    return variant.options_module
-
-
 def options_of(variant: Variant) -> tuple[Option, ...]:
-    module = module_of(variant)
+    module = variant.options_module
     return module.OPTIONS if module else ()
 
 
@@ -74,7 +69,7 @@ def modes(variant: Variant, given_values: dict[str, list], sweep: bool) -> list[
     """The task fields of each run this variant makes of the options named ([{}]: one run, none set). One run
     of a variant that takes none of them keeps the first values, for `check` to refuse with the fix; a sweep leaves them to the variants
     that take them."""
-    module = module_of(variant)
+    module = variant.options_module
     made = module.modes(given_values, sweep) if module else [{}]
     if sweep:
         return made
@@ -90,7 +85,7 @@ def check(spec) -> None:
         if task.get(field) is not None and field not in mine:
             raise SpecError(f"{spec.variant.name} has no {option.flag}: {option.flag} goes with "
                             f"{', '.join(takers(field))}")
-    module = module_of(spec.variant)
+    module = spec.variant.options_module
     if module is not None:
         module.check(spec)
 
