@@ -24,6 +24,7 @@ from torch_impl.zero_state import ZeroState
 from torch_impl import data, memory
 from torch_impl import train as loop
 from torch_impl.model import build_model
+from torch_impl.profile import TorchProfiler, region
 from torch_impl.recipe import make_optimizer, make_scheduler
 from torch_impl.train import AMP_DTYPES, RunningLoss, cast_inputs, device_info, fast_path, set_threads
 
@@ -95,8 +96,9 @@ def train(spec_path: str) -> dict:
 
         checkpoint = AccelerateCheckpoint(accelerator)
         first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
+        profiler = TorchProfiler(worker, device) if worker.profile_windows else None
         clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader),
-                             on_warmup_done=lambda: memory.reset_peak(device))
+                             on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler)
         running_loss = RunningLoss(device)
         evaluate_exactly = None if eval_loader is None else (
             lambda: evaluate(accelerator, raw_model, eval_loader, running_loss))
@@ -104,14 +106,17 @@ def train(spec_path: str) -> dict:
         no_sync = (lambda: accelerator.no_sync(model)) if worker.independent else contextlib.nullcontext
 
         def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            x = data.to_model_input(images, device)
-            y = labels.to(device, non_blocking=True)
-            optimizer.zero_grad(set_to_none=True)
+            with region("input"):
+                x, y = data.to_model_input(images, device), labels.to(device, non_blocking=True)
+            with region("optimizer"):
+                optimizer.zero_grad(set_to_none=True)
             with no_sync():
-                with accelerator.autocast():
+                with region("forward"), accelerator.autocast():
                     loss = F.cross_entropy(model(x).float(), y)
-                accelerator.backward(loss)
-                optimizer.step()
+                with region("backward"):
+                    accelerator.backward(loss)
+                with region("optimizer"):
+                    optimizer.step()
             return loss
 
         model.train()
@@ -121,7 +126,7 @@ def train(spec_path: str) -> dict:
                                                  range(first_epoch, epochs), evaluate_exactly, checkpoint,
                                                  None if eval_loader is None else train_loader.set_epoch)
         return loop.finish(worker, clock, evaluation, epochs_run, device, raw_model, accelerator.is_main_process,
-                           settings, model_state_bytes(model, optimizer, torch_optimizer, task))
+                           settings, model_state_bytes(model, optimizer, torch_optimizer, task), profiler)
 
 
 # What Accelerate reports when its config file handed the loop to a plugin.

@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint")
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
+    p.add_argument("--profile", action="store_true",
+                   help="run the framework's profiler over 2 windows after the warm-up (not timed): a trace in the "
+                        "run folder's profile/ and where the step goes in the row")
     _add_engine_options(p, several=False)
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_run)

@@ -66,7 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
-                         independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve())
+                         independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve(),
+                         profile=args.profile)
     engines = request.engines(args)
     if len(engines) != 1:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")

@@ -25,6 +25,7 @@ from torch_impl.zero_state import ZeroState  # noqa: E402
 from torch_impl import data  # noqa: E402
 from torch_impl import train as loop  # noqa: E402
 from torch_impl.model import build_model  # noqa: E402
+from torch_impl.profile import region  # noqa: E402
 from torch_impl.recipe import make_optimizer  # noqa: E402
 from torch_impl.train import AMP_DTYPES, cast_inputs, set_threads  # noqa: E402
 
@@ -63,11 +64,15 @@ class ZeroRank(loop.Distributed):
 
     def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         engine = self.model
-        logits = engine(data.to_model_input(images, self.device))
-        loss = F.cross_entropy(logits.float(), labels.to(self.device, non_blocking=True))
-        engine.backward(loss)  # gradients reduced (scattered under ZeRO-2/3) into this rank's partition
+        with region("input"):
+            x, y = data.to_model_input(images, self.device), labels.to(self.device, non_blocking=True)
+        with region("forward"):
+            loss = F.cross_entropy(engine(x).float(), y)
+        with region("backward"):
+            engine.backward(loss)  # gradients reduced (scattered under ZeRO-2/3) into this rank's partition
         self.state.count_gradients()  # now (once): the step frees them
-        engine.step()  # the optimizer on this rank's partition, parameters gathered, gradients zeroed
+        with region("optimizer"):
+            engine.step()  # the optimizer on this rank's partition, parameters gathered, gradients zeroed
         return loss
 
     def model_state(self, model, optimizer) -> dict[str, int]:

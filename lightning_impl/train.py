@@ -17,6 +17,7 @@ from bench.worker import Worker
 from torch_impl import data
 from torch_impl import train as loop
 from torch_impl.model import build_model
+from torch_impl.profile import region
 from torch_impl.recipe import make_optimizer
 from torch_impl.train import set_threads
 
@@ -45,11 +46,16 @@ class FabricRank(loop.Distributed):
         self.fabric, self.fabric_optimizer = fabric, fabric_optimizer
 
     def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        self.fabric_optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.model(data.to_model_input(images, self.device)),
-                               labels.to(self.device, non_blocking=True))
-        self.fabric.backward(loss)
-        self.fabric_optimizer.step()
+        with region("input"):
+            x, y = data.to_model_input(images, self.device), labels.to(self.device, non_blocking=True)
+        with region("optimizer"):
+            self.fabric_optimizer.zero_grad(set_to_none=True)
+        with region("forward"):
+            loss = F.cross_entropy(self.model(x), y)
+        with region("backward"):
+            self.fabric.backward(loss)
+        with region("optimizer"):
+            self.fabric_optimizer.step()
         return loss
 
 

@@ -20,7 +20,7 @@ import json
 import os
 
 from bench.worker import Worker, exit_now, spec_path_from_argv
-from tf_impl import train
+from tf_impl import memory, train
 
 # Fail a step at once when a worker is gone, instead of gRPC's retries (the harness fails the run).
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
@@ -99,10 +99,10 @@ def train_async(worker: Worker, strategy, coordinator, num_workers: int) -> dict
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if source else None)
         if clock.stop:
             break
-    return worker.finish(clock, evaluation, epoch + 1, train.peak_memory_mb(), count_parameters(model),
+    return worker.finish(clock, evaluation, epoch + 1, memory.peak_memory_mb(), count_parameters(model),
                          flops_per_sample(model), train.fast_path(task), input_wait_s=None,
                          # on the parameter servers, once (each worker pulls what a step needs)
-                         memory={"model_state_bytes": train.model_state_bytes(model, optimizer)})
+                         memory={"model_state_bytes": memory.model_state_bytes(model, optimizer)})
 
 
 def main() -> None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
 
-from bench.worker import Worker, cpu_model, peak_rss_mb
+from bench.worker import Worker, cpu_model
 from bench.worker import data as cache
 from bench.worker.gpus import gpus_not_seen
 
@@ -94,7 +93,9 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
     import tensorflow as tf
     from tf_impl.checkpoint import TFCheckpoint
     from tf_impl.flops import flops_per_sample
+    from tf_impl.memory import model_state_bytes, peak_memory_mb
     from tf_impl.model import count_parameters
+    from tf_impl.profile import TFProfiler
 
     task = worker.task
     global_batch = task["global_batch"]
@@ -130,7 +131,8 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         return evaluate(*eval_functions, source.test_batches(num_workers, worker_index), worker_index,
                         train_loss_sum, len(losses))
 
-    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch)
+    profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
+    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler)
     loss_curve = worker.loss_curve(first_epoch * steps_per_epoch)
     clock.start()
     for epoch in range(first_epoch, epochs):
@@ -145,7 +147,8 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
     # The batch is fetched inside the step (a tf.function, tf.data prefetching): no host-side wait to time.
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(), count_parameters(model),
                          flops_per_sample(model) if worker_index == 0 else None, fast_path(task), input_wait_s=None,
-                         memory={"model_state_bytes": model_state_bytes(model, optimizer)})
+                         memory={"model_state_bytes": model_state_bytes(model, optimizer)},
+                         **({"profile": profiler.result} if profiler else {}))
 
 
 def fast_path(task: dict) -> dict:
@@ -329,22 +332,3 @@ def evaluation_functions(strategy, model, loss_fn, num_workers: int):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(contribute), axis=None)
 
     return eval_batch, sum_across_workers
-
-
-def model_state_bytes(model, optimizer) -> dict:
-    """Bytes of one replica's model state: the variables (every replica holds a mirrored copy) and the
-    optimizer's slots; TensorFlow's gradients live only inside the step (None: not resident)."""
-    import tensorflow as tf
-    def size(variables) -> int:
-        return int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables if len(v.shape)))
-
-    inner = getattr(optimizer, "inner_optimizer", optimizer)  # under a LossScaleOptimizer
-    return {"parameters": size(model.variables), "gradients": None, "optimizer": size(inner.variables)}
-
-
-def peak_memory_mb() -> float:
-    import tensorflow as tf
-    gpus = tf.config.list_logical_devices("GPU")
-    if gpus:
-        return max(tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus) / 2**20
-    return peak_rss_mb()

@@ -24,6 +24,7 @@ from torch_impl import data, memory
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
+from torch_impl.profile import TorchProfiler, region
 from torch_impl.recipe import make_optimizer, make_scheduler
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -96,8 +97,9 @@ def train(worker: Worker, approach: Approach) -> dict:
     scheduler = make_scheduler(optimizer, task, len(loader), epochs)
     checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, approach.rank, approach.sync, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
+    profiler = TorchProfiler(worker, device) if worker.profile_windows else None
     clock = worker.clock(task["global_batch"], approach.sync, steps=(epochs - first_epoch) * len(loader),
-                         on_warmup_done=lambda: memory.reset_peak(device))
+                         on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler)
     running_loss = RunningLoss(device)
     # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
     test_loader = None if test_set is None else data.eval_loader(
@@ -113,7 +115,7 @@ def train(worker: Worker, approach: Approach) -> dict:
                                         range(first_epoch, epochs), evaluate_exactly, checkpoint,
                                         None if test_set is None else loader.sampler.set_epoch)
     return finish(worker, clock, evaluation, epochs_run, device, raw_model, approach.rank == 0, settings,
-                  approach.model_state(model, optimizer))
+                  approach.model_state(model, optimizer), profiler)
 
 
 def run_epochs(worker: Worker, clock, loader, step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -138,11 +140,14 @@ def run_epochs(worker: Worker, clock, loader, step: Callable[[torch.Tensor, torc
 
 
 def finish(worker: Worker, clock, evaluation: dict | None, epochs_run: int, device: torch.device,
-           raw_model: nn.Module, main_process: bool, settings: dict, model_state: dict) -> dict:
-    """The rank's record: the clock's figures, the evaluation, memory, parameters and (rank 0) FLOPs."""
+           raw_model: nn.Module, main_process: bool, settings: dict, model_state: dict,
+           profiler: TorchProfiler | None = None) -> dict:
+    """The rank's record: the clock's figures, the evaluation, memory, parameters, (rank 0) FLOPs and, with
+    --profile, where the profiled step's time went."""
     return worker.finish(clock, evaluation, epochs_run, peak_memory_mb(device), count_parameters(raw_model),
                          flops_per_sample(worker.task) if main_process else None, settings,
-                         memory={"model_state_bytes": model_state, **memory.device_peaks(device)})
+                         memory={"model_state_bytes": model_state, **memory.device_peaks(device)},
+                         **({"profile": profiler.result} if profiler else {}))
 
 
 def fast_path(device: torch.device, task: dict) -> dict:
@@ -171,15 +176,19 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch
                amp_dtype: torch.dtype | None, images: torch.Tensor, labels: torch.Tensor, device: torch.device,
                no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> torch.Tensor:
     """One step (the function pytest-benchmark times): uint8 batch in, loss out, weights updated."""
-    x = data.to_model_input(images, device)
-    y = labels.to(device, non_blocking=True)
-    optimizer.zero_grad(set_to_none=True)
+    with region("input"):
+        x = data.to_model_input(images, device)
+        y = labels.to(device, non_blocking=True)
+    with region("optimizer"):
+        optimizer.zero_grad(set_to_none=True)
     with no_sync():
-        with autocast(device, amp_dtype):
+        with region("forward"), autocast(device, amp_dtype):
             loss = F.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        with region("backward"):
+            scaler.scale(loss).backward()
+        with region("optimizer"):
+            scaler.step(optimizer)
+            scaler.update()
     return loss
 
 

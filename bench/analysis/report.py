@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import html, plots, repeats, verdict
+from bench.analysis import html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (allreduce_table, breakdown, breakdown_table, checkpoint_table,  # noqa: F401
                                      input_comparison, input_table, memory_entries, memory_table, peak_table,
@@ -56,6 +56,7 @@ def write_report(directory: Path) -> Path:
 def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.DataFrame) -> list[Block]:
     table = allreduce.load(directory)
     measured = repeats.measured_runs(runs)
+    profiled = profiles.latest(runs)
     last = configs.iloc[-1] if len(configs) else {}
     env = _environment(store)
     blocks = [_heading("dtbench report", 1)]
@@ -74,8 +75,9 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
             f"CUDA {env.get('cuda') or '-'}; NCCL {env.get('nccl') or '-'}",
             f"python {env.get('python', '-')}; " + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items())])]
     for (task, precision, scaling), subset in configs.groupby(["task", "precision", "scaling"], sort=False):
-        blocks += _task_section(directory, subset.reset_index(drop=True), table, measured, f"{task}-{precision}-{scaling}",
-                                f"task {task}/{precision}, {scaling} scaling", SCALING_NOTES[scaling])
+        blocks += _task_section(directory, subset.reset_index(drop=True), table, measured, profiled,
+                                f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
+                                SCALING_NOTES[scaling])
     checkpoints = checkpoint_table(runs)
     if checkpoints is not None:
         blocks += [_heading("Checkpoints", 2), _text(
@@ -94,8 +96,8 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
     return blocks
 
 
-def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], measured: dict, prefix: str,
-                  title: str, note: str) -> list[Block]:
+def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], measured: dict, profiled: dict,
+                  prefix: str, title: str, note: str) -> list[Block]:
     blocks = [_heading(title, 2), _text(note), Block("results", subset), _text("Best per column in **bold**.")]
     spread = spread_table(subset, measured)
     if spread is not None:
@@ -111,6 +113,7 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             "1 - throughput / no-sync throughput (negative: the no-sync run was slower, i.e. run-to-run "
             "noise exceeded the cost; repeat the runs); all-reduce floor = gradient bytes x 2(n-1)/n / "
             "busbw from the microbenchmark below (torch backends)."), Block("table", breakdown_table(entries))]
+    blocks += _profile_blocks(subset, measured, profiled)
     inputs = input_comparison(subset)
     if inputs is not None:
         blocks += [_heading("Input pipelines: memory, files, object storage", 3), _text(
@@ -144,6 +147,26 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             + plots.draw_memory(held, directory, prefix) + plots.draw_breakdown(entries, directory, prefix)
             + plots.draw_utilisation(used, directory, prefix))
     return blocks + [Block("image", png) for png in pngs]
+
+
+def _profile_blocks(subset: pd.DataFrame, measured: dict, profiled: dict) -> list[Block]:
+    """--profile's breakdown of each profiled configuration, and why the verdict's winners are faster."""
+    cut = profiles.table(subset, profiled)
+    if cut is None:
+        return []
+    blocks = [_heading("Where the profiled step goes", 3), _text(
+        "The framework's own profiler (torch.profiler, tf.profiler) over 2 windows after the warm-up, outside the "
+        "timed windows; ms per step of the configuration's last profiled run. Each instant of the step goes to the "
+        "category running then (compute first, then input, then communication): an all-reduce in flight while "
+        "the backward pass computes is hidden and counts in backward; communication = exposed, with nothing else "
+        "running; framework = inside the framework's calls with no operation running (dispatch, Python, "
+        "the executor); idle = nothing recorded. The parts add up to the profiled step; the profiler's cost is "
+        "that step against the unprofiled windows'. Open a trace in https://ui.perfetto.dev (torch) or "
+        "TensorBoard's profile plugin (TensorFlow)."), Block("table", cut)]
+    reasons = profiles.why_faster(verdict.groups(subset, measured), profiled)
+    if reasons:
+        blocks += [_heading("Why the winner is faster here", 3), _text(*[f"- {r}" for r in reasons])]
+    return blocks
 
 
 def markdown(blocks: list[Block]) -> str:

@@ -60,6 +60,10 @@ class ResultRow:
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
     compile_s: float | None = None                      # --compile: that first step, out of every window
     input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch
+    # --profile: where the profiled windows' step went (bench.worker.profile.summary: ms per step by category,
+    # communication in flight and its overlap, the top operations, the trace's file in the run folder's
+    # profile/), the profiled step against the timed windows' (profiling's own cost), rank 0's.
+    profile: dict | None = None
     # --checkpoint-every-epoch: the training stall of one save (median over the epochs), loading the last
     # one back, its bytes on disk; --resume-from: the run continued and the epochs it had trained.
     checkpoint_save_s: float | None = None

@@ -81,6 +81,7 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
                                 if main.get("input_wait_s") is not None else None),
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         "curves": curves(events(0, "loss"), events(0, "epoch")),
+        "profile": profiled(main),
         "memory": memory({rank: results[rank][-1].get("memory") or {} for rank in ranks}),
         "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
                   for w in events(0, "windows")] + [
@@ -103,6 +104,18 @@ def memory(per_rank: dict[int, dict]) -> dict:
         if values:
             folded[peak] = max(values)
     return folded if folded["model_state_bytes"] or len(folded) > 1 else {}
+
+
+def profiled(main: dict) -> dict | None:
+    """Rank 0's profile (--profile) and profiling's own cost: its windows' step, as the clock timed them, against
+    the timed windows' median step."""
+    profile = main.get("profile")
+    if not profile:
+        return None
+    step_s = statistics.median(main["window_seconds"]) / main["window_steps"]
+    clocked_s = sum(main["profiled_window_seconds"]) / profile["steps"]
+    return {**profile, "clocked_step_ms": 1e3 * clocked_s, "unprofiled_step_ms": 1e3 * step_s,
+            "overhead": clocked_s / step_s - 1}
 
 
 def curves(losses: list[dict], epochs: list[dict]) -> dict:

@@ -43,6 +43,8 @@ class RunSpec:
     resume_from: Path | None = None
     # bench maxbatch on a CPU: each rank's memory (RLIMIT_DATA), in place of a device's.
     memory_limit_mb: float | None = None
+    # --profile: the framework's profiler over a few windows after the warm-up (bench.worker.profile).
+    profile: bool = False
 
     @property
     def on_engine(self) -> bool:
@@ -126,6 +128,9 @@ class RunSpec:
         if self.independent and not self.variant.independent:
             raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
                             "use torch-ddp or accelerate")
+        if self.profile and not self.variant.profiles:
+            profiled = ", ".join(v.name for v in VARIANTS.values() if v.profiles)
+            raise SpecError(f"--profile is not wired for {self.variant.name}: drop it, or profile one of {profiled}")
         if self.task.compile and not self.variant.compiles:
             raise SpecError(f"--compile is not wired for {self.variant.name} yet: drop it, or use torch-ddp --compile")
         if self.task.compile and not self.variant.framework.startswith("tensorflow") and not compiler():

@@ -32,6 +32,7 @@ class Variant:
     checkpoint_hint: str = ""        # why not, and what to use
     compiles: bool = True            # --compile is wired (torch.compile / XLA)
     reads_files: bool = True         # --input files | s3 is wired
+    profiles: bool = True            # --profile is wired (the framework's profiler over the profiled windows)
     # Each worker updates the shared weights without waiting for the others: not synchronous data parallelism,
     # its accuracy and speed not comparable as such (the row and the report say so); the chief alone reports.
     asynchronous: bool = False
@@ -100,7 +101,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
             checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
-            compiles=False, reads_files=False),
+            compiles=False, reads_files=False, profiles=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
     Variant("torch-single", "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True, spans_nodes=False,
             max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),

@@ -32,7 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
-from bench.worker.clock import StepClock
+from bench.worker.clock import Profiler, StepClock
+from bench.worker.profile import PROFILE_DIR, PROFILED_WINDOWS
 from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 from bench.worker.turns import Turns
 
@@ -103,9 +104,18 @@ class Worker:
         return self.spec["device_type"]
 
     @property
+    def profile_windows(self) -> int:
+        """--profile: the windows after the warm-up that run under the framework's profiler (0: none)."""
+        return PROFILED_WINDOWS if self.spec.get("profile") else 0
+
+    @property
+    def profile_dir(self) -> Path:
+        return self.run_dir / PROFILE_DIR
+
+    @property
     def timed_steps(self) -> int:
-        """Warm-up plus every timing window: the fewest steps a run must train."""
-        return self.task["warmup_steps"] + self.task["window_steps"] * self.task["windows"]
+        """Warm-up, the profiled windows and every timing window: the fewest steps a run must train."""
+        return self.task["warmup_steps"] + self.task["window_steps"] * (self.profile_windows + self.task["windows"])
 
     @property
     def synthetic(self) -> bool:
@@ -155,22 +165,24 @@ class Worker:
                     cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), **info)
 
     def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
-              on_warmup_done: Callable[[], None] = lambda: None) -> StepClock:
+              on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None) -> StepClock:
         """The run's clock, for a loop that trains `steps` steps in all. Fewer steps than the windows need
         (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
-        recorded; fewer than MIN_WINDOWS is refused."""
+        recorded; fewer than MIN_WINDOWS is refused. With --profile, `profiler` runs over the profiled
+        windows (`profile_windows`)."""
         t = self.task
-        windows = min(t["windows"], (steps - t["warmup_steps"]) // t["window_steps"])
+        profiled = self.profile_windows if profiler is not None else 0
+        windows = min(t["windows"], (steps - t["warmup_steps"]) // t["window_steps"] - profiled)
         if windows < min(MIN_WINDOWS, t["windows"]):
-            raise ValueError(f"the task trains {steps} steps but warm-up and {MIN_WINDOWS} windows need "
-                             f"{t['warmup_steps'] + MIN_WINDOWS * t['window_steps']}: raise epochs or lower "
-                             "window_steps")
+            raise ValueError(f"the task trains {steps} steps but warm-up and {profiled + MIN_WINDOWS} windows need "
+                             f"{t['warmup_steps'] + (profiled + MIN_WINDOWS) * t['window_steps']}: raise epochs or "
+                             "lower window_steps")
         if windows < t["windows"]:
             self.record("windows", planned=t["windows"], timed=windows, steps=steps)
         return StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
                          on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
                          turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
-                         on_warmup_done=on_warmup_done)
+                         on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled)
 
     def _inject_fault(self, step: int) -> None:
         spec = os.environ.get(FAULT_ENV)

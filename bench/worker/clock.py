@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
 from bench.worker.turns import Turns
 
 T = TypeVar("T")
+
+
+class Profiler(Protocol):
+    """A framework's profiler over the profiled windows (torch_impl/profile.py, tf_impl/profile.py)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, steps: int) -> None:
+        """Stop after `steps` profiled steps; write the trace and keep its summary."""
+        ...
 
 
 class StepClock:
@@ -15,7 +25,10 @@ class StepClock:
     `sync` (device synchronise + barrier) is called only at window boundaries,
     at the end of the first step (for startup time) and around pauses; never
     inside a window. Time spent paused (evaluation) counts in no window and in
-    no training time. With `turns` (a regression duet) the clock hands the
+    no training time. With a `profiler`, `profile_windows` windows after the
+    warm-up run under it and are timed apart (`profiled_window_seconds`): the
+    timed windows follow them, and starting and stopping the profiler counts in
+    no window and no training time. With `turns` (a regression duet) the clock hands the
     machine to a partner run at each boundary, also after the last window so
     that the partner's last window is not shared with this run's evaluation.
     """
@@ -23,7 +36,8 @@ class StepClock:
     def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
                  sync: Callable[[], None], on_first_step: Callable[[], None] = lambda: None,
                  on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None,
-                 stop_when_done: bool = False, on_warmup_done: Callable[[], None] = lambda: None):
+                 stop_when_done: bool = False, on_warmup_done: Callable[[], None] = lambda: None,
+                 profiler: Profiler | None = None, profile_windows: int = 0):
         if warmup < 1:
             raise ValueError("at least one warm-up step: the first step compiles and allocates")
         self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
@@ -34,6 +48,9 @@ class StepClock:
         self._stop_when_done = stop_when_done
         self.steps = 0
         self.window_seconds: list[float] = []
+        self._profiler, self._profile_windows = profiler, profile_windows if profiler else 0
+        self._profiling = False
+        self.profiled_window_seconds: list[float] = []
         self._train_seconds = 0.0
         self._running_since: float | None = None
         self._window_start: float | None = None
@@ -65,7 +82,7 @@ class StepClock:
                 batch = next(batches)
             except StopIteration:
                 return
-            if self.timing:
+            if self.timing and not self._profiling:
                 self.input_wait_s += time.perf_counter() - asked
             yield batch
             self.step_done()
@@ -90,8 +107,10 @@ class StepClock:
         self._sync()
         now = time.perf_counter()
         timed_one = self.timing
+        first_boundary = not timed_one and not self.window_seconds and not self.profiled_window_seconds
         if timed_one:
-            self.window_seconds.append(now - self._window_start - self._window_paused)
+            elapsed = now - self._window_start - self._window_paused
+            (self.profiled_window_seconds if self._profiling else self.window_seconds).append(elapsed)
         self._window_start, self._window_paused = None, 0.0
         if self._turns.in_duet:
             # A partner run times its window now; the wait counts in no window and no training time.
@@ -101,10 +120,25 @@ class StepClock:
             self._running_since += resumed - now
             now = resumed
         if not self.done:
-            if not timed_one and not self.window_seconds:
-                self._on_warmup_done()  # after the sync, before the first window's clock starts
+            if first_boundary and self._profile_windows:
+                now = self._outside_training(now, self._profiler.start)
+                self._profiling = True
+            elif self._profiling and len(self.profiled_window_seconds) == self._profile_windows:
+                now = self._outside_training(now, lambda: self._profiler.stop(self._profile_windows * self.window_steps))
+                self._profiling = False
+                first_boundary = True
+            if first_boundary and not self._profiling:
+                self._on_warmup_done()  # after the sync, before the first timed window's clock starts
                 now = time.perf_counter()
             self._window_start = now
+
+    def _outside_training(self, now: float, action: Callable[[], None]) -> float:
+        """Run `action` (the profiler starting or stopping), then sync: its time counts in no training time."""
+        action()
+        self._sync()
+        resumed = time.perf_counter()
+        self._running_since += resumed - now
+        return resumed
 
     def pause(self) -> None:
         self._sync()
@@ -127,4 +161,5 @@ class StepClock:
     def summary(self) -> dict:
         return {"window_seconds": self.window_seconds, "window_steps": self.window_steps,
                 "samples_per_window": self.samples_per_step * self.window_steps,
-                "steps": self.steps, "first_step_s": self.first_step_s, "input_wait_s": self.input_wait_s}
+                "steps": self.steps, "first_step_s": self.first_step_s, "input_wait_s": self.input_wait_s,
+                **({"profiled_window_seconds": self.profiled_window_seconds} if self._profile_windows else {})}
