@@ -200,3 +200,23 @@ def test_a_compiled_run_keeps_its_compile_time_out_of_the_windows(out, variant):
     assert row["status"] == "ok" and row["task"]["compile"] and row["fast_path"]["compile"]
     assert row["compile_s"] == row["first_step_s"] > 0 and row["test_accuracy"] > 0.5
     assert f"{variant} (compiled)" in result.stdout
+
+
+def test_an_input_wait_its_twin_contradicts_comes_with_the_reason(tmp_path):
+    """Three runs a side: the twin puts the input's cost near 25 %, the wait says 1 %: the report says which
+    figure to read and why they differ."""
+    task = {"name": "default", "model": "small-cnn", "dataset": "fashion-mnist", "precision": "fp32",
+            "global_batch": 128, "params": 105866}
+    store = ResultStore(tmp_path)
+    for real, synthetic in ((3000.0, 4000.0), (3100.0, 4100.0), (2900.0, 3950.0)):
+        store.append(result_row("torch-ddp", 1, real, task=task, input_wait_fraction=0.01,
+                                flops_per_sample=6.5e6, matmul_precision="fp32"))
+        store.append(result_row("torch-ddp", 1, synthetic, task={**task, "input": "synthetic"},
+                                flops_per_sample=6.5e6, matmul_precision="fp32"))
+    (tmp_path / "peak.jsonl").write_text(json.dumps({"device_type": "cpu", "device_name": "cpu", "threads": 1,
+                                                     "precision": "fp32", "side": 1024, "flops_per_s": 65e9}) + "\n")
+    text = report.write_report(tmp_path).read_text()
+    assert "Read the synthetic twin's" in text
+    line = next(line for line in text.splitlines() if line.startswith("- torch-ddp on 1 device(s): its synthetic twin"))
+    assert "input wait at 1.0%" in line and "read the twin's gap" in line
+    assert "| 0.75 [" in text  # real / synthetic with its interval from the runs

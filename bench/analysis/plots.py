@@ -139,10 +139,11 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
         return []
     fig, ax = plt.subplots(figsize=(9, 4.5))
     labels = [f"{e['row']['variant']}\n{e['row']['world_size']} dev" for e in entries]
-    width = 0.27
-    for offset, key, name, colour in ((-width, "step_ms", "measured step", "#4c72b0"),
-                                      (0, "compute_ms", "compute only (no sync)", "#a1c4e8"),
-                                      (width, "floor_ms", "all-reduce floor", "#dd8452")):
+    width = 0.2
+    for offset, key, name, colour in ((-1.5 * width, "step_ms", "measured step", "#4c72b0"),
+                                      (-0.5 * width, "compute_ms", "compute only (no sync)", "#a1c4e8"),
+                                      (0.5 * width, "exposed_ms", "exposed communication", "#c44e52"),
+                                      (1.5 * width, "floor_ms", "all-reduce floor", "#dd8452")):
         measured = [(i + offset, e[key]) for i, e in enumerate(entries) if _present(e[key])]
         if measured:  # unmeasured figures (TensorFlow has no no-sync twin or floor) are left out, not drawn as 0
             ax.bar(*zip(*measured), width, label=name, color=colour)

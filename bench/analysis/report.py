@@ -13,8 +13,9 @@ import pandas as pd
 
 from bench.analysis import html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
-from bench.analysis.sections import (allreduce_table, breakdown, breakdown_table, checkpoint_table,  # noqa: F401
-                                     input_comparison, input_table, memory_entries, memory_table, peak_table,
+from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table,  # noqa: F401
+                                     checkpoint_table, input_comparison, input_disagreements, input_table,
+                                     memory_entries, memory_table, peak_table,
                                      utilisation_entries, utilisation_table, where_the_rest_goes)
 from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cells, footnotes,  # noqa: F401
                                    markdown_table, present, spread_table, text_table)
@@ -106,13 +107,16 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             "against how tightly each run's windows pin its own median (the 95 % interval's half-width). Runs "
             "whose intervals do not overlap disagree: the machine moved between them, and the verdict does not "
             "rank that configuration on them."), Block("table", spread)]
-    entries = breakdown(subset, table)
+    entries = breakdown(subset, table, profiled)
     if entries:
         blocks += [_heading("Where the step time goes", 3), _text(
             "Compute-only = the same run with gradient synchronisation off; communication cost = "
             "1 - throughput / no-sync throughput (negative: the no-sync run was slower, i.e. run-to-run "
-            "noise exceeded the cost; repeat the runs); all-reduce floor = gradient bytes x 2(n-1)/n / "
-            "busbw from the microbenchmark below (torch backends)."), Block("table", breakdown_table(entries))]
+            "noise exceeded the cost; repeat the runs); exposed communication = the step less its no-sync "
+            "twin's, or where there is no twin (TensorFlow) the profile's communication with nothing else "
+            "running; in flight and hidden = the profile's all-reduce time and the part of it the compute "
+            "covered (`--profile`); all-reduce floor = gradient bytes x 2(n-1)/n / busbw from the "
+            "microbenchmark below (torch backends)."), Block("table", breakdown_table(entries))]
     blocks += _profile_blocks(subset, measured, profiled)
     inputs = input_comparison(subset)
     if inputs is not None:
@@ -132,7 +136,7 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             "the step: -; tf-ps's state is on its parameter servers); x one device's = against the same variant on one device (sharding shows as "
             "< 1). Peak / device = the CUDA allocator's peak after warm-up, on a CPU the process's peak "
             "RSS (framework and data included)."), Block("table", memory_table(held))]
-    used = utilisation_entries(subset)
+    used = utilisation_entries(subset, measured, profiled)
     if any(present(e["row"]["flops_per_sample"]) for e in used):
         blocks += [_heading("How close to the hardware", 3), _text(
             "FLOPs counted per training sample (forward + backward, multiply-add = 2; torch's "
@@ -142,6 +146,8 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
         rest = where_the_rest_goes(used)
         if rest:
             blocks.append(_text(*rest))
+        if any(e["real_over_synthetic"] is not None for e in used):
+            blocks.append(_text(INPUT_COST_NOTE, *[f"- {line}" for line in input_disagreements(used)]))
     pngs = (plots.draw_verdict(verdict.groups(subset, measured), directory, prefix)
             + plots.draw_all(subset, directory, prefix) + plots.draw_inputs(inputs, directory, prefix)
             + plots.draw_memory(held, directory, prefix) + plots.draw_breakdown(entries, directory, prefix)

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.repeats import ratio
 from bench.results import allreduce
 from bench.spec.variants import PROBED_COLLECTIVES
 from bench.analysis.tables import fmt, present
 
-def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
-    """Per multi-device run: measured step, compute-only step (its no-sync twin), communication floor."""
+def breakdown(configs: pd.DataFrame, table: list[dict], profiles: dict | None = None) -> list[dict]:
+    """Per multi-device run: measured step, compute-only step (its no-sync twin), communication floor, and
+    the communication exposed: the step less its no-sync twin's, else (TensorFlow has no twin) the profile's
+    exposed communication (bench.analysis.profiles), with how much of it the profile saw hidden."""
     records = configs.to_dict("records")
     no_sync = {r["key"]: r for r in records if r["independent"] and r["status"] == "ok"}
     out = []
@@ -24,8 +27,14 @@ def breakdown(configs: pd.DataFrame, table: list[dict]) -> list[dict]:
         grad_bytes = int(params) * 4 if params else None  # gradients are fp32 (autocast keeps fp32 weights)
         busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
                  if grad_bytes and r["framework"] in PROBED_COLLECTIVES else None)
+        profile = (profiles or {}).get(r["key"])
+        exposed = (r["step_ms"] - twin["step_ms"], "no-sync twin") if twin else \
+            (profile["parts"]["communication"], "profile") if profile else (None, None)
         out.append({
             "row": r, "step_ms": r["step_ms"], "compute_ms": twin["step_ms"] if twin else None,
+            "exposed_ms": exposed[0], "exposed_from": exposed[1],
+            "in_flight_ms": profile["in_flight_ms"] if profile else None,
+            "overlap": profile["overlap"] if profile else None,
             "comm_cost": 1 - r["throughput"] / twin["throughput"] if twin else None,
             "floor_ms": allreduce.communication_floor_ms(grad_bytes, r["world_size"], busbw) if grad_bytes else None,
             "busbw_gbps": busbw / 1e9 if busbw else None, "grad_mb": grad_bytes / 2**20 if grad_bytes else None,
@@ -42,10 +51,13 @@ def _cost_cell(cost: float | None) -> str:
 
 def breakdown_table(entries: list[dict]) -> pd.DataFrame:
     headers = ("variant", "devices", "step ms", "compute-only ms (no sync)", "communication cost",
+               "exposed communication ms", "in flight ms (profile)", "hidden (profile)",
                "all-reduce floor ms", "busbw GB/s at grad size", "gradients MiB")
     body = [[e["row"]["variant"], str(e["row"]["world_size"]), fmt(e["step_ms"], ".1f"), fmt(e["compute_ms"], ".1f"),
-             _cost_cell(e["comm_cost"]), fmt(e["floor_ms"], ".2f"), fmt(e["busbw_gbps"], ".3f"),
-             fmt(e["grad_mb"], ".2f")]
+             _cost_cell(e["comm_cost"]),
+             f"{fmt(e['exposed_ms'], '.1f')} ({e['exposed_from']})" if e["exposed_from"] else "-",
+             fmt(e["in_flight_ms"], ".1f"), fmt(e["overlap"], ".0%"), fmt(e["floor_ms"], ".2f"),
+             fmt(e["busbw_gbps"], ".3f"), fmt(e["grad_mb"], ".2f")]
             for e in entries]
     return pd.DataFrame(body, columns=list(headers))
 
@@ -93,11 +105,13 @@ def checkpoint_table(runs: pd.DataFrame) -> pd.DataFrame | None:
     return pd.DataFrame(body, columns=headers)
 
 
-def utilisation_entries(configs: pd.DataFrame) -> list[dict]:
+def utilisation_entries(configs: pd.DataFrame, measured: dict | None = None, profiles: dict | None = None) -> list[dict]:
     """Per measured configuration: how close to the peak, and where the rest goes (communication from
-    its no-sync twin, input from its synthetic-input twin and the wait for batches, compile time)."""
+    its no-sync twin; the input's cost three ways: the synthetic-input twin's gap with its 95 % interval,
+    the host's wait for batches, the profile's input time; compile time)."""
     records = configs.to_dict("records")
     ok = {r["key"]: r for r in records if r["status"] == "ok"}
+    measured, profiles = measured or {}, profiles or {}
     out = []
     for r in records:
         key = r["key"]
@@ -105,8 +119,13 @@ def utilisation_entries(configs: pd.DataFrame) -> list[dict]:
             continue  # the twins are read beside the row they explain
         no_sync = ok.get(key._replace(independent=True))
         synthetic = ok.get(key._replace(input="synthetic", loader_workers=0))
+        between = (ratio(measured[key], measured[synthetic["key"]])
+                   if synthetic and key in measured and synthetic["key"] in measured else None)
+        profile = profiles.get(key)
         out.append({"row": r, "comm_cost": 1 - r["throughput"] / no_sync["throughput"] if no_sync else None,
-                    "real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None})
+                    "real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None,
+                    "real_over_synthetic_ci": (between.low, between.high) if between else None,
+                    "profile_input": profile["parts"]["input"] / profile["step_ms"] if profile else None})
     return out
 
 
@@ -163,13 +182,47 @@ def input_table(comparison: dict) -> pd.DataFrame:
 
 def utilisation_table(entries: list[dict]) -> pd.DataFrame:
     headers = ("variant", "devices", "GFLOP / sample", "TFLOP/s", "MFU", "of measured peak", "matmuls in",
-               "communication cost", "input wait (of step)", "real / synthetic input", "compile s")
+               "communication cost", "real / synthetic input [95% CI]", "input wait (of step)",
+               "input in profile (of step)", "compile s")
     body = [[e["row"]["series"], str(e["row"]["world_size"]), fmt(_giga(e["row"]["flops_per_sample"]), ".4g"),
              fmt(e["row"]["achieved_tflops"], ".3g"), fmt(e["row"]["mfu"], ".1%"), fmt(e["row"]["peak_fraction"], ".1%"),
              e["row"]["matmul_precision"] if present(e["row"]["matmul_precision"]) else "-", _cost_cell(e["comm_cost"]),
-             fmt(e["row"]["input_wait_fraction"], ".1%"), fmt(e["real_over_synthetic"], ".2f"),
+             _twin_cell(e), fmt(e["row"]["input_wait_fraction"], ".1%"), fmt(e["profile_input"], ".1%"),
              fmt(e["row"]["compile_s"], ".1f")] for e in entries]
     return pd.DataFrame(body, columns=list(headers))
+
+
+def _twin_cell(e: dict) -> str:
+    if e["real_over_synthetic"] is None:
+        return "-"
+    ci = e["real_over_synthetic_ci"]
+    return f"{e['real_over_synthetic']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+INPUT_COST_NOTE = (
+    "The input's cost is measured three ways. Read the synthetic twin's: the same run with one batch made on the "
+    "device, so 1 - real / synthetic is everything the input pipeline costs the step (reading and collating the "
+    "batch, copying and normalising it, the memory a fresh batch touches), with its interval from the runs. "
+    "The input wait (PyTorch only: TensorFlow fetches inside its compiled step) times just the loop blocking on "
+    "the next batch, and the profile's input just the input work that nothing else runs beside; both leave out "
+    "what a fresh batch costs the step's own operators, so they can sit below the twin's gap.")
+
+
+def input_disagreements(entries: list[dict]) -> list[str]:
+    """Rows whose input wait falls outside what their synthetic twin says the input costs, with the reason."""
+    out = []
+    for e in entries:
+        wait, ci = e["row"]["input_wait_fraction"], e["real_over_synthetic_ci"]
+        if not present(wait) or ci is None:
+            continue
+        low, high = 1 - ci[1], 1 - ci[0]  # the cost's interval from the ratio's
+        if not low <= wait <= high:
+            out.append(f"{e['row']['series']} on {e['row']['world_size']} device(s): its synthetic twin puts the "
+                       f"input's cost at {1 - e['real_over_synthetic']:.0%} [{low:.0%}, {high:.0%}], its input wait "
+                       f"at {wait:.1%}: " + ("the wait leaves out what a fresh batch costs the step itself (its copy, "
+                                             "normalisation and memory); read the twin's gap" if wait < low else
+                                             "the twin's runs drifted from this configuration's; repeat both"))
+    return out
 
 
 def where_the_rest_goes(entries: list[dict]) -> list[str]:
