@@ -19,6 +19,12 @@ log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
 
 
+def _add_malloc_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--malloc", choices=("tuned", "glibc"), default="tuned",
+                   help="tuned (default): glibc's malloc with a fixed mmap threshold and no trimming, so a step's "
+                        "tensors reuse the heap instead of faulting in fresh pages; glibc: as glibc ships it")
+
+
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="default", help=f"task preset: {', '.join(PRESETS)}")
     p.add_argument("--precision", choices=PRECISIONS,
@@ -105,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint")
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
+    _add_malloc_option(p)
     p.add_argument("--profile", action="store_true",
                    help="run the framework's profiler over 2 windows after the warm-up (not timed): a trace in the "
                         "run folder's profile/ and where the step goes in the row")
@@ -131,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
                         "the all-reduce microbenchmark")
     _add_engine_options(p, several=True)
+    _add_malloc_option(p)
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_sweep)
 

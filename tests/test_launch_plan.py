@@ -1,5 +1,6 @@
 """What the harness would start on an 8-GPU box split into 2 fake nodes, and on CPU (nothing runs)."""
 import base64
+import dataclasses
 import json
 
 import pytest
@@ -113,3 +114,18 @@ def test_dataparallel_is_one_process_over_all_gpus(tmp_path):
 def test_single_process_variants_cannot_span_nodes(variant):
     spec = RunSpec(get_variant(variant), get_task("default"), "cuda", 2, 4)
     assert "cannot span 2 nodes" in spec.inapplicable()
+
+
+def test_every_rank_gets_the_tuned_malloc_unless_told_otherwise(tmp_path, monkeypatch):
+    """glibc's mmap threshold fixed and trimming off (launch.MALLOC_TUNED); --malloc glibc leaves glibc as shipped;
+    a value the user exported wins."""
+    for name in launch.MALLOC_TUNED:
+        monkeypatch.delenv(name, raising=False)
+    spec, procs = plan("torch-ddp", tmp_path, device_type="cpu", nodes=1, per_node=2, machine=Machine(cores=(0, 1)))
+    assert {k: procs[0].env[k] for k in launch.MALLOC_TUNED} == launch.MALLOC_TUNED
+    glibc = launch.processes(dataclasses.replace(spec, malloc="glibc"), spec.check(Machine(cores=(0, 1))), "run-y",
+                             tmp_path, tmp_path / "spec.json")
+    assert not any(k in glibc[0].env for k in launch.MALLOC_TUNED)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    _, mine = plan("torch-ddp", tmp_path, device_type="cpu", nodes=1, per_node=2, machine=Machine(cores=(0, 1)))
+    assert not any(k in mine[0].env for k in launch.MALLOC_TUNED)  # the exported value reaches the ranks as it is

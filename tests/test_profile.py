@@ -10,6 +10,7 @@ import pytest
 
 from bench.worker import StepClock
 from bench.worker.profile import CATEGORIES, PROFILED_WINDOWS, Span, partition, summary
+from bench.run.launch import MALLOC_TUNED
 from helpers import CPU, bench, rows
 
 
@@ -72,6 +73,7 @@ def test_a_profiled_run_adds_up_and_leaves_its_trace(profiled, variant, devices)
     assert row["status"] == "ok" and row["eval_samples"] == 397  # digits' test split, every sample once
     assert len(row["throughput"]["windows"]) == row["windows"]  # the profiled windows are not among them
     assert p["steps"] == PROFILED_WINDOWS * row["window_steps"]
+    assert row["environment"]["malloc"] == MALLOC_TUNED  # every rank ran with the tuned allocator
     assert sum(p["breakdown_ms"].values()) == pytest.approx(p["step_ms"], rel=1e-6)
     assert p["step_ms"] == pytest.approx(p["clocked_step_ms"], rel=0.05)  # the trace spans what the clock timed
     assert set(p["breakdown_ms"]) == set(CATEGORIES)

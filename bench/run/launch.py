@@ -8,6 +8,8 @@ Every launch is recorded as the exact command, so it can be re-run by hand.
 """
 from __future__ import annotations
 
+import os
+
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -93,10 +95,26 @@ def run_temp_dir(run_id: str) -> Path:
     return Path(tempfile.gettempdir()) / f"dtbench-{run_id.rsplit('-', 1)[-1]}"
 
 
+# glibc's malloc gives every allocation above its mmap threshold fresh pages and unmaps them on free, and it
+# moves that threshold as a process allocates: PyTorch's CPU tensors come from malloc, so a training step
+# faulted in about 1,700 new pages (2.7 ms of kernel time a 16-30 ms step here) or none, depending on the
+# process. A fixed threshold above the step's tensors and no trimming keep freed memory in the heap
+# (docs/methodology.md#run-to-run-spread-and-the-allocator). The user's own values win.
+MALLOC_TUNED = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(4 * 2**30)}
+
+
+def malloc_environment(mode: str) -> dict[str, str]:
+    """--malloc tuned (the default): MALLOC_TUNED where the environment sets neither; glibc: glibc's own."""
+    if mode == "glibc" or any(name in os.environ for name in MALLOC_TUNED):
+        return {}
+    return dict(MALLOC_TUNED)
+
+
 def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
     """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
     threads = str(plan.threads)
     return {
+        **malloc_environment(spec.malloc),
         RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
         "PYTHONUNBUFFERED": "1",
         # A short temp folder of the run's own (moved into the run directory afterwards: torchrun leaves a

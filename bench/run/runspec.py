@@ -45,6 +45,8 @@ class RunSpec:
     memory_limit_mb: float | None = None
     # --profile: the framework's profiler over a few windows after the warm-up (bench.worker.profile).
     profile: bool = False
+    # --malloc: glibc's malloc with a fixed mmap threshold and no trimming ("tuned"), or as glibc ships it.
+    malloc: str = "tuned"
 
     @property
     def on_engine(self) -> bool:

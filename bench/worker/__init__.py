@@ -162,7 +162,9 @@ class Worker:
         """Report the world this process actually joined; the harness checks it against the plan."""
         self.record("joined", world_size=world_size, local_rank=self.local_rank, node_rank=self.node_rank,
                     pid=os.getpid(), host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
-                    cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), **info)
+                    cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    malloc={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults",
+                    **info)
 
     def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
               on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None) -> StepClock:
