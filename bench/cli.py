@@ -19,6 +19,12 @@ log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
 
 
+def _add_profile_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", action="store_true",
+                   help="run the framework's profiler over 2 windows after the warm-up (not timed): a trace in the "
+                        "run folder's profile/ and where the step goes in the row and the report")
+
+
 def _add_malloc_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--malloc", choices=("tuned", "glibc"), default="tuned",
                    help="tuned (default): glibc's malloc with a fixed mmap threshold and no trimming, so a step's "
@@ -112,9 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
     _add_malloc_option(p)
-    p.add_argument("--profile", action="store_true",
-                   help="run the framework's profiler over 2 windows after the warm-up (not timed): a trace in the "
-                        "run folder's profile/ and where the step goes in the row")
+    _add_profile_option(p)
     _add_engine_options(p, several=False)
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_run)
@@ -139,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the all-reduce microbenchmark")
     _add_engine_options(p, several=True)
     _add_malloc_option(p)
+    _add_profile_option(p)
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_sweep)
 

@@ -155,7 +155,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
                        repeats=args.repeats, compiled=args.compile, inputs=request.input_modes(args),
                        shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
-    specs = [dataclasses.replace(spec, malloc=args.malloc) for spec in specs]
+    specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles)
+             for spec in specs]
     from bench.analysis import report
     from bench.run import resume, sweep
 
