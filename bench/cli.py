@@ -209,8 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("results/latest/regress"))
     p.set_defaults(func=commands.cmd_regress)
 
-    p = sub.add_parser("overhead", help="harness torch-ddp (1 device) vs a plain loop, interleaved A/B")
+    p = sub.add_parser("overhead", help="the harness (torch-ddp, tf-single on 1 device) vs a plain loop of its "
+                                        "framework, interleaved A/B")
     p.add_argument("--task", default="default")
+    p.add_argument("--framework", choices=("both", "torch", "tensorflow"), default="both",
+                   help="whose harness run and plain loop to compare (default both, their pairs interleaved)")
     p.add_argument("--repeats", type=int, default=3, help="A/B pairs (default 3)")
     p.add_argument("--out", type=Path, default=Path("results/latest/overhead"))
     p.set_defaults(func=commands.cmd_overhead)

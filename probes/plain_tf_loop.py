@@ -1,0 +1,59 @@
+"""A plain single-device TensorFlow loop with no strategy and no harness: the overhead baseline of tf-single.
+
+The loop a Keras user writes from the custom-training guide: the same model, batch, data, threads and core
+as a 1-device tf-single run, a `tf.function` step over a shuffled, batched, prefetched tf.data input,
+timed the same way (warm-up, then windows bounded by fetching the last loss). Prints one JSON line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(open(spec_path).read())
+    task = spec["task"]
+    cores = spec["node_plans"][0]["cpu_slots"][0]
+    os.sched_setaffinity(0, cores)
+    import tensorflow as tf  # after pinning: TensorFlow sizes its pools when it starts
+    tf.config.threading.set_intra_op_parallelism_threads(len(cores))
+    tf.config.threading.set_inter_op_parallelism_threads(max(2, len(cores)))
+    import keras
+
+    from bench.worker import data as cache
+    from tf_impl.model import build_model
+
+    arrays = cache.load(spec["data_path"], mmap=False)
+    batch = task["global_batch"]
+    images = (tf.data.Dataset.from_tensor_slices((arrays["train_x"], arrays["train_y"]))
+              .shuffle(len(arrays["train_y"]), seed=task["seed"]).repeat().batch(batch, drop_remainder=True)
+              .prefetch(tf.data.AUTOTUNE))
+    model = build_model(task)
+    optimizer = keras.optimizers.SGD(learning_rate=task["lr"], momentum=task["momentum"])
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x, y):
+        x = (tf.cast(x, tf.float32) / 255.0 - cache.PIXEL_MEAN) / cache.PIXEL_STD
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
+    windows, start, loss = [], None, None
+    for done, (x, y) in enumerate(images.take(steps), start=1 - task["warmup_steps"]):
+        loss = step(x, y)
+        if done == 0 or (done > 0 and done % task["window_steps"] == 0):
+            loss.numpy()  # the step has run
+            now = time.perf_counter()
+            if start is not None:
+                windows.append(now - start)
+            start = now
+    print(json.dumps({"window_seconds": windows, "samples_per_window": batch * task["window_steps"]}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[sys.argv.index("--spec") + 1])
