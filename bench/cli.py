@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-rank", type=int, help="real multi-host: run only this node's share here")
     p.add_argument("--master-addr", default="127.0.0.1", help="real multi-host: node 0's address")
     p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
+    p.add_argument("--ifname", help="real multi-host: the network interface the collectives use (default: the one "
+                                    "this host's route to --master-addr leaves by)")
     p.add_argument("--resume-from", type=Path, metavar="RUN_DIR",
                    help="continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint")
     p.add_argument("--independent", action="store_true",

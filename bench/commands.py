@@ -73,6 +73,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")
     [(engine, address)] = engines
     spec = dataclasses.replace(spec, engine=engine, engine_address=address)
+    if args.ifname and args.node_rank is None:
+        raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
+    if args.node_rank is not None and args.master_port is not None:
+        from bench.run import interface
+
+        chosen = interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
+        spec = dataclasses.replace(spec, interface=chosen)
     reason = spec.inapplicable()
     if reason:
         raise SpecError(f"{reason}: choose another variant or fewer devices")

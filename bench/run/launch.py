@@ -21,7 +21,7 @@ from bench.run.loopback import free_port, loopback_store_env
 from bench.run.processes import RUN_ID_ENV, Process, python_path
 from bench.run.runspec import RunSpec
 from bench.spec.devices import NodePlan, Placement
-from bench.worker import NODE_RANK_ENV
+from bench.worker import HOST_ADDR_ENV, NODE_RANK_ENV
 
 
 @dataclass(frozen=True)
@@ -127,4 +127,15 @@ def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) 
         # Never let a CPU run touch a GPU, and let a GPU node see only its own GPUs.
         "CUDA_VISIBLE_DEVICES": ",".join(plan.cuda_visible) if plan.cuda_visible is not None else "",
         "TF_CPP_MIN_LOG_LEVEL": "2",
+        **interface_environment(spec),
     }
+
+
+def interface_environment(spec: RunSpec) -> dict[str, str]:
+    """A multi-host run's collectives on the interface toward the master (bench.run.interface), not on
+    whatever the host name resolves to; the worker reports this host's address from it."""
+    if spec.interface is None:
+        return {}
+    name = spec.interface.name
+    return {"GLOO_SOCKET_IFNAME": name, "NCCL_SOCKET_IFNAME": name, "TP_SOCKET_IFNAME": name,
+            HOST_ADDR_ENV: spec.interface.address}

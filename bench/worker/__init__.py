@@ -40,6 +40,7 @@ from bench.worker.turns import Turns
 SPEC_ENV = "DTBENCH_SPEC"
 NODE_RANK_ENV = "DTBENCH_NODE_RANK"
 LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
+HOST_ADDR_ENV = "DTBENCH_HOST_ADDR"  # a multi-host run: this host's address on the collectives' interface
 # Test-only fault injection: "crash", "hang" or "kill" (SIGKILL itself), e.g. "crash:rank=1:step=3"
 # (rank 0 and step 1 if unnamed).
 FAULT_ENV = "DTBENCH_FAULT"
@@ -163,6 +164,8 @@ class Worker:
         self.record("joined", world_size=world_size, local_rank=self.local_rank, node_rank=self.node_rank,
                     pid=os.getpid(), host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
                     cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    **({"host_addr": os.environ[HOST_ADDR_ENV], "interface": os.environ.get("GLOO_SOCKET_IFNAME")}
+                       if os.environ.get(HOST_ADDR_ENV) else {}),
                     malloc={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults",
                     **info)
 
