@@ -19,14 +19,15 @@ PORT = "29561"
 def agent(host, node_rank: int, master: str, out, *extra: str, variant: str = "torch-ddp") -> subprocess.Popen:
     argv = host.command(sys.executable, "-m", "bench", "run", "--variant", variant, "--devices", "2", "--nnodes", "2",
                         "--node-rank", str(node_rank), "--master-addr", master, "--master-port", PORT,
-                        "--out", str(out), "--timeout", "300", *extra)
+                        "--out", str(out), *extra, *([] if "--timeout" in extra else ["--timeout", "300"]))
     return subprocess.Popen(argv, cwd=REPO, env={**os.environ, **CPU}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow
 @needs_namespaces
-@pytest.mark.parametrize("variant", ["torch-ddp", "accelerate"])
+@pytest.mark.parametrize("variant", ["torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate", "tf-multiworker",
+                                     "tf-multiworker-node"])
 def test_a_run_across_two_hosts_with_their_own_addresses(tmp_path, variant):
     with two_hosts() as (h0, h1):
         agents = [agent(h, rank, h0.address, tmp_path / f"host{rank}", "--task", "default", "--epochs", "1",
@@ -38,6 +39,7 @@ def test_a_run_across_two_hosts_with_their_own_addresses(tmp_path, variant):
     assert row["status"] == "ok" and row["world_size"] == 2 and row["nodes"] == 2
     assert row["eval_samples"] == 10_000  # every default-task test image once, across the two hosts
     assert row["environment"]["interface"] == h0.interface and row["environment"]["host_addr"] == h0.address
+    assert row["environment"]["hosts"] == {"0": h0.address, "1": h1.address}  # every host, met before launch
     assert "node 1: ok" in outputs[1][0]
     assert left == []  # nothing of the run outlives it on either host
 
@@ -68,3 +70,44 @@ def test_ifname_alone_is_refused(tmp_path):
     done = bench("run", "--variant", "torch-ddp", "--devices", "2", "--ifname", "lo", "--task", "quick",
                  "--out", str(tmp_path), env=CPU)
     assert done.returncode == 2 and "--ifname names a real multi-host run's interface" in done.stderr
+
+
+def _exit(agent: subprocess.Popen) -> tuple[int, str]:
+    out, err = agent.communicate(timeout=120)
+    return agent.returncode, err.strip()
+
+
+@needs_namespaces
+def test_hosts_that_disagree_are_refused_on_every_host(tmp_path):
+    """A node rank given twice, and mismatched --nnodes: one line naming the fix and exit 2 on every host, before
+    anything starts."""
+    with two_hosts(subnet=80) as (h0, h1):
+        twice = [agent(h0, 0, h0.address, tmp_path / "a0", "--task", "quick", "--nnodes", "3", "--devices", "3", "--global-batch", "96"),
+                 agent(h1, 1, h0.address, tmp_path / "a1", "--task", "quick", "--nnodes", "3", "--devices", "3", "--global-batch", "96"),
+                 agent(h1, 1, h0.address, tmp_path / "a2", "--task", "quick", "--nnodes", "3", "--devices", "3", "--global-batch", "96")]
+        twice = [_exit(a) for a in twice]
+        apart = [agent(h0, 0, h0.address, tmp_path / "b0", "--task", "quick"),
+                 agent(h1, 1, h0.address, tmp_path / "b1", "--task", "quick", "--nnodes", "3", "--devices", "3", "--global-batch", "96")]
+        apart = [_exit(a) for a in apart]
+        left = h0.pids() + h1.pids()
+    assert [code for code, _ in twice] == [2, 2, 2], twice
+    # The error is the one line after the run's progress line (node 0 hosts the meeting inside the run).
+    assert all(err.splitlines()[-1].startswith("error: two hosts gave --node-rank 1")
+               and err.count("error") == 1 for _, err in twice), twice
+    assert [code for code, _ in apart] == [2, 2], apart
+    assert all("give every host the same --nnodes" in err for _, err in apart), apart
+    assert left == [] and all(rows(tmp_path / d) == [] for d in ("a0", "b0"))
+
+
+@needs_namespaces
+def test_a_host_that_never_joins_fails_the_run_naming_it(tmp_path):
+    with two_hosts(subnet=81) as (h0, _):
+        code, _ = _exit(agent(h0, 0, h0.address, tmp_path, "--task", "quick", "--timeout", "5"))
+    [row] = rows(tmp_path)
+    assert code == 1 and row["status"] == "failed" and "node(s) [1] never joined" in row["error"]
+
+
+def test_tf_ps_across_hosts_says_why_not(tmp_path):
+    done = bench("run", "--variant", "tf-ps", "--devices", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr",
+                 "127.0.0.1", "--master-port", PORT, "--task", "quick", "--out", str(tmp_path), env=CPU)
+    assert done.returncode == 2 and "tf-ps across hosts is not supported yet" in done.stderr

@@ -24,8 +24,9 @@ from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.worker import data
 from bench.run import fold
+from bench.run.exchange import NeverJoined, Offer, meet
 from bench.run.launch import processes, run_temp_dir
-from bench.run.loopback import loopback_listener
+from bench.run.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
 from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
@@ -46,6 +47,7 @@ class Launched:
     records: dict
     launch_time: float
     wall_s: float
+    hosts: dict[int, str] | None = None  # a multi-host run: every node's address (bench.run.exchange)
 
 
 def new_run_id(spec: RunSpec) -> str:
@@ -92,13 +94,20 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    reaper, procs, command, to_start = Reaper(run_id), [], None, []
+    reaper, procs, command, to_start, hosts = Reaper(run_id), [], None, [], None
+    launch_time = time.time()
     try:
         temp.mkdir(exist_ok=True)
         spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
+        if spec.host_node is not None:
+            try:
+                hosts = meet_hosts(spec)
+            except NeverJoined as missing:
+                return Launched(run_id, run_dir, placement, None, "failed", str(missing), {}, launch_time,
+                                time.time() - launch_time)
         store = start_store_host(spec, run_id, run_dir)
         procs += [store[0]] if store else []
-        to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None)
+        to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None, hosts)
         background = " &" if len(to_start) > 1 else ""
         command = " ; ".join(
             "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
@@ -117,7 +126,16 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         remove_leftovers(to_start)
         keep_temp(temp, run_dir / "tmp")
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
-                    launch_time, time.time() - launch_time)
+                    launch_time, time.time() - launch_time,
+                    {rank: offer.address for rank, offer in hosts.items()} if hosts else None)
+
+
+def meet_hosts(spec: RunSpec) -> dict[int, Offer]:
+    """Every node of a multi-host run, met through node 0's agent before launch (bench.run.exchange), each with
+    the ports it picked for its TensorFlow tasks."""
+    offer = Offer(spec.host_node, spec.nodes, spec.variant.name, spec.interface.address,
+                  [free_port() for _ in range(spec.launcher.ports(spec))])
+    return meet(offer, (spec.master_addr, spec.master_port), spec.timeout_s)
 
 
 def remove_leftovers(processes: list[Process]) -> None:
@@ -172,6 +190,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     if os.environ.get(TURNS_ENV):
         row.notes.append(DUET_NOTE)
     row.command, row.wall_s = run.command, run.wall_s
+    if run.hosts:
+        row.environment["hosts"] = {str(rank): address for rank, address in sorted(run.hosts.items())}
     if spec.task.input == "s3":  # where the objects came from (a MinIO row and an AWS row are not alike)
         from bench.worker import s3
 

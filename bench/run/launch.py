@@ -33,6 +33,7 @@ class LaunchContext:
     master_port: int
     ports: list[int]             # the ports every node's launch must agree on (Launcher.ports: TF's tasks)
     store_port: int | None       # the run's loopback rendezvous store (Launcher.joins_store, all nodes local)
+    hosts: dict | None = None    # a multi-host run: every node's Offer (address, its ports) by node rank
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,13 @@ def engine_driver(spec: RunSpec, placement: Placement, ctx: LaunchContext) -> Pr
 
 
 def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path,
-              store_port: int | None = None) -> list[Process]:
-    """Every process to start for this host's nodes: the variant's own launcher once per node, or one engine driver."""
+              store_port: int | None = None, hosts: dict | None = None) -> list[Process]:
+    """Every process to start for this host's nodes: the variant's own launcher once per node, or one engine driver.
+    A multi-host run's `hosts` (bench.run.exchange) carry the ports this host picked."""
     launcher = spec.launcher
-    ports = [free_port() for _ in range(launcher.ports(spec))]
-    ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), ports, store_port)
+    ports = hosts[spec.host_node].ports if hosts else [free_port() for _ in range(launcher.ports(spec))]
+    ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), ports, store_port,
+                        hosts)
     if spec.on_engine:
         return [engine_driver(spec, placement, ctx)]
     return [process for plan in placement.nodes for process in launcher.start(spec, plan, ctx)]
