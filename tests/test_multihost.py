@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -27,7 +28,7 @@ def agent(host, node_rank: int, master: str, out, *extra: str, variant: str = "t
 @pytest.mark.slow
 @needs_namespaces
 @pytest.mark.parametrize("variant", ["torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate", "tf-multiworker",
-                                     "tf-multiworker-node"])
+                                     "tf-multiworker-node", "tf-ps"])
 def test_a_run_across_two_hosts_with_their_own_addresses(tmp_path, variant):
     with two_hosts() as (h0, h1):
         agents = [agent(h, rank, h0.address, tmp_path / f"host{rank}", "--task", "default", "--epochs", "1",
@@ -107,7 +108,25 @@ def test_a_host_that_never_joins_fails_the_run_naming_it(tmp_path):
     assert code == 1 and row["status"] == "failed" and "node(s) [1] never joined" in row["error"]
 
 
-def test_tf_ps_across_hosts_says_why_not(tmp_path):
-    done = bench("run", "--variant", "tf-ps", "--devices", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr",
-                 "127.0.0.1", "--master-port", PORT, "--task", "quick", "--out", str(tmp_path), env=CPU)
-    assert done.returncode == 2 and "tf-ps across hosts is not supported yet" in done.stderr
+
+@pytest.mark.slow
+@needs_namespaces
+def test_a_host_that_dies_mid_run_ends_it_everywhere_naming_it(tmp_path):
+    """Node 1's agent killed once its ranks train: node 0's run fails within seconds, naming node 1, and no
+    process of the run is left on either host."""
+    with two_hosts(subnet=82) as (h0, h1):
+        first = agent(h0, 0, h0.address, tmp_path / "host0", "--task", "default", "--epochs", "1")
+        second = agent(h1, 1, h0.address, tmp_path / "host1", "--task", "default", "--epochs", "1")
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "host1").glob("runs/*/rank1.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)  # training
+        second.kill()
+        killed_at = time.monotonic()
+        code, _ = _exit(first)
+        ended_in = time.monotonic() - killed_at
+        second.wait()
+        left = h0.pids() + h1.pids()
+    [row] = rows(tmp_path / "host0")
+    assert code == 1 and row["status"] == "failed" and f"node 1 ({h1.address})" in row["error"]
+    assert ended_in < 30 and left == []

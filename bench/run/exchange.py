@@ -5,14 +5,17 @@ know is refused on every host before anything starts: a node rank given twice, m
 variant. A host that never comes fails the run on every host within its timeout, naming it.
 
 One JSON line each way over TCP on node 0's --master-addr and --master-port, closed before the variant's
-launcher takes that port. Standard library only.
+launcher takes that port. The connections stay open for the run (`Session`): an agent that goes away (its
+host died, it was killed) ends the run on every other host within a fraction of a second, and hosts whose
+processes only serve (tf-ps's workers and parameter servers) stop when node 0's agent closes. Standard
+library only.
 """
 from __future__ import annotations
 
 import json
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from bench.spec.task import SpecError
 
@@ -32,14 +35,49 @@ class NeverJoined(RuntimeError):
     """A host did not come (or node 0's agent did not answer) within the run's timeout."""
 
 
-def meet(offer: Offer, master: tuple[str, int], timeout_s: float) -> dict[int, Offer]:
+@dataclass
+class Session:
+    """The open connections of a met run: node 0's to every other agent (by node rank), or one to node 0's."""
+    offers: dict[int, Offer]
+    peers: dict[int, socket.socket] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for peer in self.peers.values():
+            peer.setblocking(False)  # `gone` peeks; with a timeout set, Python would wait for data first
+
+    def gone(self) -> list[int]:
+        """The node ranks whose agent has closed its end (never blocks)."""
+        out = []
+        for rank, peer in self.peers.items():
+            try:
+                if peer.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    out.append(rank)
+            except BlockingIOError:
+                pass
+            except OSError:
+                out.append(rank)
+        return out
+
+    def wait_for_close(self, timeout_s: float) -> None:
+        """Another node's agent, its processes done: hold the session until node 0's agent ends it."""
+        deadline = time.monotonic() + timeout_s
+        while self.peers and not self.gone() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for peer in self.peers.values():
+            peer.close()
+        self.peers = {}
+
+
+def meet(offer: Offer, master: tuple[str, int], timeout_s: float) -> Session:
     """Every node's offer by node rank, once all `offer.nodes` have met (node 0 hosts the meeting)."""
     deadline = time.monotonic() + timeout_s
     return _host(offer, master, deadline) if offer.node_rank == 0 else _join(offer, master, deadline)
 
 
-def _host(mine: Offer, master: tuple[str, int], deadline: float) -> dict[int, Offer]:
-    offers, peers, answer = {0: mine}, [], {"error": "node 0's agent gave up"}
+def _host(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
+    offers, peers, answer = {0: mine}, {}, {"error": "node 0's agent gave up"}
     with socket.create_server(master) as server:
         try:
             while len(offers) < mine.nodes:
@@ -50,9 +88,9 @@ def _host(mine: Offer, master: tuple[str, int], deadline: float) -> dict[int, Of
                     missing = sorted(set(range(mine.nodes)) - set(offers))
                     raise NeverJoined(f"node(s) {missing} never joined the run at {master[0]}:{master[1]} "
                                       "within its timeout: start their agents, or check their --master-addr") from None
-                peers.append(peer)
                 peer.settimeout(max(0.01, deadline - time.monotonic()))
                 theirs = Offer(**json.loads(peer.makefile().readline()))
+                peers[theirs.node_rank if theirs.node_rank not in peers else -len(peers)] = peer
                 problem = _mismatch(mine, theirs, offers)
                 if problem:
                     raise SpecError(problem)
@@ -62,13 +100,14 @@ def _host(mine: Offer, master: tuple[str, int], deadline: float) -> dict[int, Of
             answer = {"error": str(exc), "never_joined": isinstance(exc, NeverJoined)}
             raise
         finally:
-            for peer in peers:
+            for peer in peers.values():
                 try:
                     peer.sendall((json.dumps(answer) + "\n").encode())
                 except OSError:
                     pass
-                peer.close()
-    return offers
+                if "offers" not in answer:
+                    peer.close()
+    return Session(offers, peers)
 
 
 def _mismatch(mine: Offer, theirs: Offer, offers: dict[int, Offer]) -> str | None:
@@ -83,7 +122,7 @@ def _mismatch(mine: Offer, theirs: Offer, offers: dict[int, Offer]) -> str | Non
     return None
 
 
-def _join(mine: Offer, master: tuple[str, int], deadline: float) -> dict[int, Offer]:
+def _join(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
     while True:
         try:
             connection = socket.create_connection(master, timeout=max(0.01, deadline - time.monotonic()))
@@ -93,15 +132,16 @@ def _join(mine: Offer, master: tuple[str, int], deadline: float) -> dict[int, Of
                 raise NeverJoined(f"node 0's agent at {master[0]}:{master[1]} never answered within the run's "
                                   "timeout: start it, or check --master-addr and --master-port") from None
             time.sleep(RETRY_S)
-    with connection:
-        connection.settimeout(max(0.01, deadline - time.monotonic()))
+    connection.settimeout(max(0.01, deadline - time.monotonic()))
+    try:
         connection.sendall((json.dumps(asdict(mine)) + "\n").encode())
-        try:
-            answer = json.loads(connection.makefile().readline() or "{}")
-        except (TimeoutError, OSError) as exc:
-            raise NeverJoined(f"node 0's agent at {master[0]}:{master[1]} did not answer: {exc}") from None
-    if answer.get("never_joined"):
-        raise NeverJoined(answer["error"])
-    if "error" in answer or "offers" not in answer:
+        answer = json.loads(connection.makefile().readline() or "{}")
+    except (TimeoutError, OSError) as exc:
+        connection.close()
+        raise NeverJoined(f"node 0's agent at {master[0]}:{master[1]} did not answer: {exc}") from None
+    if "offers" not in answer:
+        connection.close()
+        if answer.get("never_joined"):
+            raise NeverJoined(answer["error"])
         raise SpecError(answer.get("error", "node 0's agent closed the meeting without an answer"))
-    return {o["node_rank"]: Offer(**o) for o in answer["offers"]}
+    return Session({o["node_rank"]: Offer(**o) for o in answer["offers"]}, {0: connection})

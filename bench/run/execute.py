@@ -24,7 +24,7 @@ from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.worker import data
 from bench.run import fold
-from bench.run.exchange import NeverJoined, Offer, meet
+from bench.run.exchange import NeverJoined, Offer, Session, meet
 from bench.run.launch import processes, run_temp_dir
 from bench.run.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
@@ -94,20 +94,21 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    reaper, procs, command, to_start, hosts = Reaper(run_id), [], None, [], None
+    reaper, procs, command, to_start, session = Reaper(run_id), [], None, [], None
     launch_time = time.time()
     try:
         temp.mkdir(exist_ok=True)
         spec_path = write_spec(spec, placement, run_id, run_dir, data_path)
         if spec.host_node is not None:
             try:
-                hosts = meet_hosts(spec)
+                session = meet_hosts(spec)
             except NeverJoined as missing:
                 return Launched(run_id, run_dir, placement, None, "failed", str(missing), {}, launch_time,
                                 time.time() - launch_time)
         store = start_store_host(spec, run_id, run_dir)
         procs += [store[0]] if store else []
-        to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None, hosts)
+        to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None,
+                             session and session.offers)
         background = " &" if len(to_start) > 1 else ""
         command = " ; ".join(
             "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in p.env.items() if k != RUN_ID_ENV)
@@ -116,21 +117,54 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         started, logs = start(to_start, run_dir, launch_time)
         procs += started
         servers = frozenset(i for i, p in enumerate(to_start) if p.server)
-        status, reason = wait(started, launch_time, spec.timeout_s, logs, servers)
+        status, reason = wait(started, launch_time, spec.timeout_s, logs, servers, watch_hosts(spec, session))
+        if session and spec.host_node != 0 and status == "ok":  # until node 0's agent has what it needs
+            session.wait_for_close(max(0.0, spec.timeout_s - (time.time() - launch_time)))
     except Interrupted as stop:  # the sweep records the run as interrupted
         stop.run_id, stop.command = run_id, command
         raise
     finally:
         kill_run(run_id, procs)
+        if session:
+            session.close()  # the other hosts' agents stop their processes now
         reaper.release()
         remove_leftovers(to_start)
         keep_temp(temp, run_dir / "tmp")
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time,
-                    {rank: offer.address for rank, offer in hosts.items()} if hosts else None)
+                    {rank: offer.address for rank, offer in session.offers.items()} if session else None)
 
 
-def meet_hosts(spec: RunSpec) -> dict[int, Offer]:
+CLOSE_GRACE_S = 10.0  # node 0's agent closed: this host's ranks, finishing too, get this long to exit
+
+
+def watch_hosts(spec: RunSpec, session: Session | None):
+    """How a multi-host run ends on this host because of another (processes.wait's `stop`): node 0's agent
+    sees another agent go away (its host died or was stopped) and fails the run naming it; another host ends
+    when node 0's agent closes: at once when it only serves (tf-ps), else once its ranks are done, failed
+    when they are still running CLOSE_GRACE_S later."""
+    if session is None:
+        return lambda done: None
+    closed_at = []
+
+    def stop(done: bool) -> tuple[str, str | None] | None:
+        gone = session.gone()
+        if not gone:
+            return None
+        if spec.host_node == 0:
+            names = ", ".join(f"node {r} ({session.offers[r].address})" for r in gone if r in session.offers)
+            return "failed", f"the agent of {names} went away mid-run: its host died or it was stopped"
+        closed_at.append(closed_at[0] if closed_at else time.time())
+        if done:
+            return "ok", None
+        if time.time() - closed_at[0] > CLOSE_GRACE_S:
+            return "failed", "node 0's agent ended the run before this host's ranks finished (node 0 failed or stopped)"
+        return None
+
+    return stop
+
+
+def meet_hosts(spec: RunSpec) -> Session:
     """Every node of a multi-host run, met through node 0's agent before launch (bench.run.exchange), each with
     the ports it picked for its TensorFlow tasks."""
     offer = Offer(spec.host_node, spec.nodes, spec.variant.name, spec.interface.address,

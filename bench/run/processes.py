@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from bench import REPO_ROOT
@@ -76,9 +77,12 @@ def _die_with(parent: int):
 
 
 def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
-         logs: list[Path], servers: frozenset[int] = frozenset()) -> tuple[str, str | None]:
-    """Wait for every process (but the `servers`, by index); stop at the first failure or at the timeout:
-    (ok | failed | timeout, reason)."""
+         logs: list[Path], servers: frozenset[int] = frozenset(),
+         stop: Callable[[bool], tuple[str, str | None] | None] = lambda done: None) -> tuple[str, str | None]:
+    """Wait for every process (but the `servers`, by index); stop at the first failure, at the timeout, or when
+    `stop(whether the non-servers are done)` says how the run ended (a multi-host run's other hosts):
+    (ok | failed | timeout, reason). A host that runs only servers waits for `stop` or the timeout."""
+    trains = [i for i in range(len(procs)) if i not in servers]
     while True:
         codes = [p.poll() for p in procs]
         # A process killed by a signal is the likelier root cause than one that failed after it.
@@ -87,10 +91,14 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
             index, code = failed[0]
             how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
             return "failed", f"{logs[index].stem} {how}:\n{tail(logs[index])}"
-        if all(c == 0 for i, c in enumerate(codes) if i not in servers):
+        done = all(codes[i] == 0 for i in trains)
+        if done and trains:
             return "ok", None
+        ended = stop(done)
+        if ended is not None:
+            return ended
         if time.time() - started > timeout_s:
-            waiting = [i for i, c in enumerate(codes) if c is None and i not in servers]
+            waiting = [i for i, c in enumerate(codes) if c is None and i not in servers] or list(servers)
             names = ", ".join(logs[i].stem for i in waiting)
             return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
                                f"all killed:\n{tail(logs[waiting[0]])}")
