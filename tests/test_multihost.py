@@ -40,7 +40,8 @@ def test_a_run_across_two_hosts_with_their_own_addresses(tmp_path, variant):
     assert row["status"] == "ok" and row["world_size"] == 2 and row["nodes"] == 2
     assert row["eval_samples"] == 10_000  # every default-task test image once, across the two hosts
     assert row["environment"]["interface"] == h0.interface and row["environment"]["host_addr"] == h0.address
-    assert row["environment"]["hosts"] == {"0": h0.address, "1": h1.address}  # every host, met before launch
+    assert row["environment"]["hosts"] == {"0": f"{h0.address} ({h0.interface})",  # every host, met before launch
+                                           "1": f"{h1.address} ({h1.interface})"}
     assert "node 1: ok" in outputs[1][0]
     assert left == []  # nothing of the run outlives it on either host
 

@@ -28,6 +28,7 @@ class Offer:
     nodes: int
     variant: str
     address: str      # this host's address on the collectives' interface
+    interface: str    # that interface's name
     ports: list[int]  # free on this host: its TensorFlow tasks' (bench.run.launch.Launcher.ports)
 
 

@@ -47,7 +47,7 @@ class Launched:
     records: dict
     launch_time: float
     wall_s: float
-    hosts: dict[int, str] | None = None  # a multi-host run: every node's address (bench.run.exchange)
+    hosts: dict[int, str] | None = None  # a multi-host run: every node's "address (interface)" (bench.run.exchange)
 
 
 def new_run_id(spec: RunSpec) -> str:
@@ -132,7 +132,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         keep_temp(temp, run_dir / "tmp")
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time,
-                    {rank: offer.address for rank, offer in session.offers.items()} if session else None)
+                    {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None)
 
 
 CLOSE_GRACE_S = 10.0  # node 0's agent closed: this host's ranks, finishing too, get this long to exit
@@ -167,7 +167,7 @@ def watch_hosts(spec: RunSpec, session: Session | None):
 def meet_hosts(spec: RunSpec) -> Session:
     """Every node of a multi-host run, met through node 0's agent before launch (bench.run.exchange), each with
     the ports it picked for its TensorFlow tasks."""
-    offer = Offer(spec.host_node, spec.nodes, spec.variant.name, spec.interface.address,
+    offer = Offer(spec.host_node, spec.nodes, spec.variant.name, spec.interface.address, spec.interface.name,
                   [free_port() for _ in range(spec.launcher.ports(spec))])
     return meet(offer, (spec.master_addr, spec.master_port), spec.timeout_s)
 
