@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from bench.worker import data as cache
+from probes.windows import Windows
 from torch_impl.data import to_model_input
 from torch_impl.model import build_model
 
@@ -40,23 +40,16 @@ def main(spec_path: str) -> None:
             torch.cuda.synchronize(device)
 
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task["seed"]))
-    steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
-    windows, start = [], None
-    for step in range(steps):
+    windows = Windows(task, sync)
+    for step in range(windows.steps):
         first = (step * batch) % (len(order) - batch + 1)
         index = order[first:first + batch]
         x, y = to_model_input(images[index], device), labels[index].to(device)
         optimizer.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
-        done = step + 1 - task["warmup_steps"]
-        if done == 0 or (done > 0 and done % task["window_steps"] == 0):
-            sync()
-            now = time.perf_counter()
-            if start is not None:
-                windows.append(now - start)
-            start = now
-    print(json.dumps({"window_seconds": windows, "samples_per_window": batch * task["window_steps"]}))
+        windows.step_done()
+    windows.report()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 
 def main(spec_path: str) -> None:
@@ -23,6 +22,7 @@ def main(spec_path: str) -> None:
     import keras
 
     from bench.worker import data as cache
+    from probes.windows import Windows
     from tf_impl.model import build_model
 
     arrays = cache.load(spec["data_path"], mmap=False)
@@ -42,17 +42,12 @@ def main(spec_path: str) -> None:
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    steps = task["warmup_steps"] + task["window_steps"] * task["windows"]
-    windows, start, loss = [], None, None
-    for done, (x, y) in enumerate(images.take(steps), start=1 - task["warmup_steps"]):
-        loss = step(x, y)
-        if done == 0 or (done > 0 and done % task["window_steps"] == 0):
-            loss.numpy()  # the step has run
-            now = time.perf_counter()
-            if start is not None:
-                windows.append(now - start)
-            start = now
-    print(json.dumps({"window_seconds": windows, "samples_per_window": batch * task["window_steps"]}))
+    losses = []
+    windows = Windows(task, sync=lambda: losses[-1].numpy())  # the last step has run once its loss exists
+    for x, y in images.take(windows.steps):
+        losses = [step(x, y)]
+        windows.step_done()
+    windows.report()
 
 
 if __name__ == "__main__":
