@@ -80,10 +80,13 @@ report:
 
 # The committed reference report of this machine: the default sweep into results/reference-<device>.
 REFERENCE ?= results/reference-cpu
+# The sweep writes into a new folder and replaces the committed one only at the end: deleting a tracked
+# folder first made every row's commit say -dirty.
 reference: setup
-	rm -rf $(REFERENCE)
-	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE) $(ARGS)
-	rm -rf $(REFERENCE)/runs
+	rm -rf $(REFERENCE).new
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE).new $(ARGS)
+	rm -rf $(REFERENCE).new/runs $(REFERENCE)
+	mv $(REFERENCE).new $(REFERENCE)
 
 # pytest-benchmark: per-step training functions, one framework per process; kept out of `make test`.
 benchmark: setup
