@@ -104,3 +104,22 @@ def test_profile_is_refused_where_it_is_not_wired(tmp_path):
                  "--out", str(tmp_path), env=CPU, timeout=120)
     assert done.returncode == 2 and "--profile is not wired for tf-ps" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_why_the_winner_is_faster_compares_the_categories_at_each_sides_unprofiled_step():
+    from bench.analysis.profiles import why_faster
+    from bench.analysis.repeats import Ratio
+    from bench.analysis.verdict import Comparison, Group
+
+    def profile(step, unprofiled, forward, backward):
+        parts = dict.fromkeys(CATEGORIES, 0.0) | {"forward": forward, "backward": backward,
+                                                   "idle": step - forward - backward}
+        return {"step_ms": step, "unprofiled_ms": unprofiled, "overhead": step / unprofiled - 1, "parts": parts,
+                "top_ops": [["conv", 1.0, 1.0]]}
+
+    fast, slow = {"key": "tf", "series": "tf-single"}, {"key": "torch", "series": "torch-single"}
+    group = Group("1 CPU slot", winner=fast, comparisons=[Comparison(slow, Ratio(1.5, 1.4, 1.6, True), False)])
+    profiles = {"tf": profile(10.0, 10.0, 4.0, 5.0), "torch": profile(20.0, 15.0, 8.0, 10.0)}  # torch's +33 %
+    [sentence] = why_faster([group], profiles)
+    assert "tf-single's step takes 10.0 ms, torch-single's 15.0 ms (1.50x" in sentence
+    assert "backward 7.5 vs 5.0 ms (+2.5)" in sentence and "forward 6.0 vs 4.0 ms (+2.0)" in sentence
