@@ -115,7 +115,7 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             "noise exceeded the cost; repeat the runs); exposed communication = the step less its no-sync "
             "twin's, or where there is no twin (TensorFlow) the profile's communication with nothing else "
             "running; in flight and hidden = the profile's all-reduce time and the part of it the compute "
-            "covered (`--profile`); all-reduce floor = gradient bytes x 2(n-1)/n / busbw from the "
+            "covered (`--profile`; profile times scaled to the unprofiled step); all-reduce floor = gradient bytes x 2(n-1)/n / busbw from the "
             "microbenchmark below (torch backends)."), Block("table", breakdown_table(entries))]
     blocks += _profile_blocks(subset, measured, profiled)
     inputs = input_comparison(subset)

@@ -28,12 +28,13 @@ def breakdown(configs: pd.DataFrame, table: list[dict], profiles: dict | None = 
         busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
                  if grad_bytes and r["framework"] in PROBED_COLLECTIVES else None)
         profile = (profiles or {}).get(r["key"])
+        unprofiled = profile["unprofiled_ms"] / profile["step_ms"] if profile else None  # the profiler's cost out
         exposed = (r["step_ms"] - twin["step_ms"], "no-sync twin") if twin else \
-            (profile["parts"]["communication"], "profile") if profile else (None, None)
+            (profile["parts"]["communication"] * unprofiled, "profile") if profile else (None, None)
         out.append({
             "row": r, "step_ms": r["step_ms"], "compute_ms": twin["step_ms"] if twin else None,
             "exposed_ms": exposed[0], "exposed_from": exposed[1],
-            "in_flight_ms": profile["in_flight_ms"] if profile else None,
+            "in_flight_ms": profile["in_flight_ms"] * unprofiled if profile else None,
             "overlap": profile["overlap"] if profile else None,
             "comm_cost": 1 - r["throughput"] / twin["throughput"] if twin else None,
             "floor_ms": allreduce.communication_floor_ms(grad_bytes, r["world_size"], busbw) if grad_bytes else None,
