@@ -62,11 +62,33 @@ class Session:
     def wait_for_close(self, timeout_s: float) -> None:
         """Another node's agent, its processes done: hold the session until node 0's agent ends it."""
         deadline = time.monotonic() + timeout_s
-        while self.peers and not self.gone() and time.monotonic() < deadline:
+        while self.peers and self.ended() is None and time.monotonic() < deadline:
             time.sleep(0.2)
 
-    def close(self) -> None:
+    def ended(self) -> str | None:
+        """Another node: how node 0's run ended ("ok", "failed", ...), "gone" if its agent went away without
+        saying, None while it runs (never blocks)."""
+        [(_, peer)] = self.peers.items()
+        try:
+            data = peer.recv(4096, socket.MSG_PEEK)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return "gone"
+        if not data.endswith(b"\n"):
+            return "gone" if data == b"" else None
+        return json.loads(data.decode().splitlines()[-1]).get("ended", "gone")
+
+    def close(self, status: str | None = None) -> None:
+        """Node 0: tell every other agent how the run ended (`status`), then close."""
         for peer in self.peers.values():
+            if status is not None:
+                try:
+                    peer.setblocking(True)
+                    peer.settimeout(2.0)
+                    peer.sendall((json.dumps({"ended": status}) + "\n").encode())
+                except OSError:
+                    pass
             peer.close()
         self.peers = {}
 

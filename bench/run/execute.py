@@ -95,6 +95,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
     reaper, procs, command, to_start, session = Reaper(run_id), [], None, [], None
+    status = "failed"  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
         temp.mkdir(exist_ok=True)
@@ -125,8 +126,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         raise
     finally:
         kill_run(run_id, procs)
-        if session:
-            session.close()  # the other hosts' agents stop their processes now
+        if session:  # the other hosts' agents stop their processes now
+            session.close(status if spec.host_node == 0 else None)
         reaper.release()
         remove_leftovers(to_start)
         keep_temp(temp, run_dir / "tmp")
@@ -135,30 +136,31 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None)
 
 
-CLOSE_GRACE_S = 10.0  # node 0's agent closed: this host's ranks, finishing too, get this long to exit
+CLOSE_GRACE_S = 60.0  # node 0's run ended ok: this host's ranks, finishing too, get this long to exit
 
 
 def watch_hosts(spec: RunSpec, session: Session | None):
     """How a multi-host run ends on this host because of another (processes.wait's `stop`): node 0's agent
     sees another agent go away (its host died or was stopped) and fails the run naming it; another host ends
-    when node 0's agent closes: at once when it only serves (tf-ps), else once its ranks are done, failed
-    when they are still running CLOSE_GRACE_S later."""
+    when node 0's agent says the run ended: at once when it only serves (tf-ps) or its ranks are done; when
+    node 0's run is ok, its ranks get CLOSE_GRACE_S to exit (a TensorFlow worker's servers take a while); when
+    it failed, or node 0's agent went away without a word, the run fails here too."""
     if session is None:
         return lambda done: None
-    closed_at = []
+    ok_at: dict[int, float] = {}
 
     def stop(done: bool) -> tuple[str, str | None] | None:
-        gone = session.gone()
-        if not gone:
-            return None
         if spec.host_node == 0:
+            gone = session.gone()
             names = ", ".join(f"node {r} ({session.offers[r].address})" for r in gone if r in session.offers)
-            return "failed", f"the agent of {names} went away mid-run: its host died or it was stopped"
-        closed_at.append(closed_at[0] if closed_at else time.time())
-        if done:
-            return "ok", None
-        if time.time() - closed_at[0] > CLOSE_GRACE_S:
-            return "failed", "node 0's agent ended the run before this host's ranks finished (node 0 failed or stopped)"
+            return ("failed", f"the agent of {names} went away mid-run: its host died or it was stopped") if gone else None
+        ended = session.ended()
+        if ended is None:
+            return None
+        if done or (ended == "ok" and time.time() - ok_at.setdefault(0, time.time()) > CLOSE_GRACE_S):
+            return "ok", None  # node 0 has the row; what still ran here was exiting
+        if ended != "ok":
+            return "failed", f"node 0's run ended before this host's ranks finished ({ended})"
         return None
 
     return stop
