@@ -78,6 +78,7 @@ def test_ctrl_c_in_a_terminal_records_the_run_as_interrupted_and_exits_130(tmp_p
     pid, terminal = pty.fork()
     if pid == 0:  # the child: the harness, with the terminal as its controlling tty
         os.chdir(REPO)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a shell gives it, whatever pytest was started under
         os.execve(sys.executable, [sys.executable, "-m", "bench", "run", *LAUNCHES["torchrun"], *LONG,
                                    "--out", str(tmp_path)], {**os.environ, **CPU})
     output, ended = bytearray(), []
