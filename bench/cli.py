@@ -38,6 +38,7 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--global-batch", type=int, help="override the task's global batch")
     p.add_argument("--epochs", type=int, help="override the task's epochs")
     p.add_argument("--windows", type=int, help="override the number of timing windows")
+    p.add_argument("--loss-every", type=int, help="rank 0 records the training loss every N steps (default 10)")
     p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
     p.add_argument("--input", help="memory: the cached dataset (default); files: image files through the framework's "
                                    "file pipeline (ImageFolder + DataLoader, tf.data); s3: the same from --data-url; "

@@ -9,7 +9,8 @@ from bench.worker import Worker, spec_path_from_argv
 from tf_impl import train
 
 
-def main() -> None:
+def main(fit: bool = False) -> None:
+    """Train with the custom loop, or with `model.fit` (tf-mirrored-fit)."""
     worker = Worker(spec_path_from_argv())
     with worker.session():
         tf = train.configure(worker, logical_cpus=worker.spec["devices_per_node"])
@@ -20,7 +21,11 @@ def main() -> None:
         strategy = tf.distribute.MirroredStrategy(devices=devices)
         worker.joined(strategy.num_replicas_in_sync, backend=type(strategy.extended._cross_device_ops).__name__,
                       **train.device_info(strategy))
-        train.train(worker, strategy)
+        if fit:
+            from tf_impl.fit import train_with_fit  # imports Keras: only once configure() has pinned the process
+            train_with_fit(worker, strategy)
+        else:
+            train.train(worker, strategy)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A variant makes its strategy (the default one, MirroredStrategy, MultiWorkerMirroredStrategy) and calls `train`:
 `strategy.run` inside a `tf.function`, the loss averaged over the global batch (`tf.nn.compute_average_loss`).
-Keras 3's `model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585). Same SGD, learning
+`model.fit` is tf_impl/fit.py (tf-mirrored-fit). Same SGD, learning
 rate, seed policy and on-device normalisation as the PyTorch variants. TensorFlow and Keras are imported inside
 the functions, never at the top: only once configure() has pinned the process and sized TensorFlow's pools.
 """

@@ -18,7 +18,7 @@ from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown
                                      memory_entries, memory_table, peak_table,
                                      utilisation_entries, utilisation_table, where_the_rest_goes)
 from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cells, footnotes,  # noqa: F401
-                                   markdown_table, present, spread_table, text_table)
+                                   fit_table, markdown_table, present, spread_table, text_table)
 from bench.results import ResultStore
 from bench.results.frame import frame
 
@@ -107,6 +107,14 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             "against how tightly each run's windows pin its own median (the 95 % interval's half-width). Runs "
             "whose intervals do not overlap disagree: the machine moved between them, and the verdict does not "
             "rank that configuration on them."), Block("table", spread)]
+    fits = fit_table(subset, measured)
+    if fits is not None:
+        blocks += [_heading("Keras fit against the custom loop", 3), _text(
+            "The same strategy, model, recipe, input order and exact evaluation, trained through `model.compile` + "
+            "`model.fit` (what most TensorFlow users run) and through the custom loop (`strategy.run` in a "
+            "`tf.function`): what fit costs or saves is their ratio. The interval is from the repeats (the "
+            "windows when each ran once); where it includes 1 the two tie on this machine."),
+            Block("table", fits)]
     entries = breakdown(subset, table, profiled)
     if entries:
         blocks += [_heading("Where the step time goes", 3), _text(

@@ -11,8 +11,9 @@ from typing import Callable
 
 import pandas as pd
 
-from bench.analysis.repeats import Runs
+from bench.analysis.repeats import Runs, ratio
 from bench.results.key import RunKey
+from bench.spec.variants import VARIANTS
 
 
 def present(value) -> bool:
@@ -110,6 +111,26 @@ def spread_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.Data
                      "no" if runs.disagree else "yes"])
     headers = ["variant", "devices", "runs", "run medians (samples/s)", "max / min", "CV",
                "window 95% CI (± of median)", "runs agree within windows"]
+    return pd.DataFrame(body, columns=headers) if body else None
+
+
+def fit_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.DataFrame | None:
+    """Each Keras-fit configuration against its custom loop on the same devices, task and input: throughput
+    of each, their ratio with its 95 % interval (a tie where it includes 1), and both test accuracies."""
+    by_key = {r["key"]: r for r in configs.to_dict("records")}
+    body = []
+    for key, r in by_key.items():
+        loop = VARIANTS[key.variant].custom_loop if key.variant in VARIANTS else None
+        other = by_key.get(key._replace(variant=loop)) if loop else None
+        if other is None or key not in measured or other["key"] not in measured:
+            continue
+        x = ratio(measured[key], measured[other["key"]])
+        verdict = "tie" if x.tie else ("fit faster" if x.value > 1 else "custom loop faster")
+        body.append([r["series"], other["series"], str(r["world_size"]), f"{r['throughput']:,.0f}",
+                     f"{other['throughput']:,.0f}", f"{x.value:.2f} [{x.low:.2f}, {x.high:.2f}]", verdict,
+                     fmt(r["test_accuracy"], ".4f"), fmt(other["test_accuracy"], ".4f")])
+    headers = ["fit", "custom loop", "devices", "fit samples/s", "loop samples/s", "fit / loop [95% CI]", "reading",
+               "fit test acc.", "loop test acc."]
     return pd.DataFrame(body, columns=headers) if body else None
 
 

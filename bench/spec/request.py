@@ -43,7 +43,7 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     [first_mode, *more_modes] = input_modes(args)
     data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
     task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, data_dir=data_dir, compile=compiled, **first_mode,
+                    windows=args.windows, loss_every_steps=args.loss_every, data_dir=data_dir, compile=compiled, **first_mode,
                     checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,

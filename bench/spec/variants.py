@@ -36,6 +36,7 @@ class Variant:
     # Each worker updates the shared weights without waiting for the others: not synchronous data parallelism,
     # its accuracy and speed not comparable as such (the row and the report say so); the chief alone reports.
     asynchronous: bool = False
+    custom_loop: str | None = None  # a Keras fit variant: the custom-loop variant its cost is read against
 
     @property
     def launcher_spec(self):
@@ -57,6 +58,10 @@ class Variant:
             return 1
         return self.processes_per_node_fixed or devices_per_node
 
+
+# The Keras fit variants: what the custom loop's TensorFlow variants do, through model.fit.
+FIT = dict(checkpoints=False, checkpoint_hint="Keras' ModelCheckpoint / BackupAndRestore are not wired into the "
+                                              "harness yet: use tf-mirrored or tf-multiworker")
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False, spans_nodes=True,
@@ -91,6 +96,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-multiworker", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
             baseline="tf-single"),
+    Variant("tf-mirrored-fit", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit", single_process=True,
+            spans_nodes=False, summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
+            baseline="tf-single", custom_loop="tf-mirrored", **FIT),
     Variant("tf-multiworker-node", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, processes_per_node_fixed=1, in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",

@@ -1,0 +1,146 @@
+"""The TensorFlow path most of its users take: the model built under `strategy.scope()`, `model.compile`,
+`model.fit`, with the custom loop's model, recipe, input order, normalisation and exact evaluation, so that
+what `fit` costs or saves is read against tf-mirrored and tf-multiworker in one table.
+
+The run's clock rides a Keras callback that hooks only the start of each batch and the end of each epoch: a
+callback with `on_train_batch_end` makes Keras convert every step's logs to Python floats (a device sync per
+step), which neither the custom loop nor a user's plain `fit` does. The step before a batch's start is the one
+that has just ended. Import this module only after `train.configure()` has pinned the process (it imports Keras).
+"""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bench.worker import LossCurve, StepClock, Worker
+from tf_impl import train as loop
+from tf_impl.flops import flops_per_sample
+from tf_impl.memory import model_state_bytes, peak_memory_mb
+from tf_impl.model import build_model, count_parameters
+from tf_impl.profile import TFProfiler
+from tf_impl.recipe import make_optimizer
+
+
+def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
+    """Train the task with `model.fit` under `strategy`; this process is worker `worker_index` of `num_workers`."""
+    task = worker.task
+    global_batch = task["global_batch"]
+    source = None if worker.synthetic else loop.InputSource(worker.spec)
+    epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
+        (task["epochs"], source.train_count // global_batch)
+    with strategy.scope():
+        network = build_model(task)
+        model = Normalised(network)
+        optimizer = make_optimizer(task, steps_per_epoch, epochs)
+        # No training metrics: the custom loop computes none either, so the two differ in the loop alone.
+        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      jit_compile=bool(task["compile"]))
+    # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
+    eval_functions = loop.evaluation_functions(
+        strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None), num_workers)
+    batches = synthetic_dataset(strategy, task) if source is None else \
+        loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(epochs))
+
+    def sync() -> None:
+        """Read the step counter: the read waits for the last step's update (and its all-reduce) to be done."""
+        optimizer.iterations.numpy()
+
+    def evaluate_exactly() -> dict:
+        return loop.evaluate(*eval_functions, source.test_batches(num_workers, worker_index), worker_index,
+                             clocked.epoch_loss_sum(), clocked.steps_this_epoch)
+
+    profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
+    clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch, profiler=profiler)
+    clocked = ClockedFit(worker, clock, worker.loss_curve(), model._loss_tracker, epochs,
+                         evaluate_exactly if source else None)
+    clock.start()
+    model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[clocked], verbose=0)
+    return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
+                         flops_per_sample(network) if worker_index == 0 else None,
+                         {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
+                         memory={"model_state_bytes": model_state_bytes(model, optimizer)},
+                         **({"profile": profiler.result} if profiler else {}))
+
+
+def synthetic_dataset(strategy, task: dict):
+    """One random batch per replica, repeated: fit takes its batches from a dataset, so its synthetic twin still
+    passes through tf.data (the custom loop's twin feeds a batch already on the devices)."""
+    side, channels = task["image_size"], task["channels"]
+
+    def per_worker(ctx: "tf.distribute.InputContext"):
+        size, seed = ctx.get_per_replica_batch_size(task["global_batch"]), task["seed"] + ctx.input_pipeline_id
+        images = tf.random.stateless_uniform((size, side, side, channels), seed=(seed, 0), maxval=256, dtype=tf.int32)
+        labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task["classes"], dtype=tf.int64)
+        return tf.data.Dataset.from_tensors((tf.cast(images, tf.uint8), labels)).repeat()
+
+    return strategy.distribute_datasets_from_function(per_worker)
+
+
+class Normalised(keras.Model):
+    """The task's network behind the custom loop's on-device normalisation (no weights of its own): fit feeds
+    it the uint8 batches the custom loop's step gets."""
+
+    def __init__(self, network: keras.Model):
+        super().__init__(name=f"normalised_{network.name}")
+        self.network = network
+
+    def call(self, images, training=False):
+        return self.network(loop.normalise(images), training=training)
+
+
+class ClockedFit(keras.callbacks.Callback):
+    """The custom loop's StepClock, loss curve and end of epoch (pause, exact evaluation, resume) around fit.
+    `tracker` is Keras' running mean of the loss: its (sum, count) over the epoch's samples, which reading
+    sums across replicas and workers."""
+
+    def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate):
+        super().__init__()
+        self.worker, self.clock, self.loss_curve, self.tracker = worker, clock, loss_curve, tracker
+        self.epochs, self.evaluate = epochs, evaluate
+        self.evaluation, self.epochs_done, self.steps_this_epoch = None, 0, 0
+        self._sums: dict[int, tuple] = {}  # the tracker after a step of this epoch, kept on the device
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.steps_this_epoch, self._sums = 0, {}
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if batch > 0:
+            self._step_done()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._step_done()  # the epoch's last step
+        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate) or self.evaluation
+        self.epochs_done = epoch + 1
+
+    def _step_done(self) -> None:
+        """The step that has just ended: the loss curve's steps take the tracker's sums after it and after the step
+        before (their difference is its loss, read at the epoch's end as the custom loop's are), then the clock."""
+        self.steps_this_epoch += 1
+        step, every = self.loss_curve.step + 1, self.loss_curve.every
+        if step % every in (0, every - 1):
+            self._sums[self.steps_this_epoch] = (tf.identity(self.tracker.total.value),
+                                                 tf.identity(self.tracker.count.value))
+        if step % every == 0:
+            self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)
+        else:
+            self.loss_curve.add(None, self.clock)  # counts the step; records nothing
+        self.clock.step_done()
+        if self.clock.stop:
+            self.model.stop_training = True
+
+    def epoch_loss_sum(self) -> float:
+        """This epoch's per-step losses summed (every step's batch is the same size: the mean times the steps)."""
+        return float(self.tracker.result()) * self.steps_this_epoch
+
+
+class StepLoss:
+    """A step's mean loss over the global batch: the difference of the tracker's (sum, count) after it and after the
+    step before it in the epoch (none before the first)."""
+
+    def __init__(self, sums: dict[int, tuple], step_in_epoch: int):
+        self.sums, self.step = sums, step_in_epoch
+
+    def __float__(self) -> float:
+        total, count = (float(v) for v in self.sums[self.step])
+        before_total, before_count = (float(v) for v in self.sums.get(self.step - 1, (0.0, 0.0)))
+        return (total - before_total) / (count - before_count)
