@@ -65,13 +65,9 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
 def synthetic_dataset(strategy, task: dict):
     """One random batch per replica, repeated: fit takes its batches from a dataset, so its synthetic twin still
     passes through tf.data (the custom loop's twin feeds a batch already on the devices)."""
-    side, channels = task["image_size"], task["channels"]
-
     def per_worker(ctx: "tf.distribute.InputContext"):
-        size, seed = ctx.get_per_replica_batch_size(task["global_batch"]), task["seed"] + ctx.input_pipeline_id
-        images = tf.random.stateless_uniform((size, side, side, channels), seed=(seed, 0), maxval=256, dtype=tf.int32)
-        labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task["classes"], dtype=tf.int64)
-        return tf.data.Dataset.from_tensors((tf.cast(images, tf.uint8), labels)).repeat()
+        size = ctx.get_per_replica_batch_size(task["global_batch"])
+        return tf.data.Dataset.from_tensors(loop.random_batch(task, size, task["seed"] + ctx.input_pipeline_id)).repeat()
 
     return strategy.distribute_datasets_from_function(per_worker)
 
@@ -109,7 +105,7 @@ class ClockedFit(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._step_done()  # the epoch's last step
-        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate) or self.evaluation
+        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate)
         self.epochs_done = epoch + 1
 
     def _step_done(self) -> None:
@@ -120,10 +116,7 @@ class ClockedFit(keras.callbacks.Callback):
         if step % every in (0, every - 1):
             self._sums[self.steps_this_epoch] = (tf.identity(self.tracker.total.value),
                                                  tf.identity(self.tracker.count.value))
-        if step % every == 0:
-            self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)
-        else:
-            self.loss_curve.add(None, self.clock)  # counts the step; records nothing
+        self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)  # read only where it is kept
         self.clock.step_done()
         if self.clock.stop:
             self.model.stop_training = True

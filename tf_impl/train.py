@@ -213,18 +213,21 @@ def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
 
 def synthetic_batch(strategy, task: dict):
     """Each replica's share of one random global batch, made on its own device (uint8 NHWC, int64 labels)."""
-    import tensorflow as tf
     per_replica = task["global_batch"] // strategy.num_replicas_in_sync
-    side, channels = task["image_size"], task["channels"]
 
     def make(ctx: "tf.distribute.ValueContext"):
-        seed = task["seed"] + ctx.replica_id_in_sync_group
-        images = tf.random.stateless_uniform((per_replica, side, side, channels), seed=(seed, 0), maxval=256,
-                                             dtype=tf.int32)
-        labels = tf.random.stateless_uniform((per_replica,), seed=(seed, 1), maxval=task["classes"], dtype=tf.int64)
-        return tf.cast(images, tf.uint8), labels
+        return random_batch(task, per_replica, task["seed"] + ctx.replica_id_in_sync_group)
 
     return strategy.experimental_distribute_values_from_function(make)
+
+
+def random_batch(task: dict, size: int, seed: int):
+    """`size` random images of the task's shape (uint8 NHWC) and labels (int64), drawn from `seed` alone."""
+    import tensorflow as tf
+    side, channels = task["image_size"], task["channels"]
+    images = tf.random.stateless_uniform((size, side, side, channels), seed=(seed, 0), maxval=256, dtype=tf.int32)
+    labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task["classes"], dtype=tf.int64)
+    return tf.cast(images, tf.uint8), labels
 
 
 class InputSource:

@@ -61,11 +61,15 @@ def why_faster(groups: list, profiles: dict[RunKey, dict]) -> list[str]:
     return sentences
 
 
-def _unprofiled(profile: dict) -> dict[str, float]:
-    """The categories scaled to the step without the profiler: its cost differs between frameworks (one record
+def unprofiled_scale(profile: dict) -> float:
+    """Profiled milliseconds to the step without the profiler: its cost differs between frameworks (one record
     per operator), so profiled milliseconds would overstate the side with more, smaller operators."""
-    scale = profile["unprofiled_ms"] / profile["step_ms"]
-    return {c: ms * scale for c, ms in profile["parts"].items()}
+    return profile["unprofiled_ms"] / profile["step_ms"]
+
+
+def _unprofiled(profile: dict) -> dict[str, float]:
+    """The categories scaled to the step without the profiler."""
+    return {c: ms * unprofiled_scale(profile) for c, ms in profile["parts"].items()}
 
 
 def _explain(title: str, winner: str, w: dict, other: str, o: dict) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.analysis.profiles import unprofiled_scale
 from bench.analysis.repeats import ratio
 from bench.results import allreduce
 from bench.spec.variants import PROBED_COLLECTIVES
@@ -28,7 +29,7 @@ def breakdown(configs: pd.DataFrame, table: list[dict], profiles: dict | None = 
         busbw = (allreduce.busbw_at(table, r["world_size"], r["nodes"], grad_bytes)
                  if grad_bytes and r["framework"] in PROBED_COLLECTIVES else None)
         profile = (profiles or {}).get(r["key"])
-        unprofiled = profile["unprofiled_ms"] / profile["step_ms"] if profile else None  # the profiler's cost out
+        unprofiled = unprofiled_scale(profile) if profile else None
         exposed = (r["step_ms"] - twin["step_ms"], "no-sync twin") if twin else \
             (profile["parts"]["communication"] * unprofiled, "profile") if profile else (None, None)
         out.append({

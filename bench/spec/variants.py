@@ -59,10 +59,6 @@ class Variant:
         return self.processes_per_node_fixed or devices_per_node
 
 
-# The Keras fit variants: what the custom loop's TensorFlow variants do, through model.fit.
-FIT = dict(checkpoints=False, checkpoint_hint="Keras' ModelCheckpoint / BackupAndRestore are not wired into the "
-                                              "harness yet: use tf-mirrored or tf-multiworker")
-
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
@@ -98,7 +94,9 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             baseline="tf-single"),
     Variant("tf-mirrored-fit", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit", single_process=True,
             spans_nodes=False, summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
-            baseline="tf-single", custom_loop="tf-mirrored", **FIT),
+            baseline="tf-single", custom_loop="tf-mirrored", checkpoints=False,
+            checkpoint_hint="Keras' ModelCheckpoint / BackupAndRestore are not wired into the harness yet: use "
+                            "tf-mirrored"),
     Variant("tf-multiworker-node", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, processes_per_node_fixed=1, in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
