@@ -28,7 +28,7 @@ def agent(host, node_rank: int, master: str, out, *extra: str, variant: str = "t
 @pytest.mark.slow
 @needs_namespaces
 @pytest.mark.parametrize("variant", ["torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate", "tf-multiworker",
-                                     "tf-multiworker-node"])
+                                     "tf-multiworker-node", "tf-ps"])
 def test_a_run_across_two_hosts_with_their_own_addresses(tmp_path, variant):
     with two_hosts() as (h0, h1):
         agents = [agent(h, rank, h0.address, tmp_path / f"host{rank}", "--task", "default", "--epochs", "1",
@@ -132,8 +132,3 @@ def test_a_host_that_dies_mid_run_ends_it_everywhere_naming_it(tmp_path):
     assert code == 1 and row["status"] == "failed" and f"node 1 ({h1.address})" in row["error"]
     assert ended_in < 30 and left == []
 
-
-def test_tf_ps_across_hosts_says_why_not(tmp_path):
-    done = bench("run", "--variant", "tf-ps", "--devices", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr",
-                 "127.0.0.1", "--master-port", PORT, "--task", "quick", "--out", str(tmp_path), env=CPU)
-    assert done.returncode == 2 and "tf-ps across hosts is not supported yet" in done.stderr

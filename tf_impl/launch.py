@@ -61,9 +61,7 @@ def tf_ps_tasks(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Proce
 
 # A chief, a worker per slot, a parameter server per node.
 TF_PS_TASKS = Launcher("tf-ps", tf_ps_tasks, ports=lambda spec: 1 + spec.world_size + spec.nodes,
-                       chief_reports=True,
-                       across_hosts="its chief hung once in three tries reaching the other host's workers and "
-                                    "parameter servers (not understood yet)")
+                       chief_reports=True)
 
 
 def tf_ps_cluster(ports: list[int], nodes: int, per_node: int) -> dict:

@@ -1,7 +1,8 @@
-"""tf-ps: ParameterServerStrategy. A chief, one worker per device slot and one parameter server per node, each
-a process of its own given its TF_CONFIG (a loopback cluster). Training is ASYNCHRONOUS: each worker pulls
-the variables, computes the gradients of its own batch and pushes its update to the parameter servers
-without waiting for the others, so updates are applied to weights other workers have moved meanwhile.
+"""tf-ps: ParameterServerStrategy. A chief, one worker per device slot and one parameter server per node, each a
+process of its own given its TF_CONFIG (on loopback, or across hosts from the node agents' meeting). Training
+is ASYNCHRONOUS: each worker pulls the variables, computes the gradients of its own batch and pushes its
+update to the parameter servers without waiting for the others, so updates are applied to weights other
+workers have moved meanwhile.
 
 Read top to bottom, the chief's loop: the strategy from TF_CONFIG and a ClusterCoordinator; the model and
 optimizer made under the strategy's scope (their variables live on the parameter servers); each worker's own

@@ -47,7 +47,6 @@ class Launcher:
     joins_store: bool = False
     # Only the chief (rank 0) trains and reports; every other process serves it (tf-ps).
     chief_reports: bool = False
-    across_hosts: str = ""  # why it cannot run across real hosts yet ("" when it can)
 
 
 def single_process(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:

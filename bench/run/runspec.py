@@ -167,9 +167,6 @@ class RunSpec:
                 raise SpecError(f"--node-rank {self.host_node} is outside 0..{self.nodes - 1}")
             if self.master_port is None:
                 raise SpecError("a multi-host run needs --master-port P, the same on every host")
-            if self.launcher.across_hosts:
-                raise SpecError(f"{self.variant.name} across hosts is not supported yet: {self.launcher.across_hosts}; "
-                                "use another approach across hosts, or fake nodes with --nodes")
         placement = devices.place(self.device_type, len(self.local_nodes), self.devices_per_node, machine,
                                   self.cores_per_slot, self.processes_per_node)
         if self.host_node is None:
