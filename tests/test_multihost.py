@@ -3,6 +3,7 @@ the interface toward the master, never by loopback, and the row records it."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -132,3 +133,20 @@ def test_a_host_that_dies_mid_run_ends_it_everywhere_naming_it(tmp_path):
     assert code == 1 and row["status"] == "failed" and f"node 1 ({h1.address})" in row["error"]
     assert ended_in < 30 and left == []
 
+
+
+def test_a_master_port_in_use_is_one_line_on_node_0_and_a_failure_on_the_others(tmp_path):
+    """Another program holds node 0's --master-port: node 0 cannot host the meeting (exit 2, one line); node 1,
+    which reached that program instead, fails (node 0 keeps the rows) saying what to check."""
+    squatter = socket.create_server(("127.0.0.1", 0))
+    port = str(squatter.getsockname()[1])
+    common = ("--variant", "torch-ddp", "--devices", "2", "--nnodes", "2", "--master-addr", "127.0.0.1",
+              "--master-port", port, "--task", "quick", "--timeout", "5")
+    with squatter:
+        node0 = bench("run", *common, "--node-rank", "0", "--out", str(tmp_path / "n0"), env=CPU)
+        node1 = bench("run", *common, "--node-rank", "1", "--out", str(tmp_path / "n1"), env=CPU)
+    assert node0.returncode == 2 and node0.stderr.strip().splitlines()[-1] == (
+        f"error: --master-port {port}: cannot listen on 127.0.0.1:{port} (Address already in use): "
+        "give every host another free port")
+    assert "Traceback" not in node0.stderr and rows(tmp_path / "n0") == []
+    assert node1.returncode == 1 and "node 1: failed:" in node1.stdout and "on a port no other program holds" in node1.stdout

@@ -13,6 +13,7 @@ library only.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -101,7 +102,12 @@ def meet(offer: Offer, master: tuple[str, int], timeout_s: float) -> Session:
 
 def _host(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
     offers, peers, answer = {0: mine}, {}, {"error": "node 0's agent gave up"}
-    with socket.create_server(master) as server:
+    try:
+        server = socket.create_server(master)
+    except OSError as exc:
+        raise SpecError(f"--master-port {master[1]}: cannot listen on {master[0]}:{master[1]} ({os.strerror(exc.errno)}): "
+                        "give every host another free port") from None
+    with server:
         try:
             while len(offers) < mine.nodes:
                 server.settimeout(max(0.01, deadline - time.monotonic()))
@@ -161,7 +167,8 @@ def _join(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
         answer = json.loads(connection.makefile().readline() or "{}")
     except (TimeoutError, OSError) as exc:
         connection.close()
-        raise NeverJoined(f"node 0's agent at {master[0]}:{master[1]} did not answer: {exc}") from None
+        raise NeverJoined(f"node 0's agent at {master[0]}:{master[1]} did not answer ({exc}): check that node 0 "
+                          "runs dtbench there, on a port no other program holds") from None
     if "offers" not in answer:
         connection.close()
         if answer.get("never_joined"):
