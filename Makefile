@@ -28,7 +28,7 @@ TF_VENV := .venv-tf
 TF_STAMP := $(TF_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: setup packages data browser bench test test-fast report reference benchmark regress overhead clean
+.PHONY: setup packages data test-tools bench test test-fast report reference benchmark regress overhead clean
 
 setup: packages data
 
@@ -55,24 +55,28 @@ endif
 data:
 	@$(PY) -m bench data quick default --install
 
-# For the tests only (make bench needs no browser): the HTML report's browser test drives Debian's Chromium
-# through Playwright (never a browser build of its own):
-# installed here when missing and apt runs as root; elsewhere a warning, and that test skips saying why.
-browser:
-	@test -x /usr/bin/chromium || { \
+# For the tests only (make bench needs neither): Debian's Chromium, which the HTML report's browser test drives
+# through Playwright (never a browser build of its own), and Slurm with munge, which tests/test_slurm.py runs
+# as a two-node cluster. Installed here when missing and apt runs as root; elsewhere a warning, and those
+# tests skip saying why.
+TEST_TOOLS := /usr/bin/chromium:chromium /usr/sbin/slurmctld:slurmctld /usr/sbin/slurmd:slurmd \
+	/usr/bin/sbatch:slurm-client /usr/sbin/munged:munge
+test-tools:
+	@missing="$$(for t in $(TEST_TOOLS); do test -x $${t%%:*} || echo $${t#*:}; done | xargs)"; \
+	test -z "$$missing" || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 \
-	    || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; } \
-	    || echo "warning: apt-get could not install chromium: the HTML report's browser test will skip"; \
-	  else echo "warning: /usr/bin/chromium is missing and apt-get needs root: the HTML report's browser test will skip"; fi; }
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null 2>&1 \
+	    || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null 2>&1; } \
+	    || echo "warning: apt-get could not install $$missing: the tests that need them will skip"; \
+	  else echo "warning: $$missing missing and apt-get needs root: the tests that need them will skip"; fi; }
 
 bench: setup
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(OUT) $(ARGS)
 
-test: setup browser
+test: setup test-tools
 	$(PY) -m pytest $(ARGS)
 
-test-fast: setup browser
+test-fast: setup test-tools
 	$(PY) -m pytest -m "not slow" $(ARGS)
 
 report:
