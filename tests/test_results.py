@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import pytest
 
 from bench.results import ResultRow, ResultStore, load
@@ -94,3 +95,15 @@ def test_a_torn_tail_is_skipped_with_one_warning_and_the_next_row_starts_a_fresh
     warnings = [r.getMessage() for r in caplog.records if "not a complete row" in r.getMessage()]
     assert warnings == [f"warning: {store.jsonl} line 2 is not a complete row (a torn or corrupt write): skipped"]
     assert store.jsonl.read_text().count("\n") == 3
+
+
+def test_one_finished_run_among_repeats_keeps_its_own_window_interval(tmp_path):
+    """A configuration run twice, one of them interrupted: its line is the finished run with the interval of
+    its windows (not a range over one run), and says the other did not finish."""
+    from bench.results import aggregate
+    store = ResultStore(tmp_path)
+    store.append(result_row(run_id="a", throughput={"median": 100.0, "ci_low": 90.0, "ci_high": 108.0}))
+    store.append(result_row(run_id="b", median=None, status="interrupted"))
+    [line] = aggregate.configurations(load(tmp_path)).to_dict("records")
+    assert (line["throughput"], line["ci_low"], line["ci_high"]) == (100.0, 90.0, 108.0)
+    assert "1 of 2 runs did not finish ok" in line["notes"] and pd.isna(line.get("runs"))

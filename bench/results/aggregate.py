@@ -75,6 +75,10 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
     if len(runs) == 1 or ok.empty:
         return runs.iloc[-1]
     line = ok.iloc[-1].copy()
+    failed = [f"{len(runs) - len(ok)} of {len(runs)} runs did not finish ok"] if len(ok) < len(runs) else []
+    if len(ok) == 1:  # the one run that finished, with its own window interval: no spread over runs to show
+        line["notes"] = list(line["notes"]) + failed
+        return line
     medians = ok["throughput"]
     line["throughput"], line["ci_low"], line["ci_high"] = medians.median(), medians.min(), medians.max()
     line["runs"] = len(ok)
@@ -83,10 +87,7 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
         line[column] = ok[column].median()
     line["peak_memory_mb"] = ok["peak_memory_mb"].fillna(0).max()
     line["device_peak_mb"] = ok["device_peak_mb"].max()
-    notes = [f"{len(ok)} runs: median of the run medians, interval = range over runs"]
-    if len(ok) < len(runs):
-        notes.append(f"{len(runs) - len(ok)} of {len(runs)} runs did not finish ok")
-    line["notes"] = list(line["notes"]) + notes
+    line["notes"] = list(line["notes"]) + [f"{len(ok)} runs: median of the run medians, interval = range over runs"] + failed
     return line
 
 
