@@ -83,6 +83,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed (default 900)")
+    p.add_argument("--sample-every", type=float, default=0.0, metavar="SECONDS",
+                   help="sample each rank's memory and CPU (and each GPU) this often into the run folder's "
+                        "time series, e.g. 0.5 (default 0: off)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
 
 

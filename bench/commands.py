@@ -67,7 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
                          independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve(),
-                         profile=args.profile, malloc=args.malloc)
+                         profile=args.profile, malloc=args.malloc, sample_every_s=args.sample_every)
     engines = request.engines(args)
     if len(engines) != 1:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")
@@ -162,8 +162,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
                        repeats=args.repeats, compiled=args.compile, inputs=request.input_modes(args),
                        shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
-    specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles)
-             for spec in specs]
+    specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
+                                 sample_every_s=args.sample_every) for spec in specs]
     from bench.analysis import report
     from bench.run import resume, sweep
 

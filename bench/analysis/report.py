@@ -15,7 +15,7 @@ from bench.analysis import html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table,  # noqa: F401
                                      checkpoint_table, input_comparison, input_disagreements, input_table,
-                                     memory_entries, memory_table, peak_table,
+                                     memory_entries, memory_table, over_time_table, peak_table,
                                      utilisation_entries, utilisation_table, where_the_rest_goes)
 from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cells, footnotes,  # noqa: F401
                                    fit_table, markdown_table, present, spread_table, text_table)
@@ -79,6 +79,15 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
         blocks += _task_section(directory, subset.reset_index(drop=True), table, measured, profiled,
                                 f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
+    over_time = over_time_table(runs, directory)
+    if over_time is not None:
+        blocks += [_heading("What each run did over time", 2), _text(
+            "Sampled every `--sample-every` seconds from launch to the end by the node agent (psutil; NVML on "
+            "GPUs): each rank's resident memory with its loader processes, its CPU use, how busy the cores of "
+            "its slot were (another process on them shows as busy the rank did not cause), the GPUs' "
+            "utilisation and energy per training sample (their mean power after the first step over the "
+            "throughput); ranges are across ranks. The sampler's own CPU is a fraction of one core. Each run's "
+            "figure, ranks as lines, is in its run folder."), Block("table", over_time)]
     checkpoints = checkpoint_table(runs)
     if checkpoints is not None:
         blocks += [_heading("Checkpoints", 2), _text(

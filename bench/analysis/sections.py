@@ -5,6 +5,8 @@ Each `*_table` is a DataFrame of formatted cells (report.md prints it with `to_m
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from bench.analysis.profiles import unprofiled_scale
@@ -104,6 +106,34 @@ def checkpoint_table(runs: pd.DataFrame) -> pd.DataFrame | None:
              fmt(r.size / 2**20, ".2f"), fmt(r.stall, ".2%"), str(r.resumed)] for r in folded.itertuples()]
     headers = ["variant", "devices", "runs", "save s (stall)", "load s", "MiB on disk", "save / epoch of training",
                "resumed runs"]
+    return pd.DataFrame(body, columns=headers)
+
+
+def over_time_table(runs: pd.DataFrame, directory: Path) -> pd.DataFrame | None:
+    """Per run that was sampled (bench.run.sampler): its ranks' peak resident memory and mean CPU use, how
+    busy their slots were, on GPUs their utilisation and energy per sample, and where its plot is."""
+    if "timeseries.ranks" not in runs:
+        return None
+    sampled = runs[runs["timeseries.ranks"].notna()]
+    if sampled.empty:
+        return None
+
+    def span(values) -> str:
+        values = [v for v in (values if isinstance(values, list) else []) if v == v]
+        return "-" if not values else fmt(values[0], ",.0f") if len(set(values)) == 1 else \
+            f"{fmt(min(values), ',.0f')}–{fmt(max(values), ',.0f')}"
+
+    body = []
+    for r in sampled.to_dict("records"):
+        plot = Path("runs") / r["run_id"] / "timeseries.png"
+        body.append([r["key"].label, r["status"], span(r.get("timeseries.peak_rss_mb")),
+                     span(r.get("timeseries.mean_cpu_pct")), span(r.get("timeseries.mean_slot_busy_pct")),
+                     span(r.get("timeseries.gpu_mean_util_pct")),
+                     fmt(r.get("timeseries.energy_j_per_sample"), ".4f"),
+                     fmt(r.get("timeseries.sampler_cpu_fraction"), ".2%"),
+                     str(plot) if (directory / plot).exists() else "(run folder not here)"])
+    headers = ["run", "status", "peak RSS / rank (MiB)", "CPU / rank (% of a core)", "slot busy (%)",
+               "GPU util (%)", "J / sample", "sampler CPU", "plot"]
     return pd.DataFrame(body, columns=headers)
 
 

@@ -43,6 +43,7 @@ class ResultRow:
     eval_samples: int | None = None
     time_to_accuracy_s: float | None = None
     peak_memory_mb: float | None = None
+    timeseries: dict | None = None          # what the run did over time: the sampler's summary (bench.run.sampler)
     scaling_efficiency: float | None = None             # vs the same variant's 1-device run
     scaling_efficiency_vs_single: float | None = None   # vs the framework's plain single-device loop
     independent: bool = False                           # gradient synchronisation off: the no-communication bound

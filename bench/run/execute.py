@@ -25,11 +25,13 @@ from bench.run import environment as env_info
 from bench.worker import data
 from bench.run import fold
 from bench.run.exchange import NeverJoined, Offer, Session, meet
-from bench.run.launch import processes, run_temp_dir
+from bench.run.launch import PYTHON, processes, run_temp_dir
 from bench.run.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
 from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
+from bench.run import sampler
+from bench.run.sampler import Sampler
 from bench.spec.devices import Machine, Placement
 from bench.worker import CHECKPOINT_DIR, FAULT_ENV
 from bench.worker.turns import DUET_NOTE, TURNS_ENV
@@ -48,6 +50,7 @@ class Launched:
     launch_time: float
     wall_s: float
     hosts: dict[int, str] | None = None  # a multi-host run: every node's "address (interface)" (bench.run.exchange)
+    timeseries: dict | None = None       # the summary of what the run did over time (bench.run.sampler)
 
 
 def new_run_id(spec: RunSpec) -> str:
@@ -94,7 +97,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    reaper, procs, command, to_start, session = Reaper(run_id), [], None, [], None
+    reaper, procs, command, to_start, session, series = Reaper(run_id), [], None, [], None, None
     status = "failed"  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
@@ -117,6 +120,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         launch_time = time.time()
         started, logs = start(to_start, run_dir, launch_time)
         procs += started
+        series = start_sampler(spec, placement, run_dir, started)
         servers = frozenset(i for i, p in enumerate(to_start) if p.server)
         status, reason = wait(started, launch_time, spec.timeout_s, logs, servers, watch_hosts(spec, session))
         if session and spec.host_node != 0 and status == "ok":  # until node 0's agent has what it needs
@@ -125,6 +129,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         stop.run_id, stop.command = run_id, command
         raise
     finally:
+        timeseries = series.stop() if series else None  # before the kill: its samples end with the run
         kill_run(run_id, procs)
         if session:  # the other hosts' agents stop their processes now
             session.close(status if spec.host_node == 0 else None)
@@ -133,7 +138,16 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         keep_temp(temp, run_dir / "tmp")
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time,
-                    {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None)
+                    {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
+                    timeseries)
+
+
+def start_sampler(spec: RunSpec, placement: Placement, run_dir: Path, started: list) -> Sampler | None:
+    """What the run's local ranks (and GPUs) do over time, sampled from now until the run ends."""
+    if spec.sample_every_s <= 0:
+        return None
+    gpus = [g for plan in placement.nodes for g in (plan.cuda_visible or [])] if spec.device_type == "cuda" else None
+    return Sampler([p.pid for p in started], spec.launcher is PYTHON, run_dir, spec.sample_every_s, gpus).start()
 
 
 CLOSE_GRACE_S = 60.0  # node 0's run ended ok: this host's ranks, finishing too, get this long to exit
@@ -211,8 +225,19 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
 
 def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
             environment: dict | None = None) -> ResultRow:
-    """Launch one run and fold its reports into a row (never raises on a failed run)."""
+    """Launch one run and fold its reports into a row (never raises on a failed run); draw what it did over time."""
     run = start_and_wait(spec, out_dir, machine, data_path)
+    row = row_of(spec, run, environment)
+    if row.timeseries:
+        from bench.run import sampler_plot  # matplotlib: only once there is something to draw
+
+        slots = dict(zip(row.timeseries["ranks"], row.timeseries["cores"]))
+        sampler_plot.draw(run.run_dir, f"{run.run_id}: {row.status}", slots)
+    return row
+
+
+def row_of(spec: RunSpec, run: Launched, environment: dict | None) -> ResultRow:
+    """The run's row: what every rank reported, folded, or how the run ended."""
     row = base_row(spec, run.run_id, "failed")
     row.environment = dict(environment or env_info.environment())
     row.oversubscribed = run.placement.oversubscribed
@@ -226,6 +251,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     if os.environ.get(TURNS_ENV):
         row.notes.append(DUET_NOTE)
     row.command, row.wall_s = run.command, run.wall_s
+    row.timeseries = run.timeseries
     if run.hosts:
         row.environment["hosts"] = {str(rank): address for rank, address in sorted(run.hosts.items())}
     if spec.task.input == "s3":  # where the objects came from (a MinIO row and an AWS row are not alike)
@@ -254,5 +280,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     for key, value in measured.items():
         setattr(row, key, value)
     utilisation.annotate(row)
+    if row.timeseries and row.timeseries.get("gpus") and row.startup_s is not None:
+        row.timeseries["energy_j_per_sample"] = sampler.energy_per_sample(run.run_dir / sampler.FILE, row.startup_s,
+                                                                          row.throughput["median"])
     row.status = "ok"
     return row

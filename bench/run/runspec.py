@@ -50,6 +50,9 @@ class RunSpec:
     profile: bool = False
     # --malloc: glibc's malloc with a fixed mmap threshold and no trimming ("tuned"), or as glibc ships it.
     malloc: str = "tuned"
+    # --sample-every: seconds between the samples of what the run did over time (bench.run.sampler); 0: none.
+    # Off by default until its cost is shown to be under 1 % (docs/methodology.md#what-each-run-did-over-time).
+    sample_every_s: float = 0.0
 
     @property
     def on_engine(self) -> bool:

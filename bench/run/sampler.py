@@ -1,0 +1,207 @@
+"""What a run did over time. A thread of the node agent samples, every `interval_s`, each local rank's resident
+memory and CPU use (its process with the processes it started, such as DataLoader workers: they inherit its
+RANK), how busy each core of the machine was, and on GPUs each of the node's devices: utilisation, memory
+used, power and SM clock (NVML). The samples go to the run folder as one columnar file; the row keeps their
+summary (`summary`); the run's plot is drawn from the file (bench.run.sampler_plot).
+
+A rank is a process whose environment names its RANK; where one process drives a node (`roots_are_ranks`:
+DataParallel, MirroredStrategy, the single-device loops) each launched process is a rank, by launch order.
+The launchers themselves (torchrun's agent, `accelerate launch`) are not sampled.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+log = logging.getLogger(__name__)
+FILE = "timeseries.parquet"
+COLUMNS = ("t_s", "kind", "index", "rss_mb", "cpu_pct", "busy_pct", "util_pct", "mem_mb", "power_w", "sm_clock_mhz")
+MB = 1024 * 1024
+
+
+class Sampler:
+    """Samples a run's processes (and GPUs) on a thread from `start()` to `stop()`; `stop()` writes the file."""
+
+    def __init__(self, roots: list[int], roots_are_ranks: bool, run_dir: Path, interval_s: float,
+                 gpus: list[str] | None = None):
+        self.roots, self.roots_are_ranks, self.run_dir, self.interval_s = roots, roots_are_ranks, run_dir, interval_s
+        self.rows: list[tuple] = []
+        self.cores: dict[int, list[int]] = {}   # rank -> the cores it may run on (its slot)
+        self._ranks: dict[int, int | None] = {}  # pid -> RANK from its environment (None: no RANK)
+        self._processes: dict[int, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dtbench-sampler", daemon=True)
+        self._gpus = _Gpus.open(gpus) if gpus else None
+        self.thread_cpu_s = 0.0
+        self.started: float | None = None
+        self.ticks = 0
+
+    def start(self) -> Sampler:
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict | None:
+        """Stop sampling, write the samples; the row's summary (None when nothing was sampled)."""
+        self._stop.set()
+        self._thread.join()
+        if self._gpus:
+            self._gpus.close()
+        if not self.rows:
+            return None
+        import pandas as pd
+
+        frame = pd.DataFrame(self.rows, columns=COLUMNS)
+        frame.to_parquet(self.run_dir / FILE, index=False)
+        return summary(frame, self.cores, self.interval_s, self.ticks,
+                       self.thread_cpu_s / max(1e-9, time.monotonic() - self.started))
+
+    def _run(self) -> None:
+        last_cores = psutil.cpu_times(percpu=True)
+        while not self._stop.wait(self.interval_s):
+            began = time.thread_time()
+            now = time.monotonic() - self.started
+            cores = psutil.cpu_times(percpu=True)
+            for index, (before, after) in enumerate(zip(last_cores, cores)):
+                self.rows.append((now, "core", index, None, None, _busy_pct(before, after), None, None, None, None))
+            last_cores = cores
+            for rank, (rss, cpu) in self._ranks_now().items():
+                self.rows.append((now, "rank", rank, rss / MB, cpu, None, None, None, None, None))
+            if self._gpus:
+                for index, figures in self._gpus.read().items():
+                    self.rows.append((now, "gpu", index, None, None, None, *figures))
+            self.ticks += 1
+            self.thread_cpu_s += time.thread_time() - began
+
+    def _ranks_now(self) -> dict[int, tuple[int, float]]:
+        """rank -> (resident bytes, CPU % of one core since the last sample) summed over its processes."""
+        out: dict[int, list] = {}
+        for position, root in enumerate(self.roots):
+            for process in self._tree(root):
+                rank = position if self.roots_are_ranks else self._rank(process)
+                if rank is None:
+                    continue
+                with contextlib.suppress(psutil.Error):
+                    with process.oneshot():
+                        if process.status() == psutil.STATUS_ZOMBIE:  # exited, not yet reaped: no memory left
+                            continue
+                        rss, cpu = process.memory_info().rss, process.cpu_percent()
+                        if self._rank_of_pid(process.ppid()) != rank:  # the rank's own process, not a loader
+                            self._note_slot(rank, sorted(process.cpu_affinity()))
+                    figures = out.setdefault(rank, [0, 0.0])
+                    figures[0] += rss
+                    figures[1] += cpu
+        return {rank: (rss, cpu) for rank, (rss, cpu) in out.items()}
+
+    def _note_slot(self, rank: int, cores: list[int]) -> None:
+        """A rank's slot: the narrowest affinity it had (it pins itself after start-up, and may unpin to exit)."""
+        if rank not in self.cores or len(cores) < len(self.cores[rank]):
+            self.cores[rank] = cores
+
+    def _rank_of_pid(self, pid: int) -> int | None:
+        try:
+            return self._rank(self._process(pid))
+        except psutil.Error:
+            return None
+
+    def _tree(self, root: int) -> list[psutil.Process]:
+        try:
+            found = [self._process(root)] + self._process(root).children(recursive=True)
+        except psutil.Error:
+            return []
+        # Keep one Process object per pid: cpu_percent() measures from that object's previous call.
+        return [self._processes.setdefault(p.pid, p) for p in found]
+
+    def _process(self, pid: int) -> psutil.Process:
+        if pid not in self._processes:
+            self._processes[pid] = psutil.Process(pid)
+        return self._processes[pid]
+
+    def _rank(self, process: psutil.Process) -> int | None:
+        if process.pid not in self._ranks:
+            try:
+                rank = process.environ().get("RANK")
+            except psutil.Error:
+                rank = None
+            self._ranks[process.pid] = int(rank) if rank is not None and rank.isdigit() else None
+        return self._ranks[process.pid]
+
+
+def _busy_pct(before, after) -> float:
+    idle = lambda t: t.idle + getattr(t, "iowait", 0.0)  # noqa: E731
+    total = sum(after) - sum(before)
+    return 100.0 * (1 - (idle(after) - idle(before)) / total) if total > 0 else 0.0
+
+
+class _Gpus:
+    """The node's GPUs through NVML (nvidia-ml-py); `visible` are CUDA_VISIBLE_DEVICES' indices."""
+
+    def __init__(self, nvml, visible: list[str]):
+        self.nvml = nvml
+        self.handles = {int(i): nvml.nvmlDeviceGetHandleByIndex(int(i)) for i in visible}
+
+    @classmethod
+    def open(cls, visible: list[str]) -> _Gpus | None:
+        """None where NVML cannot be loaded (no driver library): the run goes on without GPU samples."""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            return cls(pynvml, visible)
+        except Exception as exc:  # ImportError, pynvml.NVMLError_LibraryNotFound, ...
+            log.warning("no GPU samples for this run: NVML unavailable (%s)", exc)
+            return None
+
+    def read(self) -> dict[int, tuple[float, float, float, float]]:
+        """index -> (utilisation %, memory used MiB, power W, SM clock MHz)."""
+        nvml, out = self.nvml, {}
+        for index, handle in self.handles.items():
+            with contextlib.suppress(nvml.NVMLError):
+                out[index] = (float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+                              nvml.nvmlDeviceGetMemoryInfo(handle).used / MB,
+                              nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                              float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.nvml.nvmlShutdown()
+
+
+def energy_per_sample(path: Path, since_s: float, samples_per_s: float) -> float | None:
+    """Joules per training sample: the node's GPUs' summed mean power from `since_s` (the first step's end,
+    seconds after launch) to the end, over the run's throughput (steady state: startup and its idle power
+    left out; evaluation, which draws less, counted in)."""
+    import pandas as pd
+
+    gpus = pd.read_parquet(path).query("kind == 'gpu' and t_s >= @since_s")
+    if gpus.empty or not samples_per_s:
+        return None
+    return float(gpus.groupby("index")["power_w"].mean().sum()) / samples_per_s
+
+
+def summary(frame, cores: dict[int, list[int]], interval_s: float, ticks: int, sampler_cpu: float) -> dict:
+    """The row's `timeseries`: per rank (by rank order) its peak RSS, mean CPU use and its slot's mean busy;
+    per GPU its mean utilisation, peak memory and mean power; the energy the GPUs drew over the sampled
+    time (joules); and the sampler's own CPU use (a fraction of one core)."""
+    ranks = frame[frame["kind"] == "rank"].groupby("index")
+    core_busy = frame[frame["kind"] == "core"].groupby("index")["busy_pct"].mean()
+    out = {"file": FILE, "interval_s": interval_s, "samples": ticks, "sampler_cpu_fraction": round(sampler_cpu, 5),
+           "ranks": [int(r) for r in ranks.groups], "cores": [cores.get(int(r), []) for r in ranks.groups],
+           "peak_rss_mb": [round(float(v), 1) for v in ranks["rss_mb"].max()],
+           "mean_cpu_pct": [round(float(v), 1) for v in ranks["cpu_pct"].mean()],
+           "mean_slot_busy_pct": [round(float(core_busy.reindex(cores.get(int(r), [])).mean()), 1)
+                                  for r in ranks.groups]}
+    gpus = frame[frame["kind"] == "gpu"].groupby("index")
+    if len(gpus):
+        out.update({"gpus": [int(g) for g in gpus.groups],
+                    "gpu_mean_util_pct": [round(float(v), 1) for v in gpus["util_pct"].mean()],
+                    "gpu_peak_mem_mb": [round(float(v), 1) for v in gpus["mem_mb"].max()],
+                    "gpu_mean_power_w": [round(float(v), 1) for v in gpus["power_w"].mean()],
+                    "gpu_energy_j": round(float(gpus["power_w"].sum().sum()) * interval_s, 1)})
+    return out
