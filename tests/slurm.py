@@ -34,11 +34,6 @@ class Cluster:
     hosts: tuple[Host, ...]
     daemons: tuple[int, ...]  # what the hosts run before any job: slurmctld (and its slurmscriptd), the slurmds
 
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {"SLURM_CONF": str(self.conf)}
-
     def command(self, *argv: str) -> list[str]:
         """A Slurm client command, run on the first host (the only one that reaches slurmctld)."""
         return self.hosts[0].command("env", f"SLURM_CONF={self.conf}", *argv)

@@ -31,7 +31,6 @@ from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wai
 from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
 from bench.run import sampler
-from bench.run.sampler import Sampler
 from bench.spec.devices import Machine, Placement
 from bench.worker import CHECKPOINT_DIR, FAULT_ENV
 from bench.worker.turns import DUET_NOTE, TURNS_ENV
@@ -129,25 +128,27 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         stop.run_id, stop.command = run_id, command
         raise
     finally:
-        timeseries = series.stop() if series else None  # before the kill: its samples end with the run
+        if series:
+            series.stop()  # before the kill: the samples end with the run
         kill_run(run_id, procs)
         if session:  # the other hosts' agents stop their processes now
             session.close(status if spec.host_node == 0 else None)
         reaper.release()
         remove_leftovers(to_start)
         keep_temp(temp, run_dir / "tmp")
+        timeseries = series.save() if series else None  # every process gone first, interrupted runs too
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
                     timeseries)
 
 
-def start_sampler(spec: RunSpec, placement: Placement, run_dir: Path, started: list) -> Sampler | None:
+def start_sampler(spec: RunSpec, placement: Placement, run_dir: Path, started: list) -> sampler.Sampler | None:
     """What the run's local ranks (and GPUs) do over time, sampled from now until the run ends."""
     if spec.sample_every_s <= 0:
         return None
     gpus = [g for plan in placement.nodes for g in (plan.cuda_visible or [])] if spec.device_type == "cuda" else None
-    return Sampler([p.pid for p in started], spec.launcher is PYTHON, run_dir, spec.sample_every_s, gpus).start()
+    return sampler.Sampler([p.pid for p in started], spec.launcher is PYTHON, run_dir, spec.sample_every_s, gpus).start()
 
 
 CLOSE_GRACE_S = 60.0  # node 0's run ended ok: this host's ranks, finishing too, get this long to exit
@@ -225,19 +226,8 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
 
 def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
             environment: dict | None = None) -> ResultRow:
-    """Launch one run and fold its reports into a row (never raises on a failed run); draw what it did over time."""
+    """Launch one run and fold its reports into a row (never raises on a failed run)."""
     run = start_and_wait(spec, out_dir, machine, data_path)
-    row = row_of(spec, run, environment)
-    if row.timeseries:
-        from bench.run import sampler_plot  # matplotlib: only once there is something to draw
-
-        slots = dict(zip(row.timeseries["ranks"], row.timeseries["cores"]))
-        sampler_plot.draw(run.run_dir, f"{run.run_id}: {row.status}", slots)
-    return row
-
-
-def row_of(spec: RunSpec, run: Launched, environment: dict | None) -> ResultRow:
-    """The run's row: what every rank reported, folded, or how the run ended."""
     row = base_row(spec, run.run_id, "failed")
     row.environment = dict(environment or env_info.environment())
     row.oversubscribed = run.placement.oversubscribed

@@ -25,7 +25,7 @@ MB = 1024 * 1024
 
 
 class Sampler:
-    """Samples a run's processes (and GPUs) on a thread from `start()` to `stop()`; `stop()` writes the file."""
+    """Samples a run's processes (and GPUs) on a thread from `start()` to `stop()`; `save()` writes the file."""
 
     def __init__(self, roots: list[int], roots_are_ranks: bool, run_dir: Path, interval_s: float,
                  gpus: list[str] | None = None):
@@ -39,6 +39,7 @@ class Sampler:
         self._gpus = _Gpus.open(gpus) if gpus else None
         self.thread_cpu_s = 0.0
         self.started: float | None = None
+        self.sampled_s = 0.0
         self.ticks = 0
 
     def start(self) -> Sampler:
@@ -46,20 +47,26 @@ class Sampler:
         self._thread.start()
         return self
 
-    def stop(self) -> dict | None:
-        """Stop sampling, write the samples; the row's summary (None when nothing was sampled)."""
+    def stop(self) -> None:
+        """Stop sampling (before the run's processes are killed: the samples end with the run)."""
         self._stop.set()
         self._thread.join()
+        self.sampled_s = time.monotonic() - self.started
         if self._gpus:
             self._gpus.close()
+
+    def save(self) -> dict | None:
+        """Write the samples and draw the run's figure; the row's summary (None when nothing was sampled)."""
         if not self.rows:
             return None
         import pandas as pd
 
+        from bench.run import sampler_plot  # matplotlib: imported only once there is something to draw
+
         frame = pd.DataFrame(self.rows, columns=COLUMNS)
         frame.to_parquet(self.run_dir / FILE, index=False)
-        return summary(frame, self.cores, self.interval_s, self.ticks,
-                       self.thread_cpu_s / max(1e-9, time.monotonic() - self.started))
+        sampler_plot.draw(frame, self.run_dir, self.run_dir.name, self.cores)
+        return summary(frame, self.cores, self.interval_s, self.ticks, self.thread_cpu_s / max(1e-9, self.sampled_s))
 
     def _run(self) -> None:
         last_cores = psutil.cpu_times(percpu=True)

@@ -1,6 +1,6 @@
-"""One run over time (its run folder's timeseries.parquet, bench.run.sampler): each rank's resident memory and
-CPU use, how busy its slot's cores were, and on GPUs each device's utilisation and power; ranks (and GPUs) as
-lines, the time from launch on the x axis. Drawn into the run folder as timeseries.png."""
+"""One run over time (its samples, bench.run.sampler): each rank's resident memory and CPU use, how busy its slot's
+cores were, and on GPUs each device's utilisation and power; ranks (and GPUs) as lines, the time from launch on
+the x axis. Drawn into the run folder as timeseries.png."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,17 +11,11 @@ matplotlib.use("Agg")  # files only: no display on benchmark machines
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.run.sampler import FILE  # noqa: E402
-
 PLOT = "timeseries.png"
 
 
-def draw(run_dir: Path, title: str, cores: dict[int, list[int]]) -> Path | None:
-    """The run's figure (None without samples). `cores`: each rank's slot, for its busy line."""
-    path = run_dir / FILE
-    if not path.exists():
-        return None
-    frame = pd.read_parquet(path)
+def draw(frame: pd.DataFrame, run_dir: Path, title: str, cores: dict[int, list[int]]) -> Path:
+    """The run's figure from its samples (bench.run.sampler.COLUMNS). `cores`: each rank's slot, for its busy line."""
     ranks, busy, gpus = (frame[frame["kind"] == kind] for kind in ("rank", "core", "gpu"))
     panels = [("resident memory (MiB)", ranks, "rss_mb", "rank"), ("CPU use (% of one core)", ranks, "cpu_pct", "rank"),
               ("busy cores of its slot (%)", _slot_busy(busy, cores), "busy_pct", "rank")]
