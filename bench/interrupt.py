@@ -19,6 +19,7 @@ class Interrupted(BaseException):
         super().__init__(f"interrupted by {self.name}")
         self.run_id: str | None = None
         self.command: str | None = None
+        self.timeseries: dict | None = None  # what the run did until then (bench.run.sampler)
         self.rows: list = []
 
     @property

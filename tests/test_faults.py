@@ -80,7 +80,7 @@ def test_ctrl_c_in_a_terminal_records_the_run_as_interrupted_and_exits_130(tmp_p
         os.chdir(REPO)
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # as a shell gives it, whatever pytest was started under
         os.execve(sys.executable, [sys.executable, "-m", "bench", "run", *LAUNCHES["torchrun"], *LONG,
-                                   "--out", str(tmp_path)], {**os.environ, **CPU})
+                                   "--sample-every", "0.5", "--out", str(tmp_path)], {**os.environ, **CPU})
     output, ended = bytearray(), []
 
     def alive() -> bool:
@@ -101,6 +101,8 @@ def test_ctrl_c_in_a_terminal_records_the_run_as_interrupted_and_exits_130(tmp_p
         [row] = rows(tmp_path)
         assert (row["status"], row["run_id"]) == ("interrupted", run_id)
         assert "interrupted by SIGINT" in row["error"]
+        # What the run did until ^C, kept once its processes were gone.
+        assert row["timeseries"]["samples"] > 0 and list(tmp_path.glob(f"runs/{run_id}/timeseries.png"))
         assert "interrupted" in output.decode(errors="replace")  # the table of what was run is printed
         assert processes_of_run(run_id) == []
     finally:

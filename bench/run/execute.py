@@ -96,7 +96,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    reaper, procs, command, to_start, session, series = Reaper(run_id), [], None, [], None, None
+    reaper, procs, command, to_start, session, series, stopped = Reaper(run_id), [], None, [], None, None, None
     status = "failed"  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
@@ -125,7 +125,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         if session and spec.host_node != 0 and status == "ok":  # until node 0's agent has what it needs
             session.wait_for_close(max(0.0, spec.timeout_s - (time.time() - launch_time)))
     except Interrupted as stop:  # the sweep records the run as interrupted
-        stop.run_id, stop.command = run_id, command
+        stop.run_id, stop.command, stopped = run_id, command, stop
         raise
     finally:
         if series:
@@ -137,6 +137,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         remove_leftovers(to_start)
         keep_temp(temp, run_dir / "tmp")
         timeseries = series.save() if series else None  # every process gone first, interrupted runs too
+        if stopped:
+            stopped.timeseries = timeseries
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,

@@ -61,7 +61,7 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
         row = execute(spec, out_dir, machine, data_path, environment)
     except Interrupted as stop:  # its processes are killed already: record it, then stop the sweep
         row = base_row(spec, stop.run_id or new_run_id(spec), "interrupted", f"{stop}: the run's processes were killed")
-        row.environment, row.command = environment, stop.command
+        row.environment, row.command, row.timeseries = environment, stop.command, stop.timeseries
         store.append(row)
         log.info("      -> interrupted (%s)", stop.name)
         stop.rows = [row]
