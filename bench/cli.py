@@ -83,9 +83,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed (default 900)")
-    p.add_argument("--sample-every", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--sample-every", type=float, default=0.5, metavar="SECONDS",
                    help="sample each rank's memory and CPU (and each GPU) this often into the run folder's "
-                        "time series, e.g. 0.5 (default 0: off)")
+                        "time series and its plot (default 0.5; 0: off)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
 
 
@@ -220,7 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default="default")
     p.add_argument("--framework", choices=("both", "torch", "tensorflow"), default="both",
                    help="whose harness run and plain loop to compare (default both, their pairs interleaved)")
-    p.add_argument("--repeats", type=int, default=3, help="A/B pairs (default 3)")
+    p.add_argument("--of", choices=("harness", "sampler"), default="harness",
+                   help="harness: the harness against a plain loop; sampler: torch-ddp on 2 slots unsampled against "
+                        "--sample-every 0.5 and 0.05, rounds in rotating order")
+    p.add_argument("--repeats", type=int, default=3, help="A/B pairs, or rounds of the sampler's three (default 3)")
     p.add_argument("--out", type=Path, default=Path("results/latest/overhead"))
     p.set_defaults(func=commands.cmd_overhead)
     return parser

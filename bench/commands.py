@@ -301,6 +301,10 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 
 def cmd_overhead(args: argparse.Namespace) -> int:
+    if args.of == "sampler":
+        from bench.run import sampler_overhead
+
+        return sampler_overhead.main(args)
     from bench.run import overhead
 
     return overhead.main(args)

@@ -3,6 +3,8 @@ their summary, and the figures agree with what the ranks measure of themselves."
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pandas as pd
 import pytest
@@ -56,12 +58,28 @@ def test_a_failed_run_keeps_what_it_did_until_it_failed(tmp_path):
     assert row["timeseries"]["ranks"] == [0, 1] and (run_dir / "timeseries.png").exists()
 
 
-def test_by_default_nothing_is_sampled(tmp_path):
-    done = bench("run", "--variant", "torch-single", "--devices", "1", "--task", "quick", "--out", str(tmp_path),
-                 env=CPU)
-    [row] = rows(tmp_path)
-    assert done.returncode == 0 and row["timeseries"] is None
-    assert not list(tmp_path.glob(f"runs/*/{sampler.FILE}"))
+def test_every_run_is_sampled_by_default_and_zero_turns_it_off(tmp_path):
+    for every in ([], ["--sample-every", "0"]):
+        done = bench("run", "--variant", "torch-single", "--devices", "1", "--task", "quick", *every,
+                     "--out", str(tmp_path), env=CPU)
+        assert done.returncode == 0, done.stderr[-2000:]
+    sampled, unsampled = rows(tmp_path)
+    assert sampled["timeseries"]["interval_s"] == 0.5 and sampled["timeseries"]["ranks"] == [0]
+    assert (tmp_path / "runs" / sampled["run_id"] / "timeseries.png").exists()
+    assert unsampled["timeseries"] is None
+    assert not (tmp_path / "runs" / unsampled["run_id"] / sampler.FILE).exists()
+
+
+def test_the_sampler_runs_only_when_a_core_has_nothing_else_to_do(tmp_path):
+    series = sampler.Sampler([os.getpid()], True, tmp_path, 0.05).start()
+    try:
+        while not series.ticks:  # the thread sets its class before its first tick
+            time.sleep(0.01)
+        policy = os.sched_getscheduler(series._thread.native_id)
+    finally:
+        series.stop()
+    assert policy == os.SCHED_IDLE  # its ticks never preempt a rank
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the agent's other threads keep their class
 
 
 def test_the_summary_of_known_samples(tmp_path):
@@ -77,6 +95,8 @@ def test_the_summary_of_known_samples(tmp_path):
     assert summary["mean_slot_busy_pct"] == [100.0]  # core 0 only: the other core's 20 % is another slot's
     assert summary["gpu_mean_util_pct"] == [75.0] and summary["gpu_peak_mem_mb"] == [3000.0]
     assert summary["gpu_energy_j"] == 250.0  # (200 W + 300 W) x 0.5 s
+    late = frame.assign(t_s=frame["t_s"].replace(1.0, 1.5))  # a tick the machine delayed by half a second
+    assert sampler.summary(late, {0: [0]}, 0.5, 2, 0.004)["gpu_energy_j"] == 400.0  # 200 W x 0.5 s + 300 W x 1 s
     frame.to_parquet(tmp_path / sampler.FILE)
     # From the first step's end (0.75 s) on, 300 W over 1,000 samples/s: 0.3 J a sample.
     assert sampler.energy_per_sample(tmp_path / sampler.FILE, 0.75, 1000.0) == pytest.approx(0.3)

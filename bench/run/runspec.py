@@ -51,7 +51,8 @@ class RunSpec:
     # --malloc: glibc's malloc with a fixed mmap threshold and no trimming ("tuned"), or as glibc ships it.
     malloc: str = "tuned"
     # --sample-every: seconds between the samples of what the run did over time (bench.run.sampler); 0: none.
-    # Off by default until its cost is shown to be under 1 % (docs/methodology.md#what-each-run-did-over-time).
+    # `bench run` and `bench sweep` sample every 0.5 s; the harness's own measurements (overhead, maxbatch
+    # probes, regress duets) leave it off unless asked.
     sample_every_s: float = 0.0
 
     @property

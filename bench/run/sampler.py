@@ -7,11 +7,16 @@ summary (`summary`); the run's plot is drawn from the file (bench.run.sampler_pl
 A rank is a process whose environment names its RANK; where one process drives a node (`roots_are_ranks`:
 DataParallel, MirroredStrategy, the single-device loops) each launched process is a rank, by launch order.
 The launchers themselves (torchrun's agent, `accelerate launch`) are not sampled.
+
+The thread runs at the idle scheduling class (nice 19 where that is refused), so it takes a core only when no
+rank wants it, and walks /proc for new processes every TREE_EVERY_S rather than every tick: what it costs the
+run is measured in docs/methodology.md.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -22,6 +27,7 @@ log = logging.getLogger(__name__)
 FILE = "timeseries.parquet"
 COLUMNS = ("t_s", "kind", "index", "rss_mb", "cpu_pct", "busy_pct", "util_pct", "mem_mb", "power_w", "sm_clock_mhz")
 MB = 1024 * 1024
+TREE_EVERY_S = 2.0  # a rank's new processes (DataLoader workers each epoch) are found this often
 
 
 class Sampler:
@@ -34,6 +40,7 @@ class Sampler:
         self.cores: dict[int, list[int]] = {}   # rank -> the cores it may run on (its slot)
         self._ranks: dict[int, int | None] = {}  # pid -> RANK from its environment (None: no RANK)
         self._processes: dict[int, psutil.Process] = {}
+        self._trees: dict[int, list[psutil.Process]] = {}  # root pid -> it and its descendants, last walk
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dtbench-sampler", daemon=True)
         self._gpus = _Gpus.open(gpus) if gpus else None
@@ -69,6 +76,7 @@ class Sampler:
         return summary(frame, self.cores, self.interval_s, self.ticks, self.thread_cpu_s / max(1e-9, self.sampled_s))
 
     def _run(self) -> None:
+        _yield_to_the_run()
         last_cores = psutil.cpu_times(percpu=True)
         while not self._stop.wait(self.interval_s):
             began = time.thread_time()
@@ -88,8 +96,9 @@ class Sampler:
     def _ranks_now(self) -> dict[int, tuple[int, float]]:
         """rank -> (resident bytes, CPU % of one core since the last sample) summed over its processes."""
         out: dict[int, list] = {}
+        walk = self.ticks % max(1, round(TREE_EVERY_S / self.interval_s)) == 0
         for position, root in enumerate(self.roots):
-            for process in self._tree(root):
+            for process in self._tree(root, walk):
                 rank = position if self.roots_are_ranks else self._rank(process)
                 if rank is None:
                     continue
@@ -116,13 +125,17 @@ class Sampler:
         except psutil.Error:
             return None
 
-    def _tree(self, root: int) -> list[psutil.Process]:
-        try:
-            found = [self._process(root)] + self._process(root).children(recursive=True)
-        except psutil.Error:
-            return []
-        # Keep one Process object per pid: cpu_percent() measures from that object's previous call.
-        return [self._processes.setdefault(p.pid, p) for p in found]
+    def _tree(self, root: int, walk: bool) -> list[psutil.Process]:
+        """The root and its descendants: found anew when `walk` (children() reads every process's stat),
+        else those found last time."""
+        if walk or root not in self._trees:
+            try:
+                found = [self._process(root)] + self._process(root).children(recursive=True)
+            except psutil.Error:
+                found = []
+            # One Process object per pid: cpu_percent() measures from that object's previous call.
+            self._trees[root] = [self._processes.setdefault(p.pid, p) for p in found]
+        return self._trees[root]
 
     def _process(self, pid: int) -> psutil.Process:
         if pid not in self._processes:
@@ -137,6 +150,16 @@ class Sampler:
                 rank = None
             self._ranks[process.pid] = int(rank) if rank is not None and rank.isdigit() else None
         return self._ranks[process.pid]
+
+
+def _yield_to_the_run() -> None:
+    """This thread only: run when a core has nothing else to do (SCHED_IDLE), else at the lowest priority, so
+    that a tick never delays a rank (and, through the next all-reduce, every rank)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread, on Linux
+    except (AttributeError, OSError):
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _busy_pct(before, after) -> float:
@@ -210,5 +233,12 @@ def summary(frame, cores: dict[int, list[int]], interval_s: float, ticks: int, s
                     "gpu_mean_util_pct": [round(float(v), 1) for v in gpus["util_pct"].mean()],
                     "gpu_peak_mem_mb": [round(float(v), 1) for v in gpus["mem_mb"].max()],
                     "gpu_mean_power_w": [round(float(v), 1) for v in gpus["power_w"].mean()],
-                    "gpu_energy_j": round(float(gpus["power_w"].sum().sum()) * interval_s, 1)})
+                    "gpu_energy_j": round(sum(_joules(g, interval_s) for _, g in gpus), 1)})
     return out
+
+
+def _joules(gpu, interval_s: float) -> float:
+    """One GPU's energy: each sample's power over the time since the one before (the first: one interval), so
+    that a tick the machine delayed counts for the time it stood for."""
+    held = gpu["t_s"].diff().fillna(interval_s)
+    return float((gpu["power_w"] * held).sum())

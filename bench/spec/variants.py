@@ -120,6 +120,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
 DEFAULT_COMPARED = "torch-ddp"
 # bench overhead: per framework, the harness run and the plain loop (probes/) it is compared with.
 OVERHEAD_PAIRS = {"torch": ("torch-ddp", "probes.plain_loop"), "tensorflow": ("tf-single", "probes.plain_tf_loop")}
+SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ranks that all-reduce every step
 # The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
 # (bench.run.microbench): their communication floor is priced from that probe.
 PROBED_COLLECTIVES = ("torch", "accelerate")
