@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from accelerate_impl.launch import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl.zero_state import ZeroState
-from torch_impl import data, memory
+from torch_impl import data, memory, own_time
 from torch_impl import train as loop
 from torch_impl.model import build_model
 from torch_impl.profile import TorchProfiler, region
@@ -97,8 +97,11 @@ def train(spec_path: str) -> dict:
         checkpoint = AccelerateCheckpoint(accelerator)
         first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
         profiler = TorchProfiler(worker, device) if worker.profile_windows else None
+        # A rank's own time is its forward, except where the forward all-gathers the parameters.
+        gathers_in_forward = plugin == "fsdp" or (plugin == "deepspeed" and task.get("zero_stage") == 3)
         clock = worker.clock(task["global_batch"], sync, steps=(epochs - first_epoch) * len(train_loader),
-                             on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler)
+                             on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler,
+                             own_timer=None if gathers_in_forward else own_time.keep(device))
         running_loss = RunningLoss(device)
         evaluate_exactly = None if eval_loader is None else (
             lambda: evaluate(accelerator, raw_model, eval_loader, running_loss))

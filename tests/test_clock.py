@@ -173,3 +173,36 @@ def test_a_partner_that_dies_mid_run_is_released_and_one_that_hangs_is_given_up(
             assert os.read(partner, 16) == turns.YOUR_TURN
         finally:
             os.close(partner)
+
+
+class FixedOwnTimer:
+    """A forward timer that timed `seconds` since each collect."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.collected = seconds, 0
+
+    def collect(self) -> float:
+        self.collected += 1
+        return self.seconds
+
+
+def test_a_ranks_own_time_per_window_is_its_wait_for_batches_and_its_timed_forwards():
+    timer = FixedOwnTimer(0.004)
+    clock = StepClock(warmup=2, window_steps=2, windows=2, samples_per_step=1, sync=lambda: None, own_timer=timer)
+    clock.start()
+    clock.input_delay_s = 0.03  # each batch 30 ms late (the "slow" fault), warm-up included
+    for _ in clock.timed(range(10)):
+        pass
+    # Read at every boundary (the warm-up's discarded), kept for the two timed windows: 2 x 30 ms + 4 ms each.
+    assert timer.collected == 3
+    assert len(clock.own_window_seconds) == 2
+    assert all(0.064 <= own < 0.1 for own in clock.own_window_seconds)  # sleeps run long on a busy machine
+    assert clock.summary()["own_window_seconds"] == clock.own_window_seconds
+
+
+def test_without_an_own_timer_no_own_time_is_reported():
+    clock = StepClock(warmup=1, window_steps=1, windows=1, samples_per_step=1, sync=lambda: None)
+    clock.start()
+    for _ in clock.timed(range(3)):
+        pass
+    assert "own_window_seconds" not in clock.summary()

@@ -221,3 +221,19 @@ def test_a_full_results_folder_ends_the_run_with_one_error_and_the_row_printed(t
     row = json.loads(line)
     assert row["status"] == "ok" and row["variant"] == "torch-single" and row["throughput"]["median"] > 0
     assert [r["variant"] for r in rows(tmp_path)] == ["torch-ddp"]  # the store as it was, not torn
+
+
+@pytest.mark.slow
+def test_a_rank_slowed_on_purpose_is_named_a_straggler_in_the_row_and_the_report(tmp_path):
+    # Rank 1's batches come 20 ms late each step (a slower disk): every rank's windows stretch alike, but its own
+    # time a step does not.
+    done = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(tmp_path),
+                 env={**CPU, "DTBENCH_FAULT": "slow:rank=1:ms=20"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    [row] = rows(tmp_path)
+    times = row["rank_times"]
+    assert times["slowest_rank"] == 1 and times["behind_median"] > 0.10, times
+    assert times["own_ms"]["1"] >= 20 > times["own_ms"]["0"], times
+    assert bench("report", str(tmp_path)).returncode == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "## Stragglers" in report and "rank 1 is a straggler" in report and "rank 0 is a straggler" not in report

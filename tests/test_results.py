@@ -32,6 +32,17 @@ def test_fold_takes_rank_zero_windows_and_the_slowest_first_step():
     assert measured["eval_samples"] == 397 and measured["peak_memory_mb"] == 101.0
 
 
+def test_fold_names_the_rank_whose_own_time_is_slowest_and_how_far_behind_the_median_it_is():
+    own = {0: [0.10, 0.10, 0.12], 1: [0.30, 0.30, 0.30], 2: [0.10, 0.11, 0.10]}  # seconds a window of 10 steps
+    recs = {r: [joined(r, 3), {"event": "first_step", "rank": r, "time": 3.0},
+                {**result(r), "own_window_seconds": own[r]}] for r in range(3)}
+    times = fold(recs, planned_world=3, ranks=[0, 1, 2], launch_time=1.0)["rank_times"]
+    assert times["own_ms"] == {"0": 10.0, "1": 30.0, "2": 10.0}  # each rank's median window, a step
+    assert times["slowest_rank"] == 1 and times["behind_median"] == pytest.approx(2.0)
+    assert times["spread"] == pytest.approx(2.0)
+    assert fold(records(), planned_world=2, ranks=[0, 1], launch_time=1.0)["rank_times"] is None  # not timed
+
+
 def test_fold_catches_a_silent_non_distributed_launch():
     # Two processes that each trained alone report world size 1: not a 2-device run.
     with pytest.raises(FoldError, match="world of size \\[1\\] but the plan is 2"):

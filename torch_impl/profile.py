@@ -10,15 +10,18 @@ the region its annotation mirrors on the device.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 from bisect import bisect_right
+from typing import Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from bench.worker import Worker
 from bench.worker.profile import COMPUTE, Span, summary
+from torch_impl import own_time
 
 LABEL = "dtbench."
 MARKER = LABEL + "profiled"
@@ -29,9 +32,12 @@ DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 TOP_OPS = 8
 
 
-def region(name: str) -> record_function:
-    """A labelled part of the step: input, forward, backward or optimizer."""
-    return record_function(LABEL + name)
+@contextlib.contextmanager
+def region(name: str) -> Iterator[None]:
+    """A labelled part of the step: input, forward, backward or optimizer. The forward is also the rank's own
+    time (torch_impl/own_time.py), where the loop keeps it."""
+    with record_function(LABEL + name), own_time.span() if name == "forward" else contextlib.nullcontext():
+        yield
 
 
 class TorchProfiler:

@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
-from torch_impl import data, memory
+from torch_impl import data, memory, own_time
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
@@ -98,8 +98,10 @@ def train(worker: Worker, approach: Approach) -> dict:
     checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, approach.rank, approach.sync, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
     profiler = TorchProfiler(worker, device) if worker.profile_windows else None
+    # A rank's own time is its forward, except where the forward all-gathers the parameters (lockstep).
     clock = worker.clock(task["global_batch"], approach.sync, steps=(epochs - first_epoch) * len(loader),
-                         on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler)
+                         on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler,
+                         own_timer=None if approach.lockstep_eval else own_time.keep(device))
     running_loss = RunningLoss(device)
     # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
     test_loader = None if test_set is None else data.eval_loader(

@@ -16,7 +16,7 @@ from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table,  # noqa: F401
                                      checkpoint_table, input_comparison, input_disagreements, input_table,
                                      memory_entries, memory_table, over_time_table, peak_table,
-                                     utilisation_entries, utilisation_table, where_the_rest_goes)
+                                     STRAGGLER_BEHIND, straggler_lines, straggler_table, stragglers, utilisation_entries, utilisation_table, where_the_rest_goes)
 from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cells, footnotes,  # noqa: F401
                                    fit_table, markdown_table, present, spread_table, text_table)
 from bench.results import ResultStore
@@ -88,6 +88,16 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
             "utilisation and energy per training sample (their mean power after the first step over the "
             "throughput); ranges are across ranks. The sampler's own CPU is a fraction of one core. Each run's "
             "figure, ranks as lines, is in its run folder."), Block("table", over_time)]
+    found = stragglers(configs)
+    if found:
+        blocks += [_heading("Stragglers", 2), _text(
+            "A rank's own time a step is the part in which it waits for no other rank: its wait for the next "
+            "batch and its forward pass (on GPUs, CUDA events around it). Window times cannot show a straggler: "
+            "each step all-reduces and each window ends in a barrier, so they are equal on every rank. A "
+            f"configuration whose slowest rank is more than {STRAGGLER_BEHIND:.0%} behind the median rank is "
+            "named. Not measured where the forward all-gathers parameters (FSDP, ZeRO-3) or the step is one "
+            "graph (TensorFlow)."), Block("table", straggler_table(found))]
+        blocks += [_text(*straggler_lines(found))] if any(s["straggler"] for s in found) else []
     checkpoints = checkpoint_table(runs)
     if checkpoints is not None:
         blocks += [_heading("Checkpoints", 2), _text(

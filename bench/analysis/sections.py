@@ -137,6 +137,45 @@ def over_time_table(runs: pd.DataFrame, directory: Path) -> pd.DataFrame | None:
     return pd.DataFrame(body, columns=headers)
 
 
+STRAGGLER_BEHIND = 0.10  # a rank this far behind the median rank's own time is named as a straggler
+
+
+def stragglers(configs: pd.DataFrame) -> list[dict]:
+    """Per configuration whose ranks timed their own work (bench.run.fold.rank_times): each rank's own time a
+    step, the slowest rank, how far it is behind the median rank, and whether that makes it a straggler."""
+    if "rank_times.behind_median" not in configs:
+        return []
+    out = []
+    for r in configs.to_dict("records"):
+        behind = r.get("rank_times.behind_median")
+        if not present(behind):
+            continue
+        own = {int(c.rsplit(".", 1)[1]): v for c, v in r.items() if c.startswith("rank_times.own_ms.") and present(v)}
+        out.append({"label": r["key"].label, "own_ms": dict(sorted(own.items())),
+                    "slowest": int(r["rank_times.slowest_rank"]), "behind": behind,
+                    "straggler": behind > STRAGGLER_BEHIND})
+    return out
+
+
+def straggler_table(found: list[dict]) -> pd.DataFrame:
+    def own(ms: dict[int, float]) -> str:
+        shown = ", ".join(f"{rank}: {value:.2f}" for rank, value in list(ms.items())[:8])
+        return shown + (f" … ({len(ms)} ranks)" if len(ms) > 8 else "")
+
+    body = [[s["label"], own(s["own_ms"]), s["slowest"], f"{s['behind']:+.0%}",
+             "yes: a straggler" if s["straggler"] else "no"] for s in found]
+    return pd.DataFrame(body, columns=["configuration", "own ms / step by rank", "slowest rank", "behind median",
+                                       f"more than {STRAGGLER_BEHIND:.0%} behind"])
+
+
+def straggler_lines(found: list[dict]) -> list[str]:
+    """One sentence per straggler, naming it."""
+    return [f"{s['label']}: rank {s['slowest']} is a straggler, {s['behind']:.0%} behind the median rank "
+            f"({s['own_ms'][s['slowest']]:.2f} ms of its own a step against the median rank's "
+            f"{s['own_ms'][s['slowest']] / (1 + s['behind']):.2f}): it holds every other rank back at each "
+            "all-reduce." for s in found if s["straggler"]]
+
+
 def utilisation_entries(configs: pd.DataFrame, measured: dict | None = None, profiles: dict | None = None) -> list[dict]:
     """Per measured configuration: how close to the peak, and where the rest goes (communication from
     its no-sync twin; the input's cost three ways: the synthetic-input twin's gap with its 95 % interval,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis import sections
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench.results.key import RunKey
 
@@ -256,6 +257,7 @@ def summary(configs: pd.DataFrame, runs: pd.DataFrame) -> tuple[list[tuple[str, 
         notes.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
                      "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
                      "before acting on a close ranking.")
+    notes += sections.straggler_lines(sections.stragglers(configs))
     notes.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
                  "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
                  f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "

@@ -85,6 +85,10 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
     line["per_device_throughput"] = line["throughput"] / line["world_size"]
     for column in MEDIANS:
         line[column] = ok[column].median()
+    if "rank_times.behind_median" in ok and ok["rank_times.behind_median"].notna().any():
+        # The rank slowest in most runs, and how far the slowest was behind the median rank over the runs.
+        line["rank_times.slowest_rank"] = ok["rank_times.slowest_rank"].dropna().mode().iloc[0]
+        line["rank_times.behind_median"] = ok["rank_times.behind_median"].median()
     line["peak_memory_mb"] = ok["peak_memory_mb"].fillna(0).max()
     line["device_peak_mb"] = ok["device_peak_mb"].max()
     line["notes"] = list(line["notes"]) + [f"{len(ok)} runs: median of the run medians, interval = range over runs"] + failed

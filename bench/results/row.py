@@ -61,6 +61,11 @@ class ResultRow:
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
     compile_s: float | None = None                      # --compile: that first step, out of every window
     input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch
+    # Each rank's own time per step, the part no collective waits in (its wait for batches and its forward: window
+    # times are equal across ranks by construction), median over windows: {"own_ms": {rank: ms}, "slowest_rank",
+    # "behind_median" (the slowest over the median rank, less 1), "spread" ((max - min) / median)}. None where
+    # no rank times it (TensorFlow's step is one graph; a forward that all-gathers waits for the others).
+    rank_times: dict | None = None
     # --profile: where the profiled windows' step went (bench.worker.profile.summary: ms per step by category,
     # communication in flight and its overlap, the top operations, the trace's file in the run folder's
     # profile/), the profiled step against the timed windows' (profiling's own cost), rank 0's.

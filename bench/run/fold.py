@@ -79,6 +79,7 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         # None where the loop fetches batches inside the step (TensorFlow) and the wait cannot be timed.
         "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
                                 if main.get("input_wait_s") is not None else None),
+        "rank_times": rank_times({rank: results[rank][-1] for rank in ranks}),
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         "curves": curves(events(0, "loss"), events(0, "epoch")),
         "profile": profiled(main),
@@ -93,6 +94,20 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
                         # the device each rank chose from what it could see (bench.worker.gpus)
                         "rank_devices": {str(r): joined[r][-1].get("device") for r in sorted(joined)}},
     }
+
+
+def rank_times(results: dict[int, dict]) -> dict | None:
+    """Each rank's own time a step (median over its windows), the slowest rank and how far it is behind the
+    median rank: a straggler, which the windows (equal on every rank) hide."""
+    own = {rank: 1000 * statistics.median(r["own_window_seconds"]) / r["window_steps"]
+           for rank, r in results.items() if r.get("own_window_seconds")}
+    if len(own) < 2 or len(own) < len(results):
+        return None
+    median = statistics.median(own.values())
+    slowest = max(own, key=own.get)
+    return {"own_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())}, "slowest_rank": slowest,
+            "behind_median": round(own[slowest] / median - 1, 4) if median else None,
+            "spread": round((own[slowest] - min(own.values())) / median, 4) if median else None}
 
 
 def memory(per_rank: dict[int, dict]) -> dict:

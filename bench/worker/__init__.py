@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
-from bench.worker.clock import Profiler, StepClock
+from bench.worker.clock import OwnTimer, Profiler, StepClock
 from bench.worker.profile import PROFILE_DIR, PROFILED_WINDOWS
 from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 from bench.worker.turns import Turns
@@ -42,7 +42,8 @@ NODE_RANK_ENV = "DTBENCH_NODE_RANK"
 LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
 HOST_ADDR_ENV = "DTBENCH_HOST_ADDR"  # a multi-host run: this host's address on the collectives' interface
 # Test-only fault injection: "crash", "hang" or "kill" (SIGKILL itself), e.g. "crash:rank=1:step=3"
-# (rank 0 and step 1 if unnamed).
+# (rank 0 and step 1 if unnamed); "slow": from that step on each of the rank's batches comes `ms` (default 20)
+# late, as from a slower disk (the straggler the report should name), e.g. "slow:rank=1:ms=20".
 FAULT_ENV = "DTBENCH_FAULT"
 
 
@@ -170,7 +171,8 @@ class Worker:
                     **info)
 
     def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
-              on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None) -> StepClock:
+              on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None,
+              own_timer: OwnTimer | None = None) -> StepClock:
         """The run's clock, for a loop that trains `steps` steps in all. Fewer steps than the windows need
         (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
         recorded; fewer than MIN_WINDOWS is refused. With --profile, `profiler` runs over the profiled
@@ -184,10 +186,12 @@ class Worker:
                              "lower window_steps")
         if windows < t["windows"]:
             self.record("windows", planned=t["windows"], timed=windows, steps=steps)
-        return StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
+        self._clock = StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
                          on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
                          turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
-                         on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled)
+                         on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
+                         own_timer=own_timer)
+        return self._clock
 
     def _inject_fault(self, step: int) -> None:
         spec = os.environ.get(FAULT_ENV)
@@ -203,6 +207,8 @@ class Worker:
             time.sleep(24 * 3600)
         if kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if kind == "slow":
+            self._clock.input_delay_s = float(params.get("ms", 20)) / 1000
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:
         """The loop's loss log (`add(loss, clock)` after every step); a resumed run counts on from its steps."""

@@ -19,6 +19,14 @@ class Profiler(Protocol):
         ...
 
 
+class OwnTimer(Protocol):
+    """Times the part of each step in which a rank waits for no other (its forward pass: torch_impl/own_time.py)."""
+
+    def collect(self) -> float:
+        """Seconds timed since the last call; called after a window boundary's device sync."""
+        ...
+
+
 class StepClock:
     """Times `windows` windows of `window_steps` steps after `warmup` steps.
 
@@ -31,13 +39,17 @@ class StepClock:
     no window and no training time. With `turns` (a regression duet) the clock hands the
     machine to a partner run at each boundary, also after the last window so
     that the partner's last window is not shared with this run's evaluation.
+
+    With an `own_timer`, each timed window also keeps this rank's own time (`own_window_seconds`): its wait for
+    batches and what the timer timed. Window times are equal across ranks (a step all-reduces, a window ends
+    in a barrier); a rank's own time is not, so a straggler shows in it.
     """
 
     def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
                  sync: Callable[[], None], on_first_step: Callable[[], None] = lambda: None,
                  on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None,
                  stop_when_done: bool = False, on_warmup_done: Callable[[], None] = lambda: None,
-                 profiler: Profiler | None = None, profile_windows: int = 0):
+                 profiler: Profiler | None = None, profile_windows: int = 0, own_timer: OwnTimer | None = None):
         if warmup < 1:
             raise ValueError("at least one warm-up step: the first step compiles and allocates")
         self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
@@ -58,6 +70,10 @@ class StepClock:
         self._paused_at: float | None = None
         self.first_step_s: float | None = None  # start to the end of step 1: compilation, allocation
         self.input_wait_s = 0.0                 # inside windows, waiting for the next batch (`timed`)
+        self.input_delay_s = 0.0  # the "slow" fault: each batch this much later (bench.worker._inject_fault)
+        self._own_timer = own_timer
+        self.own_window_seconds: list[float] = []  # per timed window, this rank's own time (with an own_timer)
+        self._window_input_wait = 0.0
 
     @property
     def timing(self) -> bool:
@@ -82,8 +98,12 @@ class StepClock:
                 batch = next(batches)
             except StopIteration:
                 return
+            if self.input_delay_s:
+                time.sleep(self.input_delay_s)
             if self.timing and not self._profiling:
-                self.input_wait_s += time.perf_counter() - asked
+                waited = time.perf_counter() - asked
+                self.input_wait_s += waited
+                self._window_input_wait += waited
             yield batch
             self.step_done()
             if self.stop:
@@ -111,6 +131,11 @@ class StepClock:
         if timed_one:
             elapsed = now - self._window_start - self._window_paused
             (self.profiled_window_seconds if self._profiling else self.window_seconds).append(elapsed)
+        if self._own_timer is not None:  # read at every boundary: what the warm-up or a profiled window timed goes
+            own = self._window_input_wait + self._own_timer.collect()
+            if timed_one and not self._profiling:
+                self.own_window_seconds.append(own)
+        self._window_input_wait = 0.0
         self._window_start, self._window_paused = None, 0.0
         if self._turns.in_duet:
             # A partner run times its window now; the wait counts in no window and no training time.
@@ -162,4 +187,5 @@ class StepClock:
         return {"window_seconds": self.window_seconds, "window_steps": self.window_steps,
                 "samples_per_window": self.samples_per_step * self.window_steps,
                 "steps": self.steps, "first_step_s": self.first_step_s, "input_wait_s": self.input_wait_s,
-                **({"profiled_window_seconds": self.profiled_window_seconds} if self._profile_windows else {})}
+                **({"profiled_window_seconds": self.profiled_window_seconds} if self._profile_windows else {}),
+                **({"own_window_seconds": self.own_window_seconds} if self._own_timer is not None else {})}
