@@ -67,6 +67,7 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
         "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
         "engine": spec.engine, "memory_limit_mb": spec.memory_limit_mb, "profile": spec.profile,
+        "log_model": spec.log_model,
         "resume_from": str(spec.resume_from / CHECKPOINT_DIR) if spec.resume_from else None,
         "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
                        for p in placement.nodes],

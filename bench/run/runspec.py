@@ -53,6 +53,8 @@ class RunSpec:
     # --sample-every: seconds between the samples of what the run did over time (bench.run.sampler); 0: none.
     # Off by default until its cost is shown to be under 1 % (docs/methodology.md#what-each-run-did-over-time).
     sample_every_s: float = 0.0
+    # --mlflow: rank 0 saves the trained model as an MLflow model in the run folder, for the harness to log.
+    log_model: bool = False
 
     @property
     def on_engine(self) -> bool:

@@ -16,7 +16,8 @@ loop itself is the variant's own, written out in its framework's package:
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb, params)
 
 A run with checkpoints hands `end_epoch` its framework's `Checkpoint` (save, load); a resumed run starts
-at `worker.restore(checkpoint)`, the epoch after the last one saved.
+at `worker.restore(checkpoint)`, the epoch after the last one saved. With --mlflow (`logs_model`) rank 0
+hands `save_model` its framework's MLflow save once training is done.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ FAULT_ENV = "DTBENCH_FAULT"
 
 
 CHECKPOINT_DIR = "checkpoint"
+MODEL_DIR = "model"  # --mlflow: the trained model as an MLflow model, which the harness logs as the run's artifact
 MIN_WINDOWS = 3  # the fewest timing windows a row may rest on (a median and a spread)
 
 
@@ -223,6 +225,31 @@ class Worker:
         epochs_done = checkpoint.load(Path(directory))
         self.record("restored", load_s=time.perf_counter() - started, epochs_done=epochs_done, directory=directory)
         return epochs_done
+
+    @property
+    def logs_model(self) -> bool:
+        """--mlflow: the trained model is saved for the harness to log. Not in independent runs: their replicas
+        diverged, there is no one trained model."""
+        return bool(self.spec.get("log_model")) and not self.independent
+
+    @property
+    def model_dir(self) -> Path:
+        return self.run_dir / MODEL_DIR
+
+    def save_model(self, save: Callable[[Path], str]) -> None:
+        """Rank 0, after training: `save(directory)` writes the trained model with its MLflow flavour's
+        `save_model` and returns the flavour's name; timed and measured. A model that cannot be saved is
+        recorded with the reason and costs the run nothing: its figures stand without it."""
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # the import would send telemetry otherwise
+        started = time.perf_counter()
+        try:
+            flavor = save(self.model_dir)
+        except Exception as exc:  # noqa: BLE001 - the measurement stands; the row says why there is no model
+            self.record("model", error=f"{type(exc).__name__}: {exc}"[:2000])
+            return
+        save_s = time.perf_counter() - started
+        size = sum(f.stat().st_size for f in self.model_dir.rglob("*") if f.is_file())
+        self.record("model", flavor=flavor, save_s=save_s, bytes=size)
 
     def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
         """Save (the training stall, timed across the barrier every approach ends its save with); after the
