@@ -113,3 +113,38 @@ def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'dtbench\[mlflow\]'"):
         tracking.require()
+
+
+def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_saved_one(tmp_path, monkeypatch):
+    """The harness's half, with no framework: a saved folder becomes the MLflow run's model artifact, in the
+    SQLite store's folder (not ./mlruns where the harness runs); a failed run or one without a model logs none."""
+    import mlflow
+
+    from bench.run import tracking
+    from helpers import result_row
+
+    monkeypatch.chdir(tmp_path / "..")
+    model = tmp_path / "runs" / "r" / "model"
+    (model / "data").mkdir(parents=True)
+    (model / "MLmodel").write_text("flavors: {}\n")
+    (model / "data" / "weights").write_bytes(b"0" * 10)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for name, fields in (("saved", {"model_bytes": 23}), ("failed", {"status": "failed", "model_bytes": 23}),
+                         ("none", {})):
+        tracking.log_row(uri, result_row(run_id=name, **fields), model)
+    mlflow.set_tracking_uri(uri)
+    runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["dtbench"], output_format="list")}
+    logged = {name: [f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id, "model")]
+              for name, run in runs.items()}
+    assert logged == {"saved": ["model/MLmodel", "model/data"], "failed": [], "none": []}
+    assert runs["saved"].data.metrics["model_bytes"] == 23
+    assert (tmp_path / "mlruns").is_dir() and not (tmp_path.parent / "mlruns").exists()
+
+
+def test_rows_from_before_the_model_was_logged_still_load():
+    from bench.results.row import ResultRow
+    from helpers import result_row
+
+    old = result_row().to_dict()
+    del old["model_bytes"], old["model_save_s"]
+    assert ResultRow.from_dict(old).model_bytes is None

@@ -50,6 +50,8 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
     mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(experiment) is None:
+        mlflow.create_experiment(experiment, artifact_location=artifact_location(uri))
     mlflow.set_experiment(experiment)
     params = {"variant": row.variant, "engine": row.engine, "launcher": row.launcher,
               "device_type": row.device_type, "nodes": row.nodes, "devices_per_node": row.devices_per_node,
@@ -72,6 +74,14 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
             mlflow.set_tag("error", row.error[:4000])
         if row.status == "ok" and row.model_bytes is not None and model_dir is not None and model_dir.is_dir():
             mlflow.log_artifacts(str(model_dir), MODEL_ARTIFACT)
+
+
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts (the models): for a SQLite store its folder's mlruns/, beside the
+    database, not MLflow's default of ./mlruns wherever the harness happens to run; the store's own otherwise."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlruns").as_uri()
 
 
 def flatten(data: dict, prefix: str = "") -> dict:
