@@ -239,6 +239,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
     if spec.resume_from:
         row.resumed_from = spec.resume_from.name
+    if spec.log_model and spec.independent:
+        row.notes.append("--mlflow: no model logged: the replicas of an independent run diverged, none is the model")
     if os.environ.get(FAULT_ENV):
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
     if os.environ.get(TURNS_ENV):
