@@ -31,12 +31,12 @@ def save_model(task: dict, network, directory: Path) -> str:
     keras.mixed_precision.set_global_policy("float32")  # training is over: the copy holds plain float32 layers
     fresh = build_model(task)
     fresh.set_weights(network.get_weights())
-    example = np.random.default_rng(task["seed"]).standard_normal(
-        (2, task["image_size"], task["image_size"], task["channels"]), dtype=np.float32)
+    # The signature from two images; no example kept (MLflow would store it as JSON beside the model).
+    example = np.zeros((2, task["image_size"], task["image_size"], task["channels"]), dtype=np.float32)
     signature = infer_signature(example, keras.ops.convert_to_numpy(fresh(example)))
-    directory.mkdir(parents=True)  # mlflow.keras writes the input example before it makes the folder
+    directory.mkdir(parents=True)  # mlflow.keras expects the folder (it writes an input example there first)
     # Requirements named: MLflow would otherwise load the model in a subprocess to infer them (seconds).
-    mlflow.keras.save_model(fresh, str(directory), signature=signature, input_example=example, pip_requirements=[f"keras=={keras.__version__}", tensorflow()])
+    mlflow.keras.save_model(fresh, str(directory), signature=signature, pip_requirements=[f"keras=={keras.__version__}", tensorflow()])
     return "keras"
 
 
