@@ -232,23 +232,19 @@ class Worker:
         diverged, there is no one trained model."""
         return bool(self.spec.get("log_model")) and not self.independent
 
-    @property
-    def model_dir(self) -> Path:
-        return self.run_dir / MODEL_DIR
-
     def save_model(self, save: Callable[[Path], str]) -> None:
         """Rank 0, after training: `save(directory)` writes the trained model with its MLflow flavour's
         `save_model` and returns the flavour's name; timed and measured. A model that cannot be saved is
         recorded with the reason and costs the run nothing: its figures stand without it."""
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # the import would send telemetry otherwise
-        started = time.perf_counter()
+        directory, started = self.run_dir / MODEL_DIR, time.perf_counter()
         try:
-            flavor = save(self.model_dir)
+            flavor = save(directory)
         except Exception as exc:  # noqa: BLE001 - the measurement stands; the row says why there is no model
             self.record("model", error=f"{type(exc).__name__}: {exc}"[:2000])
             return
         save_s = time.perf_counter() - started
-        size = sum(f.stat().st_size for f in self.model_dir.rglob("*") if f.is_file())
+        size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
         self.record("model", flavor=flavor, save_s=save_s, bytes=size)
 
     def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
