@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from accelerate_impl.launch import ACCELERATE_MIXED_PRECISION
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl.zero_state import ZeroState
-from torch_impl import data, memory, own_time
+from torch_impl import data, memory, mlflow_model, own_time
 from torch_impl import train as loop
 from torch_impl.model import build_model
 from torch_impl.profile import TorchProfiler, region
@@ -128,6 +128,11 @@ def train(spec_path: str) -> dict:
         evaluation, epochs_run = loop.run_epochs(worker, clock, train_loader, step, scheduler, running_loss,
                                                  range(first_epoch, epochs), evaluate_exactly, checkpoint,
                                                  None if eval_loader is None else train_loader.set_epoch)
+        if worker.logs_model:  # --mlflow: rank 0 saves the trained model; no rank leaves before it is written
+            # FSDP's shards through Accelerate's own full state dict; ZeRO-3's partitions gathered for the read.
+            state = (accelerator.get_state_dict(model) if plugin == "fsdp" else mlflow_model.full_state(raw_model))
+            mlflow_model.save(worker, state if accelerator.is_main_process else None)
+            accelerator.wait_for_everyone()
         return loop.finish(worker, clock, evaluation, epochs_run, device, raw_model, accelerator.is_main_process,
                            settings, model_state_bytes(model, optimizer, torch_optimizer, task), profiler)
 

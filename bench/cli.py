@@ -99,7 +99,8 @@ def _add_engine_options(p: argparse.ArgumentParser, several: bool) -> None:
                                           "(default: a local session, TorchDistributor local_mode)")
     p.add_argument("--dask-scheduler", help="--engine dask: a scheduler address (default: a LocalCluster per run)")
     p.add_argument("--mlflow", metavar="URI", help="also log each run to MLflow, e.g. sqlite:///mlruns.db "
-                                                   "(spec as params, figures as metrics)")
+                                                   "(spec as params, figures as metrics, the trained model as an "
+                                                   "MLflow model)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""--mlflow URI: every run is logged to MLflow, offline, with the row's own figures."""
+"""--mlflow URI: every run is logged to MLflow, offline, with the row's own figures and its trained model."""
 from __future__ import annotations
 
 import json
@@ -48,6 +48,64 @@ def test_a_run_is_logged_to_mlflow_offline(out, tmp_path):
     assert run["epoch_test_accuracy"][-1][1] == pytest.approx(row["test_accuracy"])
 
 
+# The logged model, read back in its own process (never TensorFlow beside torch): its flavour, and its accuracy on
+# the whole test set, which must be the run's (the saved model is the one trained, not a fresh or a shard's).
+READ_MODEL = """
+import json, sys
+import mlflow, numpy as np, yaml
+from bench.worker import data
+
+uri, spec_file = sys.argv[1], sys.argv[2]
+mlflow.set_tracking_uri(uri)
+[run] = mlflow.search_runs(experiment_names=["dtbench"], output_format="list")
+folder = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model")
+flavors = sorted(yaml.safe_load(open(folder + "/MLmodel"))["flavors"])
+arrays = data.load(json.load(open(spec_file))["data_path"])
+x = (arrays["test_x"].astype(np.float32) / 255.0 - data.PIXEL_MEAN) / data.PIXEL_STD  # what the loops feed the model
+if "pytorch" in flavors:
+    import mlflow.pytorch, torch
+    model = mlflow.pytorch.load_model(f"runs:/{run.info.run_id}/model")
+    with torch.no_grad():
+        logits = model(torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))).numpy()
+else:
+    import mlflow.keras
+    logits = np.asarray(mlflow.keras.load_model(f"runs:/{run.info.run_id}/model").predict(x, verbose=0))
+print(json.dumps({"flavors": flavors, "accuracy": float((logits.argmax(1) == arrays["test_y"]).mean()),
+                  "metrics": run.data.metrics}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant, devices, flavor", [("torch-ddp", "2", "pytorch"), ("tf-multiworker", "2", "keras")])
+def test_the_trained_model_is_logged_as_an_mlflow_model(out, tmp_path, variant, devices, flavor):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = bench("run", "--variant", variant, "--devices", devices, "--task", "quick", "--epochs", "1",
+                   "--out", str(out), "--mlflow", uri, env={"MLFLOW_DISABLE_TELEMETRY": "true"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(out)
+    run_dir = out / "runs" / row["run_id"]
+    model_dir = run_dir / "model"
+    assert row["status"] == "ok" and row["model_bytes"] == sum(f.stat().st_size for f in model_dir.rglob("*")
+                                                               if f.is_file())
+    logged = subprocess.run([sys.executable, "-c", READ_MODEL, uri, str(run_dir / "spec.json")], cwd=REPO,
+                            capture_output=True, text=True, env={"MLFLOW_DISABLE_TELEMETRY": "true", "PATH": "/usr/bin:/bin"})
+    assert logged.returncode == 0, logged.stderr[-2000:]
+    read = json.loads(logged.stdout.strip().splitlines()[-1])
+    assert read["flavors"] == sorted([flavor, "python_function"])
+    assert read["accuracy"] == pytest.approx(row["test_accuracy"], abs=1.5 / row["eval_samples"])
+    assert read["metrics"]["model_bytes"] == row["model_bytes"]
+
+    if flavor != "pytorch":
+        return
+    # Without --mlflow no rank saves a model (the same switch in every loop: Worker.logs_model).
+    plain = tmp_path / "plain"
+    result = bench("run", "--variant", variant, "--devices", devices, "--task", "quick", "--epochs", "1",
+                   "--out", str(plain))
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(plain)
+    assert row["model_bytes"] is None and not (plain / "runs" / row["run_id"] / "model").exists()
+
+
 def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
     from bench.run import tracking
     from bench.spec.task import SpecError
@@ -55,3 +113,38 @@ def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'dtbench\[mlflow\]'"):
         tracking.require()
+
+
+def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_saved_one(tmp_path, monkeypatch):
+    """The harness's half, with no framework: a saved folder becomes the MLflow run's model artifact, in the
+    SQLite store's folder (not ./mlruns where the harness runs); a failed run or one without a model logs none."""
+    import mlflow
+
+    from bench.run import tracking
+    from helpers import result_row
+
+    monkeypatch.chdir(tmp_path / "..")
+    model = tmp_path / "runs" / "r" / "model"
+    (model / "data").mkdir(parents=True)
+    (model / "MLmodel").write_text("flavors: {}\n")
+    (model / "data" / "weights").write_bytes(b"0" * 10)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for name, fields in (("saved", {"model_bytes": 23}), ("failed", {"status": "failed", "model_bytes": 23}),
+                         ("none", {})):
+        tracking.log_row(uri, result_row(run_id=name, **fields), model)
+    mlflow.set_tracking_uri(uri)
+    runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["dtbench"], output_format="list")}
+    logged = {name: [f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id, "model")]
+              for name, run in runs.items()}
+    assert logged == {"saved": ["model/MLmodel", "model/data"], "failed": [], "none": []}
+    assert runs["saved"].data.metrics["model_bytes"] == 23
+    assert (tmp_path / "mlruns").is_dir() and not (tmp_path.parent / "mlruns").exists()
+
+
+def test_rows_from_before_the_model_was_logged_still_load():
+    from bench.results.row import ResultRow
+    from helpers import result_row
+
+    old = result_row().to_dict()
+    del old["model_bytes"], old["model_save_s"]
+    assert ResultRow.from_dict(old).model_bytes is None

@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from bench.worker import LossCurve, StepClock, Worker
+from tf_impl import mlflow_model
 from tf_impl import train as loop
 from tf_impl.flops import flops_per_sample
 from tf_impl.memory import model_state_bytes, peak_memory_mb
@@ -55,6 +56,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                          evaluate_exactly if source else None)
     clock.start()
     model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[clocked], verbose=0)
+    mlflow_model.save(worker, network, chief=worker_index == 0)  # --mlflow: the network fit trained
     return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
                          flops_per_sample(network) if worker_index == 0 else None,
                          {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,

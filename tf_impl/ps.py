@@ -21,7 +21,7 @@ import json
 import os
 
 from bench.worker import Worker, exit_now, spec_path_from_argv
-from tf_impl import memory, train
+from tf_impl import memory, mlflow_model, train
 
 # Fail a step at once when a worker is gone, instead of gRPC's retries (the harness fails the run).
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
@@ -100,6 +100,7 @@ def train_async(worker: Worker, strategy, coordinator, num_workers: int) -> dict
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if source else None)
         if clock.stop:
             break
+    mlflow_model.save(worker, model, chief=True)  # --mlflow: the variables the parameter servers hold
     return worker.finish(clock, evaluation, epoch + 1, memory.peak_memory_mb(), count_parameters(model),
                          flops_per_sample(model), train.fast_path(task), input_wait_s=None,
                          # on the parameter servers, once (each worker pulls what a step needs)

@@ -91,6 +91,7 @@ def normalise(images):
 def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
     import tensorflow as tf
+    from tf_impl import mlflow_model
     from tf_impl.checkpoint import TFCheckpoint
     from tf_impl.flops import flops_per_sample
     from tf_impl.memory import model_state_bytes, peak_memory_mb
@@ -144,6 +145,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if source else None, checkpoint)
         if clock.stop:
             break
+    mlflow_model.save(worker, model, chief=worker_index == 0)  # --mlflow: the trained model
     # The batch is fetched inside the step (a tf.function, tf.data prefetching): no host-side wait to time.
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb(), count_parameters(model),
                          flops_per_sample(model) if worker_index == 0 else None, fast_path(task), input_wait_s=None,

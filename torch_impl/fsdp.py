@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -52,6 +53,11 @@ class FSDPRank(loop.Distributed):
     precision_in_model = True   # its MixedPrecisionPolicy casts
     lockstep_eval = True        # every forward all-gathers the parameters
     channels_last = False       # FSDP2 refuses channels_last parameters (pytorch/pytorch#166291)
+
+    def full_state_dict(self):
+        # The shards all-gathered into whole tensors on rank 0's CPU (the other ranks get none).
+        state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return state if self.rank == 0 else None
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
-from torch_impl import data, memory, own_time
+from torch_impl import data, memory, mlflow_model, own_time
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
@@ -61,6 +61,11 @@ class Approach:
     def model_state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
         """Bytes of the model state this rank holds (memory.model_state_bytes)."""
         return memory.model_state_bytes(model, optimizer)
+
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """--mlflow: the trained model's whole state on rank 0, on the CPU (None on the other ranks). Every rank
+        calls it: a sharding wrapper gathers the state with a collective."""
+        return mlflow_model.full_state(self.raw_model) if self.rank == 0 else None
 
 
 class Distributed(Approach):
@@ -116,6 +121,9 @@ def train(worker: Worker, approach: Approach) -> dict:
     evaluation, epochs_run = run_epochs(worker, clock, loader, step, scheduler, running_loss,
                                         range(first_epoch, epochs), evaluate_exactly, checkpoint,
                                         None if test_set is None else loader.sampler.set_epoch)
+    if worker.logs_model:  # --mlflow: rank 0 saves the trained model; no rank leaves before it is written
+        mlflow_model.save(worker, approach.full_state_dict())
+        approach.sync()
     return finish(worker, clock, evaluation, epochs_run, device, raw_model, approach.rank == 0, settings,
                   approach.model_state(model, optimizer), profiler)
 

@@ -78,6 +78,10 @@ class ResultRow:
     resumed_from: str | None = None
     resumed_after_epochs: int | None = None
     resume_load_s: float | None = None
+    # --mlflow: the trained model rank 0 saved as an MLflow model (its flavour's save_model) into the run folder's
+    # model/, logged as the MLflow run's model artifact: the folder's bytes on disk and the time to save it.
+    model_bytes: int | None = None
+    model_save_s: float | None = None
     # The loss curve: rank 0's training loss every few steps ([step, samples, train_s, loss]) and per epoch
     # the training loss (mean over all ranks) and the test loss and accuracy
     # ([epoch, samples, train_s, train_loss, test_loss, test_accuracy]); train_s excludes pauses.

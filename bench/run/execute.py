@@ -67,6 +67,7 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
         "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
         "engine": spec.engine, "memory_limit_mb": spec.memory_limit_mb, "profile": spec.profile,
+        "log_model": spec.log_model,
         "resume_from": str(spec.resume_from / CHECKPOINT_DIR) if spec.resume_from else None,
         "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
                        for p in placement.nodes],
@@ -238,6 +239,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.notes.append(f"cpu: {spec.variant.cpu_limit_reason}")
     if spec.resume_from:
         row.resumed_from = spec.resume_from.name
+    if spec.log_model and spec.independent:
+        row.notes.append("--mlflow: no model logged: the replicas of an independent run diverged, none is the model")
     if os.environ.get(FAULT_ENV):
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
     if os.environ.get(TURNS_ENV):

@@ -81,13 +81,15 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
                                 if main.get("input_wait_s") is not None else None),
         "rank_times": rank_times({rank: results[rank][-1] for rank in ranks}),
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
+        **saved_model(events(0, "model")),
         "curves": curves(events(0, "loss"), events(0, "epoch")),
         "profile": profiled(main),
         "memory": memory({rank: results[rank][-1].get("memory") or {} for rank in ranks}),
         "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
                   for w in events(0, "windows")] + [
             f"{w['workers']} loader worker(s) decode on the slot's {w['cores']} core(s), beside the training's "
-            f"{w['trainer_threads']} thread(s)" for w in events(0, "loader")[-1:]],
+            f"{w['trainer_threads']} thread(s)" for w in events(0, "loader")[-1:]] + [
+            f"--mlflow: the model was not saved: {m['error']}" for m in events(0, "model") if m.get("error")],
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
                         "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)},
@@ -138,6 +140,12 @@ def curves(losses: list[dict], epochs: list[dict]) -> dict:
     return {"steps": [[e["step"], e["samples"], e["train_s"], e["loss"]] for e in losses],
             "epochs": [[e["epoch"], e.get("samples"), e["train_s"], e.get("train_loss"), e.get("test_loss"),
                         e.get("test_accuracy")] for e in epochs]}
+
+
+def saved_model(saved: list[dict]) -> dict:
+    """--mlflow: what rank 0's save of the trained model wrote (none where it failed: the notes say why)."""
+    done = [m for m in saved if not m.get("error")]
+    return {"model_bytes": done[-1]["bytes"], "model_save_s": done[-1]["save_s"]} if done else {}
 
 
 def checkpoints(saved: list[dict], restored: list[dict]) -> dict:

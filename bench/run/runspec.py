@@ -54,6 +54,8 @@ class RunSpec:
     # `bench run` and `bench sweep` sample every 0.5 s; the harness's own measurements (overhead, maxbatch
     # probes, regress duets) leave it off unless asked.
     sample_every_s: float = 0.0
+    # --mlflow: rank 0 saves the trained model as an MLflow model in the run folder, for the harness to log.
+    log_model: bool = False
 
     @property
     def on_engine(self) -> bool:

@@ -1,6 +1,7 @@
 """A sweep: the planned runs (`bench.run.plan`), checked up front, run one after another into one store."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 from bench.results import aggregate, allreduce, peak
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
-from bench.worker import data
+from bench.worker import MODEL_DIR, data
 from bench.run import microbench
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
@@ -27,6 +28,8 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
         from bench.run import tracking
 
         tracking.require()
+        # Rank 0 of each run saves its trained model for the MLflow run (bench.worker.Worker.save_model).
+        specs = [dataclasses.replace(spec, log_model=True) for spec in specs]
     store = ResultStore(out_dir)
     environment = env_info.environment()
     data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
@@ -40,7 +43,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
             row = run_one(spec, store, out_dir, machine, data_paths[spec.task], environment)
             rows.append(row)
             if mlflow_uri:
-                _track(mlflow_uri, row)
+                _track(mlflow_uri, row, out_dir)
             log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
     except Interrupted as stop:  # the caller prints what finished and exits 128 + the signal
         stop.rows = rows + stop.rows
@@ -74,12 +77,12 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
     return row
 
 
-def _track(uri: str, row: ResultRow) -> None:
+def _track(uri: str, row: ResultRow, out_dir: Path) -> None:
     """After the row is stored: a tracking server that is down must not cost a measurement."""
     from bench.run import tracking
 
     try:
-        tracking.log_row(uri, row)
+        tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR)
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
 

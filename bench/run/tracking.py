@@ -1,7 +1,10 @@
-"""Optional MLflow tracking (`--mlflow URI`): each run's spec as params, its figures as metrics.
+"""Optional MLflow tracking (`--mlflow URI`): each run's spec as params, its figures as metrics, its trained
+model as the run's model artifact.
 
 Logged by the harness once the row is folded, so every variant and engine is tracked the same way and
 the figures are the row's own (median and interval over windows, exact accuracy), not one rank's view.
+The model is the MLflow model rank 0 saved with its framework's flavour (`mlflow.pytorch`, `mlflow.keras`) into
+the run folder; logging that folder needs neither torch nor TensorFlow in this process (which must never hold both).
 Works offline: `sqlite:///path.db` or a folder (`file:` stores need MLFLOW_ALLOW_FILE_STORE, set here).
 """
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from pathlib import Path
 
 from bench.results.row import ResultRow
 from bench.spec.task import SpecError
 
+MODEL_ARTIFACT = "model"
 METRICS = {
     "throughput_median": lambda r: (r.throughput or {}).get("median"),
     "throughput_ci_low": lambda r: (r.throughput or {}).get("ci_low"),
@@ -27,6 +32,8 @@ METRICS = {
     "time_to_accuracy_s": lambda r: r.time_to_accuracy_s,
     "peak_memory_mb": lambda r: r.peak_memory_mb,
     "scaling_efficiency": lambda r: r.scaling_efficiency,
+    "model_bytes": lambda r: r.model_bytes,
+    "model_save_s": lambda r: r.model_save_s,
 }
 
 
@@ -36,11 +43,15 @@ def require() -> None:
         raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'")
 
 
-def log_row(uri: str, row: ResultRow, experiment: str = "dtbench") -> None:
+def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench") -> None:
+    """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its "model" artifact
+    where the run finished ok and saved one (row.model_bytes)."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
     mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(experiment) is None:
+        mlflow.create_experiment(experiment, artifact_location=artifact_location(uri))
     mlflow.set_experiment(experiment)
     params = {"variant": row.variant, "engine": row.engine, "launcher": row.launcher,
               "device_type": row.device_type, "nodes": row.nodes, "devices_per_node": row.devices_per_node,
@@ -61,6 +72,16 @@ def log_row(uri: str, row: ResultRow, experiment: str = "dtbench") -> None:
                     mlflow.log_metric(name, value, step=epoch)
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
+        if row.status == "ok" and row.model_bytes is not None and model_dir is not None and model_dir.is_dir():
+            mlflow.log_artifacts(str(model_dir), MODEL_ARTIFACT)
+
+
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment keeps its artifacts (the models): for a SQLite store its folder's mlruns/, beside the
+    database, not MLflow's default of ./mlruns wherever the harness happens to run; the store's own otherwise."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).resolve().parent / "mlruns").as_uri()
 
 
 def flatten(data: dict, prefix: str = "") -> dict:

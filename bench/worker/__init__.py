@@ -16,7 +16,8 @@ loop itself is the variant's own, written out in its framework's package:
     return worker.finish(clock, evaluation, epoch + 1, peak_memory_mb, params)
 
 A run with checkpoints hands `end_epoch` its framework's `Checkpoint` (save, load); a resumed run starts
-at `worker.restore(checkpoint)`, the epoch after the last one saved.
+at `worker.restore(checkpoint)`, the epoch after the last one saved. With --mlflow (`logs_model`) rank 0
+hands `save_model` its framework's MLflow save once training is done.
 """
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
+from bench.worker import faults
 from bench.worker.clock import OwnTimer, Profiler, StepClock
+from bench.worker.faults import FAULT_ENV  # noqa: F401  (the harness names it)
 from bench.worker.profile import PROFILE_DIR, PROFILED_WINDOWS
 from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 from bench.worker.turns import Turns
@@ -41,13 +44,10 @@ SPEC_ENV = "DTBENCH_SPEC"
 NODE_RANK_ENV = "DTBENCH_NODE_RANK"
 LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
 HOST_ADDR_ENV = "DTBENCH_HOST_ADDR"  # a multi-host run: this host's address on the collectives' interface
-# Test-only fault injection: "crash", "hang" or "kill" (SIGKILL itself), e.g. "crash:rank=1:step=3"
-# (rank 0 and step 1 if unnamed); "slow": from that step on each of the rank's batches comes `ms` (default 20)
-# late, as from a slower disk (the straggler the report should name), e.g. "slow:rank=1:ms=20".
-FAULT_ENV = "DTBENCH_FAULT"
 
 
 CHECKPOINT_DIR = "checkpoint"
+MODEL_DIR = "model"  # --mlflow: the trained model as an MLflow model, which the harness logs as the run's artifact
 MIN_WINDOWS = 3  # the fewest timing windows a row may rest on (a median and a spread)
 
 
@@ -187,28 +187,11 @@ class Worker:
         if windows < t["windows"]:
             self.record("windows", planned=t["windows"], timed=windows, steps=steps)
         self._clock = StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
-                         on_first_step=lambda: self.record("first_step"), on_step=self._inject_fault,
+                         on_first_step=lambda: self.record("first_step"), on_step=lambda step: faults.inject(self.rank, step, self._clock),
                          turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
                          on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
                          own_timer=own_timer)
         return self._clock
-
-    def _inject_fault(self, step: int) -> None:
-        spec = os.environ.get(FAULT_ENV)
-        if not spec:
-            return
-        kind, *args = spec.split(":")
-        params = dict(arg.split("=", 1) for arg in args)
-        if int(params.get("rank", 0)) != self.rank or int(params.get("step", 1)) != step:
-            return
-        if kind == "crash":
-            raise RuntimeError(f"injected crash at step {step}")
-        if kind == "hang":
-            time.sleep(24 * 3600)
-        if kind == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        if kind == "slow":
-            self._clock.input_delay_s = float(params.get("ms", 20)) / 1000
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:
         """The loop's loss log (`add(loss, clock)` after every step); a resumed run counts on from its steps."""
@@ -229,6 +212,27 @@ class Worker:
         epochs_done = checkpoint.load(Path(directory))
         self.record("restored", load_s=time.perf_counter() - started, epochs_done=epochs_done, directory=directory)
         return epochs_done
+
+    @property
+    def logs_model(self) -> bool:
+        """--mlflow: the trained model is saved for the harness to log. Not in independent runs: their replicas
+        diverged, there is no one trained model."""
+        return bool(self.spec.get("log_model")) and not self.independent
+
+    def save_model(self, save: Callable[[Path], str]) -> None:
+        """Rank 0, after training: `save(directory)` writes the trained model with its MLflow flavour's
+        `save_model` and returns the flavour's name; timed and measured. A model that cannot be saved is
+        recorded with the reason and costs the run nothing: its figures stand without it."""
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # the import would send telemetry otherwise
+        directory, started = self.run_dir / MODEL_DIR, time.perf_counter()
+        try:
+            flavor = save(directory)
+        except Exception as exc:  # noqa: BLE001 - the measurement stands; the row says why there is no model
+            self.record("model", error=f"{type(exc).__name__}: {exc}"[:2000])
+            return
+        save_s = time.perf_counter() - started
+        size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+        self.record("model", flavor=flavor, save_s=save_s, bytes=size)
 
     def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
         """Save (the training stall, timed across the barrier every approach ends its save with); after the

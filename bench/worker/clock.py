@@ -70,7 +70,7 @@ class StepClock:
         self._paused_at: float | None = None
         self.first_step_s: float | None = None  # start to the end of step 1: compilation, allocation
         self.input_wait_s = 0.0                 # inside windows, waiting for the next batch (`timed`)
-        self.input_delay_s = 0.0  # the "slow" fault: each batch this much later (bench.worker._inject_fault)
+        self.input_delay_s = 0.0  # the "slow" fault: each batch this much later (bench.worker.faults)
         self._own_timer = own_timer
         self.own_window_seconds: list[float] = []  # per timed window, this rank's own time (with an own_timer)
         self._window_input_wait = 0.0
