@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import signal
 import socket
 import sys
 import time
