@@ -5,15 +5,17 @@ what `fit` costs or saves is read against tf-mirrored and tf-multiworker in one 
 The run's clock rides a Keras callback that hooks only the start of each batch and the end of each epoch: a
 callback with `on_train_batch_end` makes Keras convert every step's logs to Python floats (a device sync per
 step), which neither the custom loop nor a user's plain `fit` does. The step before a batch's start is the one
-that has just ended. Import this module only after `train.configure()` has pinned the process (it imports Keras).
+that has just ended. Under Keras 2 (tf-multiworker-fit, tf_impl/keras_flavour.py) the same code runs: only the
+loss tracker's place and the reading of its variables differ. Import this module only after `train.configure()`
+has pinned the process (it imports Keras).
 """
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
 
 from bench.worker import LossCurve, StepClock, Worker
 from tf_impl import train as loop
+from tf_impl.keras_flavour import LEGACY, keras
 from tf_impl.flops import flops_per_sample
 from tf_impl.memory import model_state_bytes, peak_memory_mb
 from tf_impl.model import build_model, count_parameters
@@ -37,7 +39,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                       jit_compile=bool(task["compile"]))
     # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
     eval_functions = loop.evaluation_functions(
-        strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None), num_workers)
+        strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none"), num_workers)
     batches = synthetic_dataset(strategy, task) if source is None else \
         loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(epochs))
 
@@ -51,7 +53,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
 
     profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
     clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch, profiler=profiler)
-    clocked = ClockedFit(worker, clock, worker.loss_curve(), model._loss_tracker, epochs,
+    clocked = ClockedFit(worker, clock, worker.loss_curve(), loss_tracker(model), epochs,
                          evaluate_exactly if source else None)
     clock.start()
     model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[clocked], verbose=0)
@@ -60,6 +62,16 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                          {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
                          memory={"model_state_bytes": model_state_bytes(model, optimizer)},
                          **({"profile": profiler.result} if profiler else {}))
+
+
+def loss_tracker(model: keras.Model):
+    """Keras' running mean of the training loss, a `Mean` metric: where Keras 3 and Keras 2 keep it."""
+    return model.compiled_loss._total_loss_mean if LEGACY else model._loss_tracker
+
+
+def read(variable):
+    """A metric variable's value, as a tensor left on the device (summed across replicas and workers)."""
+    return tf.identity(variable if LEGACY else variable.value)
 
 
 def synthetic_dataset(strategy, task: dict):
@@ -91,6 +103,9 @@ class ClockedFit(keras.callbacks.Callback):
 
     def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate):
         super().__init__()
+        # Keras 2 converts every batch hook's logs to Python floats (a device sync per step) unless the callbacks
+        # that have batch hooks take tensors; this one reads none.
+        self._supports_tf_logs = True
         self.worker, self.clock, self.loss_curve, self.tracker = worker, clock, loss_curve, tracker
         self.epochs, self.evaluate = epochs, evaluate
         self.evaluation, self.epochs_done, self.steps_this_epoch = None, 0, 0
@@ -114,8 +129,7 @@ class ClockedFit(keras.callbacks.Callback):
         self.steps_this_epoch += 1
         step, every = self.loss_curve.step + 1, self.loss_curve.every
         if step % every in (0, every - 1):
-            self._sums[self.steps_this_epoch] = (tf.identity(self.tracker.total.value),
-                                                 tf.identity(self.tracker.count.value))
+            self._sums[self.steps_this_epoch] = (read(self.tracker.total), read(self.tracker.count))
         self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)  # read only where it is kept
         self.clock.step_done()
         if self.clock.stop:
