@@ -11,6 +11,8 @@ has pinned the process (it imports Keras).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import tensorflow as tf
 
 from bench.worker import LossCurve, StepClock, Worker
@@ -40,8 +42,13 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
     eval_functions = loop.evaluation_functions(
         strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none"), num_workers)
+    # Keras' BackupAndRestore in fit's callbacks, as Keras users checkpoint; the harness times its saves.
+    backup = Backup(worker.checkpoint_dir, strategy, steps_per_epoch,
+                    barrier=lambda: eval_functions[1](tf.zeros([1], tf.float64)).numpy())
+    backup.set_model(model)
+    first_epoch = worker.restore(backup)  # 0, or the epoch after a resumed run's last checkpoint
     batches = synthetic_dataset(strategy, task) if source is None else \
-        loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(epochs))
+        loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(first_epoch, epochs))
 
     def sync() -> None:
         """Read the step counter: the read waits for the last step's update (and its all-reduce) to be done."""
@@ -52,12 +59,14 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                              clocked.epoch_loss_sum(), clocked.steps_this_epoch)
 
     profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
-    clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch, profiler=profiler)
-    clocked = ClockedFit(worker, clock, worker.loss_curve(), loss_tracker(model), epochs,
+    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler)
+    clocked = ClockedFit(worker, clock, worker.loss_curve(first_epoch * steps_per_epoch), loss_tracker(model), epochs,
                          evaluate_exactly if source else None,
-                         (eval_functions[1], steps_per_epoch) if LEGACY else None)
+                         (eval_functions[1], steps_per_epoch) if LEGACY else None,
+                         backup if task.get("checkpoint_every_epoch") else None)
     clock.start()
-    model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[clocked], verbose=0)
+    model.fit(batches, epochs=epochs, initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
+              callbacks=[clocked] + ([backup] if task.get("checkpoint_every_epoch") else []), verbose=0)
     return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
                          flops_per_sample(network) if worker_index == 0 else None,
                          {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
@@ -97,6 +106,7 @@ class Normalised(keras.Model):
     def __init__(self, network: keras.Model):
         super().__init__(name=f"normalised_{network.name}")
         self.network = network
+        self.built = True  # as its network is (BackupAndRestore restores only into a built model)
 
     def call(self, images, training=False):
         return self.network(loop.normalise(images), training=training)
@@ -108,8 +118,9 @@ class ClockedFit(keras.callbacks.Callback):
     sums across replicas and workers."""
 
     def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate,
-                 across_workers: tuple | None = None):
+                 across_workers: tuple | None = None, checkpoint: "Backup | None" = None):
         super().__init__()
+        self.checkpoint = checkpoint  # saved at each epoch's end, the clock paused (--checkpoint-every-epoch)
         # Keras 2: (a tf.function summing a vector across workers, the steps of an epoch) to add up the workers' kept
         # sums at the epoch's end; None where a read already sums every replica.
         self.across_workers = across_workers
@@ -132,7 +143,7 @@ class ClockedFit(keras.callbacks.Callback):
         self._step_done()  # the epoch's last step
         if self.across_workers:
             self._sum_workers()
-        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate)
+        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate, self.checkpoint)
         self.epochs_done = epoch + 1
 
     def _step_done(self) -> None:
@@ -175,3 +186,38 @@ class StepLoss:
         total, count = (float(v) for v in self.sums[self.step])
         before_total, before_count = (float(v) for v in self.sums.get(self.step - 1, (0.0, 0.0)))
         return (total - before_total) / (count - before_count)
+
+
+class Backup(keras.callbacks.BackupAndRestore):
+    """Keras' BackupAndRestore as the harness's checkpoint (save, load): in fit's callbacks as Keras users put it
+    (Keras 2 writes a TensorFlow checkpoint of the model and its optimizer, the chief's in chief/, the other
+    workers' into folders it deletes; Keras 3 one weights file), kept when fit returns, its save at an epoch's
+    end made by the harness with the clock paused (`save`, from ClockedFit) so that the stall is timed apart.
+    `load` reads a folder it wrote: the load-back after the last epoch, and --resume-from before fit."""
+
+    async_safe = True  # Keras 3: its batch-end hook does nothing at epoch frequency; not a reason to sync every step
+
+    def __init__(self, directory, strategy, steps_per_epoch: int, barrier):
+        super().__init__(str(directory), delete_checkpoint=False)
+        self.strategy, self.steps_per_epoch, self.barrier = strategy, steps_per_epoch, barrier
+
+    def on_epoch_end(self, epoch, logs=None):
+        pass  # saved through save(), from ClockedFit's end of the epoch
+
+    def save(self, directory, epochs_done: int) -> None:
+        super().on_epoch_end(epochs_done - 1)
+        self.barrier()  # no worker reads the chief's files before they are complete
+
+    def load(self, directory) -> int:
+        """Restore the model and its optimizer from what `save` wrote into `directory`; the epochs it had trained."""
+        optimizer = self.model.optimizer
+        with self.strategy.scope():
+            optimizer.build(self.model.trainable_variables)  # its slots, to restore into
+        if LEGACY:
+            latest = tf.train.latest_checkpoint(str(Path(directory) / "chief"))
+            if latest is None:
+                raise FileNotFoundError(f"no Keras backup in {directory}")
+            tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
+        else:
+            self.model.load_weights(str(Path(directory) / "latest.weights.h5"))
+        return int(optimizer.iterations.numpy()) // self.steps_per_epoch
