@@ -8,7 +8,7 @@ from bench.worker import FAULT_ENV
 from helpers import CPU, bench, rows
 
 VARIANTS = {"torch-single": 1, "torch-dp": 1, "torch-ddp": 2, "accelerate": 2, "tf-single": 1, "tf-mirrored": 2,
-            "tf-multiworker": 2}
+            "tf-multiworker": 2, "tf-mirrored-fit": 2, "tf-multiworker-fit": 2}  # the fits: Keras' BackupAndRestore
 
 
 @pytest.mark.slow

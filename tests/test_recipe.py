@@ -33,14 +33,23 @@ print(json.dumps([rates, weights]))
 
 TENSORFLOW = """
 import json, sys
-import keras
+import tensorflow as tf
+from tf_impl.keras_flavour import LEGACY, keras
 from tf_impl.recipe import make_optimizer
 task, spe, epochs = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 optimizer = make_optimizer(task, spe, epochs)
-weight = keras.Variable([[1.0]])
+weight = tf.Variable([[1.0]]) if LEGACY else keras.Variable([[1.0]])
+
+def rate():
+    if not LEGACY:
+        return float(optimizer.learning_rate)
+    # Keras 2's `learning_rate` is the rate its last step took: read the schedule at the coming step.
+    schedule = optimizer._learning_rate
+    return float(schedule(optimizer.iterations) if callable(schedule) else schedule)
+
 rates, weights = [], []
 for step in range(spe * epochs):
-    rates.append(float(optimizer.learning_rate))
+    rates.append(rate())
     optimizer.apply_gradients([(0.5 * weight + 0.1 * (step % 7) - 0.2, weight)])
     weights.append(float(weight.numpy()[0][0]))
 print(json.dumps([rates, weights]))
@@ -58,25 +67,32 @@ RECIPES = {
 }
 
 
-def trajectory(script: str, task: dict) -> tuple[list[float], list[float]]:
+def trajectory(script: str, task: dict, env: dict | None = None) -> tuple[list[float], list[float]]:
     out = subprocess.run([sys.executable, "-c", script, json.dumps(task), str(STEPS_PER_EPOCH), str(EPOCHS)],
                          cwd=REPO, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(REPO),
                                                                                      "TF_CPP_MIN_LOG_LEVEL": "3",
-                                                                                     "CUDA_VISIBLE_DEVICES": ""})
+                                                                                     "CUDA_VISIBLE_DEVICES": "",
+                                                                                     **(env or {})})
     assert out.returncode == 0, out.stderr[-2000:]
     rates, weights = json.loads(out.stdout.strip().splitlines()[-1])
     return rates, weights
 
 
+# Keras 3, and Keras 2 (tf-keras) as tf-multiworker-fit's launch selects it.
+KERAS = {"keras 3": {}, "keras 2": {"TF_USE_LEGACY_KERAS": "1"}}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("keras", KERAS)
 @pytest.mark.parametrize("name", RECIPES)
-def test_torch_and_tensorflow_train_the_same_recipe_step_by_step(name):
+def test_torch_and_tensorflow_train_the_same_recipe_step_by_step(name, keras):
     """The same learning rate at every step, and the same weight after it (the optimizers' updates, weight
     decay and momentum under a changing rate included), read from each framework's optimizer."""
     changes = dict(RECIPES[name])
     world = changes.pop("world", 1)
     task = get_task("quick", epochs=EPOCHS, **changes).for_world(world).to_dict()
-    (torch_rates, torch_weights), (tf_rates, tf_weights) = trajectory(TORCH, task), trajectory(TENSORFLOW, task)
+    (torch_rates, torch_weights), (tf_rates, tf_weights) = trajectory(TORCH, task), \
+        trajectory(TENSORFLOW, task, KERAS[keras])
     assert len(torch_rates) == len(tf_rates) == STEPS_PER_EPOCH * EPOCHS
     assert tf_rates == pytest.approx(torch_rates, rel=1e-5, abs=1e-9)
     assert tf_weights == pytest.approx(torch_weights, rel=1e-4, abs=1e-6)

@@ -5,16 +5,20 @@ what `fit` costs or saves is read against tf-mirrored and tf-multiworker in one 
 The run's clock rides a Keras callback that hooks only the start of each batch and the end of each epoch: a
 callback with `on_train_batch_end` makes Keras convert every step's logs to Python floats (a device sync per
 step), which neither the custom loop nor a user's plain `fit` does. The step before a batch's start is the one
-that has just ended. Import this module only after `train.configure()` has pinned the process (it imports Keras).
+that has just ended. Under Keras 2 (tf-multiworker-fit, tf_impl/keras_flavour.py) the same code runs: only the
+loss tracker's place and the reading of its variables differ. Import this module only after `train.configure()`
+has pinned the process (it imports Keras).
 """
 from __future__ import annotations
 
-import keras
+from pathlib import Path
+
 import tensorflow as tf
 
 from bench.worker import LossCurve, StepClock, Worker
 from tf_impl import mlflow_model
 from tf_impl import train as loop
+from tf_impl.keras_flavour import LEGACY, keras
 from tf_impl.flops import flops_per_sample
 from tf_impl.memory import model_state_bytes, peak_memory_mb
 from tf_impl.model import build_model, count_parameters
@@ -38,9 +42,14 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                       jit_compile=bool(task["compile"]))
     # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
     eval_functions = loop.evaluation_functions(
-        strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None), num_workers)
+        strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none"), num_workers)
+    # Keras' BackupAndRestore in fit's callbacks, as Keras users checkpoint; the harness times its saves.
+    backup = Backup(worker.checkpoint_dir, strategy, steps_per_epoch,
+                    barrier=lambda: eval_functions[1](tf.zeros([1], tf.float64)).numpy())
+    backup.set_model(model)
+    first_epoch = worker.restore(backup)  # 0, or the epoch after a resumed run's last checkpoint
     batches = synthetic_dataset(strategy, task) if source is None else \
-        loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(epochs))
+        loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(first_epoch, epochs))
 
     def sync() -> None:
         """Read the step counter: the read waits for the last step's update (and its all-reduce) to be done."""
@@ -51,17 +60,35 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                              clocked.epoch_loss_sum(), clocked.steps_this_epoch)
 
     profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
-    clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch, profiler=profiler)
-    clocked = ClockedFit(worker, clock, worker.loss_curve(), model._loss_tracker, epochs,
-                         evaluate_exactly if source else None)
+    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler)
+    clocked = ClockedFit(worker, clock, worker.loss_curve(first_epoch * steps_per_epoch), loss_tracker(model), epochs,
+                         evaluate_exactly if source else None,
+                         (eval_functions[1], steps_per_epoch) if LEGACY else None,
+                         backup if task.get("checkpoint_every_epoch") else None)
     clock.start()
-    model.fit(batches, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=[clocked], verbose=0)
+    model.fit(batches, epochs=epochs, initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
+              callbacks=[clocked] + ([backup] if task.get("checkpoint_every_epoch") else []), verbose=0)
     mlflow_model.save(worker, network, chief=worker_index == 0)  # --mlflow: the network fit trained
     return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
                          flops_per_sample(network) if worker_index == 0 else None,
                          {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
                          memory={"model_state_bytes": model_state_bytes(model, optimizer)},
                          **({"profile": profiler.result} if profiler else {}))
+
+
+def loss_tracker(model: keras.Model):
+    """Keras' running mean of the training loss, a `Mean` metric: where Keras 3 and Keras 2 keep it."""
+    return model.compiled_loss._total_loss_mean if LEGACY else model._loss_tracker
+
+
+def read(variable, strategy):
+    """A metric variable's value as a tensor left on the device. Keras 3 (one process) reads it summed across the
+    replicas. Keras 2 (tf-multiworker-fit) sums this worker's replicas alone: the summed read is a collective
+    across workers, which at every kept step halved the run's throughput (3,848 -> 1,982 samples/s, default
+    task, 2 workers); the workers' sums are added once an epoch instead (ClockedFit._sum_workers)."""
+    if not LEGACY:
+        return tf.identity(variable.value)
+    return tf.add_n([tf.identity(v) for v in strategy.experimental_local_results(variable)])
 
 
 def synthetic_dataset(strategy, task: dict):
@@ -81,6 +108,7 @@ class Normalised(keras.Model):
     def __init__(self, network: keras.Model):
         super().__init__(name=f"normalised_{network.name}")
         self.network = network
+        self.built = True  # as its network is (BackupAndRestore restores only into a built model)
 
     def call(self, images, training=False):
         return self.network(loop.normalise(images), training=training)
@@ -91,8 +119,16 @@ class ClockedFit(keras.callbacks.Callback):
     `tracker` is Keras' running mean of the loss: its (sum, count) over the epoch's samples, which reading
     sums across replicas and workers."""
 
-    def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate):
+    def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate,
+                 across_workers: tuple | None = None, checkpoint: "Backup | None" = None):
         super().__init__()
+        self.checkpoint = checkpoint  # saved at each epoch's end, the clock paused (--checkpoint-every-epoch)
+        # Keras 2: (a tf.function summing a vector across workers, the steps of an epoch) to add up the workers' kept
+        # sums at the epoch's end; None where a read already sums every replica.
+        self.across_workers = across_workers
+        # Keras 2 converts every batch hook's logs to Python floats (a device sync per step) unless the callbacks
+        # that have batch hooks take tensors; this one reads none.
+        self._supports_tf_logs = True
         self.worker, self.clock, self.loss_curve, self.tracker = worker, clock, loss_curve, tracker
         self.epochs, self.evaluate = epochs, evaluate
         self.evaluation, self.epochs_done, self.steps_this_epoch = None, 0, 0
@@ -107,7 +143,9 @@ class ClockedFit(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._step_done()  # the epoch's last step
-        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate)
+        if self.across_workers:
+            self._sum_workers()
+        self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate, self.checkpoint)
         self.epochs_done = epoch + 1
 
     def _step_done(self) -> None:
@@ -116,12 +154,23 @@ class ClockedFit(keras.callbacks.Callback):
         self.steps_this_epoch += 1
         step, every = self.loss_curve.step + 1, self.loss_curve.every
         if step % every in (0, every - 1):
-            self._sums[self.steps_this_epoch] = (tf.identity(self.tracker.total.value),
-                                                 tf.identity(self.tracker.count.value))
+            strategy = self.model.distribute_strategy
+            self._sums[self.steps_this_epoch] = (read(self.tracker.total, strategy), read(self.tracker.count, strategy))
         self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)  # read only where it is kept
         self.clock.step_done()
         if self.clock.stop:
             self.model.stop_training = True
+
+    def _sum_workers(self) -> None:
+        """Every worker's kept (sum, count) pairs added across workers in one collective (a vector of one epoch's
+        length, so that it is traced once), every worker taking part."""
+        kept = sorted(self._sums)
+        if not kept:
+            return
+        add, steps = self.across_workers
+        local = tf.cast(tf.reshape(tf.stack([tf.stack(self._sums[k]) for k in kept]), [-1]), tf.float64)
+        summed = add(tf.pad(local, [[0, 2 * steps - 2 * len(kept)]])).numpy()
+        self._sums.update({k: (summed[2 * i], summed[2 * i + 1]) for i, k in enumerate(kept)})  # StepLoss reads it
 
     def epoch_loss_sum(self) -> float:
         """This epoch's per-step losses summed (every step's batch is the same size: the mean times the steps)."""
@@ -139,3 +188,38 @@ class StepLoss:
         total, count = (float(v) for v in self.sums[self.step])
         before_total, before_count = (float(v) for v in self.sums.get(self.step - 1, (0.0, 0.0)))
         return (total - before_total) / (count - before_count)
+
+
+class Backup(keras.callbacks.BackupAndRestore):
+    """Keras' BackupAndRestore as the harness's checkpoint (save, load): in fit's callbacks as Keras users put it
+    (Keras 2 writes a TensorFlow checkpoint of the model and its optimizer, the chief's in chief/, the other
+    workers' into folders it deletes; Keras 3 one weights file), kept when fit returns, its save at an epoch's
+    end made by the harness with the clock paused (`save`, from ClockedFit) so that the stall is timed apart.
+    `load` reads a folder it wrote: the load-back after the last epoch, and --resume-from before fit."""
+
+    async_safe = True  # Keras 3: its batch-end hook does nothing at epoch frequency; not a reason to sync every step
+
+    def __init__(self, directory, strategy, steps_per_epoch: int, barrier):
+        super().__init__(str(directory), delete_checkpoint=False)
+        self.strategy, self.steps_per_epoch, self.barrier = strategy, steps_per_epoch, barrier
+
+    def on_epoch_end(self, epoch, logs=None):
+        pass  # saved through save(), from ClockedFit's end of the epoch
+
+    def save(self, directory, epochs_done: int) -> None:
+        super().on_epoch_end(epochs_done - 1)
+        self.barrier()  # no worker reads the chief's files before they are complete
+
+    def load(self, directory) -> int:
+        """Restore the model and its optimizer from what `save` wrote into `directory`; the epochs it had trained."""
+        optimizer = self.model.optimizer
+        with self.strategy.scope():
+            optimizer.build(self.model.trainable_variables)  # its slots, to restore into
+        if LEGACY:
+            latest = tf.train.latest_checkpoint(str(Path(directory) / "chief"))
+            if latest is None:
+                raise FileNotFoundError(f"no Keras backup in {directory}")
+            tf.train.Checkpoint(model=self.model).restore(latest).expect_partial()
+        else:
+            self.model.load_weights(str(Path(directory) / "latest.weights.h5"))
+        return int(optimizer.iterations.numpy()) // self.steps_per_epoch

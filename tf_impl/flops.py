@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-import keras
+from tf_impl.keras_flavour import keras
 
 
 def flops_per_sample(model: keras.Model) -> float:

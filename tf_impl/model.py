@@ -1,8 +1,11 @@
 """The task's models in Keras, layer for layer the same as torch_impl.model."""
 from __future__ import annotations
 
-import keras
-from keras import layers
+import math
+
+from tf_impl.keras_flavour import keras
+
+layers = keras.layers
 
 
 def build_model(task: dict) -> keras.Model:
@@ -37,4 +40,4 @@ def build_model(task: dict) -> keras.Model:
 
 
 def count_parameters(model: keras.Model) -> int:
-    return int(sum(keras.ops.size(w) for w in model.trainable_weights))
+    return int(sum(math.prod(w.shape) for w in model.trainable_weights))

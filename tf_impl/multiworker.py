@@ -13,7 +13,8 @@ from bench.worker import Worker, exit_now, spec_path_from_argv
 from tf_impl import train
 
 
-def main() -> None:
+def main(fit: bool = False) -> None:
+    """Train with the custom loop, or with `model.fit` (tf-multiworker-fit)."""
     worker = Worker(spec_path_from_argv())
     with worker.session():
         tf = train.configure(worker)
@@ -25,7 +26,11 @@ def main() -> None:
         num_workers = len(config["cluster"]["worker"])
         worker.joined(strategy.num_replicas_in_sync, backend=f"collective {implementation.name.lower()}",
                       workers=num_workers, **train.device_info(strategy))
-        train.train(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
+        if fit:
+            from tf_impl.fit import train_with_fit  # imports Keras: only once configure() has pinned the process
+            train_with_fit(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
+        else:
+            train.train(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
     # TF's gRPC server cannot be shut down cleanly and would keep the process alive.
     exit_now(0)
 

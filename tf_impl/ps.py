@@ -114,14 +114,14 @@ def main() -> None:
         tf = train.configure(worker, trains_on_gpus=config["task"]["type"] == "worker")
         if config["task"]["type"] != "chief":
             serve(worker, tf, config)
-        import keras  # once configure() has pinned this process
+        from tf_impl.keras_flavour import FLAVOUR  # imports Keras: once configure() has pinned this process
 
         strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
         coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         workers = len(config["cluster"]["worker"])
         worker.joined(workers, backend="parameter servers over gRPC, asynchronous updates", workers=workers,
                       parameter_servers=len(config["cluster"]["ps"]), framework_version=tf.__version__,
-                      keras=keras.__version__, threads=tf.config.threading.get_intra_op_parallelism_threads(),
+                      keras=FLAVOUR, threads=tf.config.threading.get_intra_op_parallelism_threads(),
                       device_name=train.cpu_model() if worker.device_type == "cpu" else None)
         train_async(worker, strategy, coordinator, workers)
     exit_now(0)  # TF's gRPC servers cannot be shut down cleanly

@@ -5,15 +5,32 @@ weight decay, so that both frameworks train the same recipe), with a `LearningRa
 The same schedule as torch's schedulers (torch_impl/recipe.py), from Keras' pieces: a linear warm-up
 from `warmup_start_factor x peak` to the peak, then constant, `ExponentialDecay(staircase=True)` (x lr_gamma
 every lr_step_epochs) or `CosineDecay` (to 0 at the last step, its own `warmup_target` warm-up). A test
-holds the two equal step by step.
+holds the two equal step by step, under Keras 3 and under Keras 2 (tf_impl/keras_flavour.py): Keras 2 calls
+`update_step(gradient, variable)` with the rate on the optimizer, and its optimizers have no `assign` or
+`_get_variable_index` of their own (`_Keras2Updates` spells them).
 """
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
-from keras import ops
 
 from bench.spec.task import TaskSpec
+from tf_impl.keras_flavour import LEGACY, keras, ops
+
+
+class _Keras2Updates:
+    """What Keras 3's optimizers offer the update steps below, on Keras 2's (none under Keras 3)."""
+
+    def assign(self, variable, value):
+        variable.assign(value)
+
+    def assign_sub(self, variable, value):
+        variable.assign_sub(value)
+
+    def _get_variable_index(self, variable):
+        return self._index_dict[self._var_key(variable)]
+
+
+_UPDATES = (_Keras2Updates,) if LEGACY else ()
 
 
 def make_optimizer(task: dict, steps_per_epoch: int, epochs: int) -> keras.optimizers.Optimizer:
@@ -29,14 +46,16 @@ def make_optimizer(task: dict, steps_per_epoch: int, epochs: int) -> keras.optim
     return TorchSGD(learning_rate=rate, momentum=float(task["momentum"]), l2=decay)
 
 
-class TorchSGD(keras.optimizers.SGD):
+class TorchSGD(*_UPDATES, keras.optimizers.SGD):
     """torch.optim.SGD's update: b = momentum x b + (g + l2 x w); w -= lr x b."""
 
     def __init__(self, *, l2: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         self.l2 = l2
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient, variable, learning_rate=None):
+        if learning_rate is None:  # Keras 2: this step's rate (its schedule read at `iterations`)
+            learning_rate = self.learning_rate
         rate = ops.cast(learning_rate, variable.dtype)
         step = ops.cast(gradient, variable.dtype)
         if self.l2:
@@ -55,10 +74,10 @@ class TorchAdam(keras.optimizers.Adam):
         super().__init__(**kwargs)
         self.l2 = l2
 
-    def update_step(self, gradient, variable, learning_rate):
+    def update_step(self, gradient, variable, *learning_rate):  # Keras 2 passes no rate
         if self.l2:
             gradient = ops.add(ops.cast(gradient, variable.dtype), ops.multiply(variable, ops.cast(self.l2, variable.dtype)))
-        super().update_step(gradient, variable, learning_rate)
+        super().update_step(gradient, variable, *learning_rate)
 
 
 def learning_rate(task: dict, steps_per_epoch: int, epochs: int):

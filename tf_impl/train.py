@@ -2,7 +2,7 @@
 
 A variant makes its strategy (the default one, MirroredStrategy, MultiWorkerMirroredStrategy) and calls `train`:
 `strategy.run` inside a `tf.function`, the loss averaged over the global batch (`tf.nn.compute_average_loss`).
-`model.fit` is tf_impl/fit.py (tf-mirrored-fit). Same SGD, learning
+`model.fit` is tf_impl/fit.py (tf-mirrored-fit, tf-multiworker-fit). Same SGD, learning
 rate, seed policy and on-device normalisation as the PyTorch variants. TensorFlow and Keras are imported inside
 the functions, never at the top: only once configure() has pinned the process and sized TensorFlow's pools.
 """
@@ -25,8 +25,9 @@ def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True
     # tf.data decodes files on its own threads: the compute pool keeps the slot's size. (Shrunk, TensorFlow's
     # reductions split differently and training drifted from the in-memory run's by 0.9 points here.)
     threads = worker.pin(loader_processes=False)
-    import keras
     import tensorflow as tf
+
+    from tf_impl.keras_flavour import keras  # Keras 3, or Keras 2 where the variant's launch asks for it
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     # Collectives need an inter-op thread of their own beside the compute.
@@ -61,8 +62,8 @@ class GPUsNotSeen(RuntimeError):
 
 def device_info(strategy) -> dict:
     import tensorflow as tf
-    import keras
-    info = {"framework_version": tf.__version__, "keras": keras.__version__,
+    from tf_impl.keras_flavour import FLAVOUR
+    info = {"framework_version": tf.__version__, "keras": FLAVOUR,
             "threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
     build = tf.sysconfig.get_build_info()

@@ -58,6 +58,7 @@ class ResultRow:
     peak_fraction: float | None = None                  # per device vs `bench peak` on this machine
     matmul_precision: str | None = None                 # fp32 | tf32 | bf16 | fp16: what the peaks are read at
     fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile
+    keras: str | None = None   # TensorFlow: the Keras that ran ("keras 3.15.1"; "tf-keras 2.21.0" for tf-multiworker-fit)
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
     compile_s: float | None = None                      # --compile: that first step, out of every window
     input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.worker import cpu_model
 
-LIBRARIES = ("torch", "torchvision", "timm", "accelerate", "tensorflow", "tensorflow-cpu", "keras",
+LIBRARIES = ("torch", "torchvision", "timm", "accelerate", "tensorflow", "tensorflow-cpu", "keras", "tf-keras",
              "numpy", "pandas", "scipy")
 
 

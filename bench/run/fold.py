@@ -8,7 +8,7 @@ from bench.results import stats
 from bench.results.jsonl import read_jsonl
 
 _ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
-                         "cuda_visible", "framework_version", "device_name", "threads"}
+                         "cuda_visible", "framework_version", "device_name", "threads", "keras"}
 
 
 class FoldError(RuntimeError):
@@ -59,6 +59,7 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         "framework_version": info.get("framework_version"),
         "device_name": info.get("device_name"),
         "threads": info.get("threads"),
+        "keras": info.get("keras"),
         "throughput": throughput,
         "per_device_throughput": throughput["median"] / planned_world,
         "step_time_ms": stats.step_time_ms(main["window_seconds"], main["window_steps"]),

@@ -130,6 +130,7 @@ def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) 
         "CUDA_VISIBLE_DEVICES": ",".join(plan.cuda_visible) if plan.cuda_visible is not None else "",
         "TF_CPP_MIN_LOG_LEVEL": "2",
         **interface_environment(spec),
+        **dict(spec.variant.env),  # what the variant itself asks for (tf-multiworker-fit: Keras 2)
     }
 
 

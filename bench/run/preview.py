@@ -24,7 +24,7 @@ from bench.worker.gpus import cuda_index
 
 # The environment a reader of the plan needs; the rest (PYTHONPATH, TMPDIR, ...) is the same for every run.
 SHOWN_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE", "TF_CONFIG",
-             "ACCELERATE_USE_CPU")
+             "ACCELERATE_USE_CPU", "TF_USE_LEGACY_KERAS")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ class Variant:
     # its accuracy and speed not comparable as such (the row and the report say so); the chief alone reports.
     asynchronous: bool = False
     custom_loop: str | None = None  # a Keras fit variant: the custom-loop variant its cost is read against
+    # Set in every process it starts, before the framework is imported (tf-multiworker-fit: Keras 2).
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def launcher_spec(self):
@@ -94,9 +96,13 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             baseline="tf-single"),
     Variant("tf-mirrored-fit", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit", single_process=True,
             spans_nodes=False, summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
-            baseline="tf-single", custom_loop="tf-mirrored", checkpoints=False,
-            checkpoint_hint="Keras' ModelCheckpoint / BackupAndRestore are not wired into the harness yet: use "
-                            "tf-mirrored"),
+            baseline="tf-single", custom_loop="tf-mirrored"),
+    Variant("tf-multiworker-fit", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker_fit",
+            single_process=False, spans_nodes=True,
+            summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
+                    "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
+            # Keras 3's fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585): tf.keras is Keras 2.
+            env=(("TF_USE_LEGACY_KERAS", "1"),)),
     Variant("tf-multiworker-node", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
             spans_nodes=True, processes_per_node_fixed=1, in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
