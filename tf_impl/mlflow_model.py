@@ -29,7 +29,7 @@ def save_model(task: dict, network, directory: Path) -> str:
     from tf_impl.model import build_model
 
     keras.mixed_precision.set_global_policy("float32")  # training is over: the copy holds plain float32 layers
-    fresh = build_model(task)
+    fresh = build_model(task, keras)  # Keras 3 whichever Keras trained it (tf-multiworker-fit: Keras 2)
     fresh.set_weights(network.get_weights())
     # The signature from two images; no example kept (MLflow would store it as JSON beside the model).
     example = np.zeros((2, task["image_size"], task["image_size"], task["channels"]), dtype=np.float32)

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import math
 
-from tf_impl.keras_flavour import keras
-
-layers = keras.layers
+from tf_impl import keras_flavour
 
 
-def build_model(task: dict) -> keras.Model:
-    """The task's model, initialised from the task's seed. Inputs are normalised NHWC floats."""
+def build_model(task: dict, keras=keras_flavour.keras):
+    """The task's model, initialised from the task's seed, in this process's Keras (or the `keras` module
+    given: --mlflow saves a Keras 3 copy of what Keras 2 trained). Inputs are normalised NHWC floats."""
+    layers = keras.layers
     keras.utils.set_random_seed(task["seed"])
     side, channels, classes = task["image_size"], task["channels"], task["classes"]
     inputs = keras.Input((side, side, channels))
@@ -39,5 +39,5 @@ def build_model(task: dict) -> keras.Model:
     return keras.Model(inputs, outputs, name=task["model"])
 
 
-def count_parameters(model: keras.Model) -> int:
+def count_parameters(model) -> int:
     return int(sum(math.prod(w.shape) for w in model.trainable_weights))
