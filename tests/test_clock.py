@@ -179,7 +179,7 @@ class FixedOwnTimer:
     """A forward timer that timed `seconds` since each collect."""
 
     def __init__(self, seconds: float):
-        self.seconds, self.collected = seconds, 0
+        self.seconds, self.collected, self.timing = seconds, 0, False
 
     def collect(self) -> float:
         self.collected += 1
@@ -191,8 +191,9 @@ def test_a_ranks_own_time_per_window_is_its_wait_for_batches_and_its_timed_forwa
     clock = StepClock(warmup=2, window_steps=2, windows=2, samples_per_step=1, sync=lambda: None, own_timer=timer)
     clock.start()
     clock.input_delay_s = 0.03  # each batch 30 ms late (the "slow" fault), warm-up included
-    for _ in clock.timed(range(10)):
-        pass
+    timing = [timer.timing for _ in clock.timed(range(10))]  # what each step's forward would be timed under
+    # Steps 3-6 are the two windows; the warm-up and the steps after the last window are not timed.
+    assert timing == [False, False, True, True, True, True, False, False, False, False]
     # Read at every boundary (the warm-up's discarded), kept for the two timed windows: 2 x 30 ms + 4 ms each.
     assert timer.collected == 3
     assert len(clock.own_window_seconds) == 2

@@ -20,7 +20,10 @@ class Profiler(Protocol):
 
 
 class OwnTimer(Protocol):
-    """Times the part of each step in which a rank waits for no other (its forward pass: torch_impl/own_time.py)."""
+    """Times the part of each step in which a rank waits for no other (its forward pass: torch_impl/own_time.py),
+    while `timing` (the clock sets it: inside the windows it keeps)."""
+
+    timing: bool
 
     def collect(self) -> float:
         """Seconds timed since the last call; called after a window boundary's device sync."""
@@ -156,6 +159,8 @@ class StepClock:
                 self._on_warmup_done()  # after the sync, before the first timed window's clock starts
                 now = time.perf_counter()
             self._window_start = now
+        if self._own_timer is not None:  # it times only what a window keeps: nothing piles up after the last one
+            self._own_timer.timing = self.timing and not self._profiling
 
     def _outside_training(self, now: float, action: Callable[[], None]) -> float:
         """Run `action` (the profiler starting or stopping), then sync: its time counts in no training time."""
