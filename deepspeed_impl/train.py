@@ -22,7 +22,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from bench.worker import Worker, exit_now, spec_path_from_argv  # noqa: E402
 from torch_impl.zero_state import ZeroState  # noqa: E402
-from torch_impl import data, mlflow_model  # noqa: E402
+from torch_impl import data  # noqa: E402
 from torch_impl import train as loop  # noqa: E402
 from torch_impl.model import build_model  # noqa: E402
 from torch_impl.profile import region  # noqa: E402
@@ -77,11 +77,6 @@ class ZeroRank(loop.Distributed):
 
     def model_state(self, model, optimizer) -> dict[str, int]:
         return self.state.bytes()
-
-    def full_state_dict(self):
-        # ZeRO-3's partitions gathered on every rank for the read (stages 1 and 2 hold whole parameters).
-        state = mlflow_model.full_state(self.raw_model)
-        return state if self.rank == 0 else None
 
 
 def main() -> None:

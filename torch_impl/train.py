@@ -64,8 +64,9 @@ class Approach:
 
     def full_state_dict(self) -> dict[str, torch.Tensor] | None:
         """--mlflow: the trained model's whole state on rank 0, on the CPU (None on the other ranks). Every rank
-        calls it: a sharding wrapper gathers the state with a collective."""
-        return mlflow_model.full_state(self.raw_model) if self.rank == 0 else None
+        calls it: a sharding wrapper gathers the state with a collective (ZeRO-3's partitions: full_state)."""
+        state = mlflow_model.full_state(self.raw_model)
+        return state if self.rank == 0 else None
 
 
 class Distributed(Approach):
