@@ -10,6 +10,7 @@ from pathlib import Path
 from bench import commands
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.results.store import StoreError
+from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
 from bench.spec.task import (DATASETS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
                              WEAK_SCALING_WARMUP_EPOCHS, SpecError)
@@ -83,9 +84,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds before a run is killed (default 900)")
-    p.add_argument("--sample-every", type=float, default=0.5, metavar="SECONDS",
+    p.add_argument("--sample-every", type=float, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
                    help="sample each rank's memory and CPU (and each GPU) this often into the run folder's "
-                        "time series and its plot (default 0.5; 0: off)")
+                        f"time series and its plot (default {DEFAULT_INTERVAL_S}; 0: off)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
 
 

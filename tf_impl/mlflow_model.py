@@ -1,5 +1,5 @@
-"""--mlflow: the trained model as an MLflow model (`mlflow.keras`, MLflow's flavour for Keras 3; `mlflow.tensorflow`
-saves tf.keras 2 models), saved by the chief into the run folder.
+"""--mlflow: the trained model as an MLflow model (`mlflow.keras`, MLflow's flavour for Keras 3), saved by the chief
+into the run folder. A model Keras 2 trained (tf-multiworker-fit) is saved as a Keras 3 copy, which loads anywhere.
 
 The weights are read from the strategy's variables (mirrored, or on the parameter servers) into a fresh copy of
 the task's Keras model built outside any strategy scope, in float32: the saved model is the plain functional
@@ -36,7 +36,8 @@ def save_model(task: dict, network, directory: Path) -> str:
     signature = infer_signature(example, keras.ops.convert_to_numpy(fresh(example)))
     directory.mkdir(parents=True)  # mlflow.keras expects the folder (it writes an input example there first)
     # Requirements named: MLflow would otherwise load the model in a subprocess to infer them (seconds).
-    mlflow.keras.save_model(fresh, str(directory), signature=signature, pip_requirements=[f"keras=={keras.__version__}", tensorflow()])
+    mlflow.keras.save_model(fresh, str(directory), signature=signature,
+                            pip_requirements=[f"keras=={keras.__version__}", tensorflow()])
     return "keras"
 
 

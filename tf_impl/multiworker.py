@@ -27,10 +27,10 @@ def main(fit: bool = False) -> None:
         worker.joined(strategy.num_replicas_in_sync, backend=f"collective {implementation.name.lower()}",
                       workers=num_workers, **train.device_info(strategy))
         if fit:
-            from tf_impl.fit import train_with_fit  # imports Keras: only once configure() has pinned the process
-            train_with_fit(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
+            from tf_impl.fit import train_with_fit as loop  # imports Keras: once configure() has pinned the process
         else:
-            train.train(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
+            loop = train.train
+        loop(worker, strategy, num_workers=num_workers, worker_index=config["task"]["index"])
     # TF's gRPC server cannot be shut down cleanly and would keep the process alive.
     exit_now(0)
 

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 FILE = "timeseries.parquet"
 COLUMNS = ("t_s", "kind", "index", "rss_mb", "cpu_pct", "busy_pct", "util_pct", "mem_mb", "power_w", "sm_clock_mhz")
 MB = 1024 * 1024
+DEFAULT_INTERVAL_S = 0.5  # `bench run` and `bench sweep` (--sample-every)
 TREE_EVERY_S = 2.0  # a rank's new processes (DataLoader workers each epoch) are found this often
 
 

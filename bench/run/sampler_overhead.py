@@ -18,6 +18,7 @@ from scipy import stats as scipy_stats
 from bench.results import stats
 from bench.run.execute import execute
 from bench.run.runspec import RunSpec
+from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import devices
 from bench.spec.task import get_task
 from bench.spec.variants import SAMPLER_OVERHEAD_VARIANT, get_variant
@@ -25,8 +26,7 @@ from bench.worker import data
 
 log = logging.getLogger(__name__)
 VARIANT = SAMPLER_OVERHEAD_VARIANT
-DEFAULT_RATE_S = 0.5
-RATES_S = (0.0, DEFAULT_RATE_S, DEFAULT_RATE_S / 10)  # 0: unsampled, the baseline
+RATES_S = (0.0, DEFAULT_INTERVAL_S, DEFAULT_INTERVAL_S / 10)  # 0: unsampled, the baseline
 
 
 def main(args: argparse.Namespace) -> int:

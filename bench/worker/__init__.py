@@ -186,10 +186,11 @@ class Worker:
         if windows < t["windows"]:
             self.record("windows", planned=t["windows"], timed=windows, steps=steps)
         self._clock = StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
-                         on_first_step=lambda: self.record("first_step"), on_step=lambda step: faults.inject(self.rank, step, self._clock),
-                         turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
-                         on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
-                         own_timer=own_timer)
+                                on_first_step=lambda: self.record("first_step"),
+                                on_step=lambda step: faults.inject(self.rank, step, self._clock),
+                                turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
+                                on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
+                                own_timer=own_timer)
         return self._clock
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:
@@ -230,8 +231,7 @@ class Worker:
             self.record("model", error=f"{type(exc).__name__}: {exc}"[:2000])
             return
         save_s = time.perf_counter() - started
-        size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
-        self.record("model", flavor=flavor, save_s=save_s, bytes=size)
+        self.record("model", flavor=flavor, save_s=save_s, bytes=bytes_on_disk(directory))
 
     def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
         """Save (the training stall, timed across the barrier every approach ends its save with); after the
@@ -244,8 +244,8 @@ class Worker:
             started = time.perf_counter()
             checkpoint.load(self.checkpoint_dir)
             load_s = time.perf_counter() - started
-        size = sum(f.stat().st_size for f in self.checkpoint_dir.rglob("*") if f.is_file())
-        self.record("checkpoint", epoch=epochs_done, save_s=save_s, load_s=load_s, bytes=size)
+        self.record("checkpoint", epoch=epochs_done, save_s=save_s, load_s=load_s,
+                    bytes=bytes_on_disk(self.checkpoint_dir))
 
     def end_epoch(self, clock: StepClock, epoch: int, epochs: int, evaluate: Callable[[], dict] | None,
                   checkpoint: Checkpoint | None = None) -> dict | None:
@@ -295,6 +295,11 @@ class Worker:
             raise
         finally:
             self._report.close()
+
+
+def bytes_on_disk(directory: Path) -> int:
+    """The size of the files under `directory` (a checkpoint, a saved model)."""
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
 
 
 def cpu_model() -> str:
