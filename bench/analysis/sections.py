@@ -120,8 +120,10 @@ def over_time_table(runs: pd.DataFrame, directory: Path) -> pd.DataFrame | None:
 
     def span(values) -> str:
         values = [v for v in (values if isinstance(values, list) else []) if v == v]
-        return "-" if not values else fmt(values[0], ",.0f") if len(set(values)) == 1 else \
-            f"{fmt(min(values), ',.0f')}–{fmt(max(values), ',.0f')}"
+        if not values:
+            return "-"
+        low, high = fmt(min(values), ",.0f"), fmt(max(values), ",.0f")
+        return low if low == high else f"{low}–{high}"  # ranks that differ below the shown digit: one figure
 
     body = []
     for r in sampled.to_dict("records"):
