@@ -66,3 +66,16 @@ def test_sharded_and_new_variants_train_resnet50_on_one_gpu_with_memory_recorded
     # One rank holds the whole model: 25.6 M parameters, in fp32 or bf16 (with room for padding).
     assert 1.9 * 25_557_032 <= state["parameters"] <= 4.1 * 25_557_032
     assert state["optimizer"] > 0
+
+
+@pytest.mark.skipif(len(MACHINE.gpus) < 2, reason="needs two CUDA GPUs: DataParallel's device 0 against another")
+def test_dataparallel_records_each_gpus_peak_and_the_report_sets_device_0_against_the_others(out):
+    result = bench("run", "--variant", "torch-dp", "--devices", "2", "--task", "resnet50", "--global-batch", "128",
+                   "--windows", "2", "--out", str(out), timeout=590)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [row] = rows(out)
+    first, second = row["memory"]["peak_allocated_mb_by_device"]
+    assert first > second > 0  # device 0 also holds the module's master copy and the gathered outputs
+    assert row["memory"]["peak_allocated_mb"] == first
+    report = bench("report", str(out))
+    assert report.returncode == 0 and f"{first:,.0f} · {second:,.0f}" in report.stdout

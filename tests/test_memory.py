@@ -29,6 +29,40 @@ def test_the_fold_keeps_every_ranks_model_state_and_the_largest_device_peak():
     folded = fold.memory(per_rank)
     assert folded["model_state_bytes"]["1"]["parameters"] == 4 and folded["peak_allocated_mb"] == 5.0
     assert fold.memory({0: {}}) == {}
+    assert "peak_allocated_mb_by_device" not in folded  # no rank said which device peaked where
+
+
+def test_the_fold_lists_every_devices_peak_from_one_process_or_a_device_per_rank():
+    dataparallel = fold.memory({0: {"peak_allocated_mb": 9.0, "peak_allocated_mb_by_device": [9.0, 4.0, 4.5]}})
+    assert dataparallel["peak_allocated_mb_by_device"] == [9.0, 4.0, 4.5]
+    ranks = fold.memory({1: {"peak_allocated_mb": 5.0, "peak_allocated_mb_by_device": [5.0]},
+                         0: {"peak_allocated_mb": 6.0, "peak_allocated_mb_by_device": [6.0]}})
+    assert ranks["peak_allocated_mb_by_device"] == [6.0, 5.0]  # rank order, whatever order they arrived in
+    one = fold.memory({0: {"peak_allocated_mb": 6.0, "peak_allocated_mb_by_device": [6.0]}})
+    assert "peak_allocated_mb_by_device" not in one  # one device: nothing to set against it
+
+
+def test_the_report_sets_dataparallels_device_0_against_the_others_and_names_it(tmp_path):
+    from bench.analysis import report
+    from bench.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    task = {"name": "resnet50", "dataset": "synthetic", "model": "resnet50", "precision": "bf16", "global_batch": 256}
+    parts = {"parameters": 2**20, "gradients": 2**20, "optimizer": 2**20}
+    for variant, by_device in (("torch-dp", [9_000.0, 5_000.0, 5_200.0, 5_100.0]),
+                               ("torch-ddp", [6_000.0, 6_010.0, 5_990.0, 6_000.0])):
+        memory = {"model_state_bytes": {"0": parts}, "peak_allocated_mb": max(by_device),
+                  "peak_allocated_mb_by_device": by_device}
+        row = result_row(variant, 4, 4000.0, task=task, device_type="cuda", memory=memory)
+        store.append(dataclasses.replace(row, run_id=variant))
+    text = report.write_report(tmp_path).read_text()
+    section = text.split("### Memory per device")[1].split("###")[0]
+    assert "device 0 · others' largest (MiB)" in section
+    assert "9,000 · 5,200 (+73%)" in section and "6,000 · 6,010 (±0%)" in section
+    named = [line for line in section.splitlines() if "device 0 peaked" in line]
+    assert len(named) == 1 and named[0].startswith("torch-dp on 4 devices") and "the others at most 5,200" in named[0]
+    verdict = text.split("### Memory per device")[0]
+    assert "torch-dp on 4 devices: device 0 peaked at 9,000 MiB" in verdict  # in the verdict's notes too
 
 
 def test_the_report_compares_each_ranks_model_state_with_one_devices(tmp_path):

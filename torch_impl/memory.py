@@ -42,10 +42,15 @@ def reset_peak(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(index)
 
 
-def device_peaks(device: torch.device) -> dict[str, float]:
-    """The CUDA caching allocator's peaks since warm-up (allocated: tensors; reserved: what it holds)."""
+def device_peaks(device: torch.device) -> dict:
+    """The CUDA caching allocator's peaks since warm-up (allocated: tensors; reserved: what it holds), the
+    largest over this process's devices, and each device's allocated peak in index order: DataParallel drives
+    every visible GPU from one process, and its device 0 also gathers the outputs; a rank of the other
+    variants allocates only on its own."""
     if device.type != "cuda":
         return {}
-    indexes = range(torch.cuda.device_count())
-    return {"peak_allocated_mb": max(torch.cuda.max_memory_allocated(i) for i in indexes) / 2**20,
-            "peak_reserved_mb": max(torch.cuda.max_memory_reserved(i) for i in indexes) / 2**20}
+    indexes = [i for i in range(torch.cuda.device_count()) if torch.cuda.max_memory_reserved(i)] or [device.index or 0]
+    by_device = [torch.cuda.max_memory_allocated(i) / 2**20 for i in indexes]
+    return {"peak_allocated_mb": max(by_device),
+            "peak_reserved_mb": max(torch.cuda.max_memory_reserved(i) for i in indexes) / 2**20,
+            "peak_allocated_mb_by_device": by_device}

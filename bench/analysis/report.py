@@ -14,8 +14,8 @@ import pandas as pd
 from bench.analysis import html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table,  # noqa: F401
-                                     checkpoint_table, input_comparison, input_disagreements, input_table,
-                                     memory_entries, memory_table, over_time_table, peak_table,
+                                     checkpoint_table, device0_lines, input_comparison, input_disagreements,
+                                     input_table, memory_entries, memory_table, over_time_table, peak_table,
                                      STRAGGLER_BEHIND, straggler_lines, straggler_table, stragglers,
                                      utilisation_entries, utilisation_table, where_the_rest_goes)
 from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cells, footnotes,  # noqa: F401
@@ -163,7 +163,10 @@ def _task_section(directory: Path, subset: pd.DataFrame, table: list[dict], meas
             "partition shown as + master and counted in the total; TensorFlow's gradients live only inside "
             "the step: -; tf-ps's state is on its parameter servers); x one device's = against the same variant on one device (sharding shows as "
             "< 1). Peak / device = the CUDA allocator's peak after warm-up, on a CPU the process's peak "
-            "RSS (framework and data included)."), Block("table", memory_table(held))]
+            "RSS (framework and data included); device 0 · others' largest (GPUs, several devices) = the first "
+            "device's peak against the largest of the rest: DataParallel keeps the module and gathers the outputs on "
+            "its device 0."), Block("table", memory_table(held))]
+        blocks += [_text(line) for line in device0_lines(held)]
     used = utilisation_entries(subset, measured, profiled)
     if any(present(e["row"]["flops_per_sample"]) for e in used):
         blocks += [_heading("How close to the hardware", 3), _text(

@@ -237,7 +237,32 @@ def memory_table(entries: list[dict]) -> pd.DataFrame:
              fmt(e["row"]["throughput"], ",.0f")] for e in entries]
     headers = ["variant", "devices", "model state / rank (MiB)", "params · grads · optimizer (rank 0)",
                "x one device's", "peak / device (MiB)", "throughput (samples/s)"]
-    return pd.DataFrame(body, columns=headers)
+    table = pd.DataFrame(body, columns=headers)
+    if any(present(e["row"]["device0_peak_mb"]) for e in entries):
+        table.insert(6, "device 0 · others' largest (MiB)", [_device0_cell(e["row"]) for e in entries])
+    return table
+
+
+def _device0_cell(row: dict) -> str:
+    if not present(row["device0_peak_mb"]):
+        return "-"
+    first, rest = row["device0_peak_mb"], row["other_devices_peak_mb"]
+    ahead = round(first / rest - 1, 2) if rest else None
+    return f"{first:,.0f} · {rest:,.0f}" + ("" if ahead is None else f" ({ahead:+.0%})" if ahead else " (±0%)")
+
+
+DEVICE0_AHEAD = 0.10  # device 0's peak this far above every other device's is named under the table
+
+
+def device0_lines(entries: list[dict]) -> list[str]:
+    """The configurations whose device 0 peaked well above the others: DataParallel's, which keeps the
+    module and gathers the outputs and the loss there, so its device 0 bounds the batch it can hold."""
+    return [f"{r['series']} on {r['world_size']} devices: device 0 peaked at {r['device0_peak_mb']:,.0f} MiB, "
+            f"the others at most {r['other_devices_peak_mb']:,.0f} ({r['device0_peak_mb'] / r['other_devices_peak_mb'] - 1:+.0%}); "
+            "the batch it can hold is bounded by device 0."
+            for r in (e["row"] for e in entries)
+            if present(r["device0_peak_mb"]) and present(r["other_devices_peak_mb"]) and r["other_devices_peak_mb"] > 0
+            and r["device0_peak_mb"] > (1 + DEVICE0_AHEAD) * r["other_devices_peak_mb"]]
 
 
 def input_table(comparison: dict) -> pd.DataFrame:

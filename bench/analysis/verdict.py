@@ -258,6 +258,7 @@ def summary(configs: pd.DataFrame, runs: pd.DataFrame) -> tuple[list[tuple[str, 
                      "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
                      "before acting on a close ranking.")
     notes += sections.straggler_lines(sections.stragglers(configs))
+    notes += sections.device0_lines(sections.memory_entries(configs))
     notes.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
                  "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
                  f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "

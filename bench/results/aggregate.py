@@ -28,7 +28,8 @@ FIGURES = ("throughput", "ci_low", "ci_high", "per_device_throughput", "step_ms"
            "train_s", "wall_s", "test_accuracy", "test_loss", "eval_samples", "time_to_accuracy_s", "peak_memory_mb",
            "scaling_efficiency", "scaling_efficiency_vs_single", "params", "target_accuracy", "flops_per_sample",
            "achieved_tflops", "mfu", "peak_fraction", "matmul_precision", "input_wait_fraction", "compile_s",
-           "first_step_s", "device_name", "cores_per_slot", "model_state_mb", "model_state_parts", "device_peak_mb")
+           "first_step_s", "device_name", "cores_per_slot", "model_state_mb", "model_state_parts", "device_peak_mb",
+           "device0_peak_mb", "other_devices_peak_mb")
 # Folded repeats: the median over the runs of each of these.
 MEDIANS = ("step_ms", "step_p90_ms", "startup_s", "train_s", "test_accuracy", "test_loss", "time_to_accuracy_s",
            "input_wait_fraction", "compile_s", "first_step_s")
@@ -90,7 +91,8 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
         line["rank_times.slowest_rank"] = ok["rank_times.slowest_rank"].dropna().mode().iloc[0]
         line["rank_times.behind_median"] = ok["rank_times.behind_median"].median()
     line["peak_memory_mb"] = ok["peak_memory_mb"].fillna(0).max()
-    line["device_peak_mb"] = ok["device_peak_mb"].max()
+    for peak in ("device_peak_mb", "device0_peak_mb", "other_devices_peak_mb"):
+        line[peak] = ok[peak].max()
     line["notes"] = list(line["notes"]) + [f"{len(ok)} runs: median of the run medians, interval = range over runs"] + failed
     return line
 

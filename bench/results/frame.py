@@ -22,6 +22,11 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     # What one device held at its peak: the CUDA allocator's after warm-up, else the process's peak RSS.
     runs["device_peak_mb"] = [(r.get("memory") or {}).get("peak_allocated_mb") or r.get("peak_memory_mb")
                               for r in rows]
+    # Where one process or rank per device reported each device's peak: device 0's against the others' largest
+    # (DataParallel gathers the outputs on its device 0).
+    by_device = [(r.get("memory") or {}).get("peak_allocated_mb_by_device") or [None, None] for r in rows]
+    runs["device0_peak_mb"] = [peaks[0] for peaks in by_device]
+    runs["other_devices_peak_mb"] = [max(peaks[1:]) if None not in peaks else None for peaks in by_device]
     return runs
 
 

@@ -114,13 +114,18 @@ def rank_times(results: dict[int, dict]) -> dict | None:
 
 
 def memory(per_rank: dict[int, dict]) -> dict:
-    """Every rank's model-state bytes (what sharding saves), and the largest device peaks after warm-up."""
+    """Every rank's model-state bytes (what sharding saves), the largest device peaks after warm-up, and each
+    device's where there are several."""
     folded = {"model_state_bytes": {str(r): m["model_state_bytes"] for r, m in per_rank.items()
                                     if m.get("model_state_bytes")}}
     for peak in ("peak_allocated_mb", "peak_reserved_mb"):
         values = [m[peak] for m in per_rank.values() if m.get(peak) is not None]
         if values:
             folded[peak] = max(values)
+    # Every device's peak, rank by rank: DataParallel's GPUs from its one process, else a device per rank.
+    by_device = [mb for _, m in sorted(per_rank.items()) for mb in m.get("peak_allocated_mb_by_device") or []]
+    if len(by_device) > 1:
+        folded["peak_allocated_mb_by_device"] = by_device
     return folded if folded["model_state_bytes"] or len(folded) > 1 else {}
 
 
