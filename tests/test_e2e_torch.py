@@ -77,6 +77,13 @@ def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(out):
     assert hang.returncode == 1
     row = rows(out)[-1]
     assert row["status"] == "timeout" and "timeout" in row["error"]
+    # Before the kill, each rank wrote its stacks: the hung rank was in the injected sleep, its peer waiting
+    # for it in a collective; files of processes that were never asked are gone.
+    where = row["error"].split("where each process waited")[1].split(":\n")[0]
+    assert "rank0: in inject (bench/worker/faults.py:" in where and "rank1: in " in where, row["error"]
+    stacks = sorted(p.name for p in (out / "runs" / row["run_id"] / "stacks").iterdir())
+    assert stacks == ["rank0.txt", "rank1.txt"]
+    assert not (out / "runs" / rows(out)[0]["run_id"] / "stacks").exists()  # the run that ended: none kept
     assert (out / "results.jsonl").read_text().startswith(first_line)
     assert [r["status"] for r in rows(out)] == ["ok", "failed", "timeout"]
     # Nothing of the hung run is left behind.

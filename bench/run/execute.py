@@ -30,7 +30,7 @@ from bench.run.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
 from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
-from bench.run import sampler
+from bench.run import sampler, stacks
 from bench.spec.devices import Machine, Placement
 from bench.worker import CHECKPOINT_DIR, FAULT_ENV
 from bench.worker.turns import DUET_NOTE, TURNS_ENV
@@ -136,6 +136,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
             session.close(status if spec.host_node == 0 else None)
         reaper.release()
         remove_leftovers(to_start)
+        stacks.remove_unused(run_dir)
         keep_temp(temp, run_dir / "tmp")
         timeseries = series.save() if series else None  # every process gone first, interrupted runs too
         if stopped:

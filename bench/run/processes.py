@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.interrupt import held
+from bench.run import stacks
 from bench.worker import LAUNCH_TIME_ENV
 
 RUN_ID_ENV = "DTBENCH_RUN_ID"
@@ -99,9 +100,12 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
             return ended
         if time.time() - started > timeout_s:
             waiting = [i for i, c in enumerate(codes) if c is None and i not in servers] or list(servers)
-            names = ", ".join(logs[i].stem for i in waiting)
+            names, last_lines = ", ".join(logs[i].stem for i in waiting), tail(logs[waiting[0]])
+            stacks.ask([procs[i].pid for i in waiting])
+            waited = stacks.where_they_waited(logs[0].parent)
+            where = f"; where each process waited (stacks/ in the run folder): {'; '.join(waited)}" if waited else ""
             return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
-                               f"all killed:\n{tail(logs[waiting[0]])}")
+                               f"all killed{where}:\n{last_lines}")
         time.sleep(0.2)
 
 

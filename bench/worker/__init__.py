@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
-from bench.worker import faults
+from bench.worker import faults, stacks
 from bench.worker.clock import OwnTimer, Profiler, StepClock
 from bench.worker.faults import FAULT_ENV  # noqa: F401  (the harness names it)
 from bench.worker.profile import PROFILE_DIR, PROFILED_WINDOWS
@@ -94,6 +94,7 @@ class Worker:
         self.local_rank = int(env.get("LOCAL_RANK", 0))
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
+        stacks.write_on_signal(self.run_dir, f"rank{self.rank}")
         if self.spec.get("memory_limit_mb"):  # bench maxbatch on a CPU: an allocation past it fails (ENOMEM)
             limit = int(self.spec["memory_limit_mb"] * 2**20)
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
