@@ -1,0 +1,55 @@
+"""A hung run's stacks: each process of a rank, forked children included, writes its threads' Python stacks to
+a file of its own when the harness asks, and the harness names where each main thread waited."""
+import os
+import subprocess
+import sys
+import textwrap
+
+from bench.run import stacks
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from bench.worker import stacks
+
+    def wait_here(who):
+        print(who, flush=True)
+        time.sleep(600)
+
+    stacks.write_on_signal(Path(sys.argv[1]), "rank0")
+    child = os.fork()  # as a DataLoader worker is forked from its rank: it registers as fork returns
+    wait_here(f"child {os.getpid()}" if child == 0 else "rank")
+""")
+
+
+def test_a_rank_and_its_forked_child_each_say_where_they_waited(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(SCRIPT)
+    rank = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(stacks.REPO_ROOT)}, start_new_session=True)
+    try:
+        started = sorted(rank.stdout.readline().split() for _ in range(2))
+        assert started[1] == ["rank"]
+        child = started[0][1]
+        assert stacks.ask([rank.pid]) == 2
+        waited = stacks.where_they_waited(tmp_path)
+    finally:
+        subprocess.run(["pkill", "-9", "-s", str(rank.pid)])
+        rank.wait()
+    assert sorted(line.split(":")[0] for line in waited) == ["rank0", f"rank0-child{child}"]
+    assert all(" in wait_here (" in line and "rank.py:" in line for line in waited), waited
+
+
+def test_files_of_processes_never_asked_are_removed_and_an_empty_folder_with_them(tmp_path):
+    folder = tmp_path / stacks.STACKS_DIR
+    folder.mkdir()
+    (folder / "rank0.txt").write_text("")
+    (folder / "rank1.txt").write_text("")
+    stacks.remove_unused(tmp_path)
+    assert not folder.exists()
+    folder.mkdir()
+    (folder / "rank0.txt").write_text('Thread 0x01 (most recent call first):\n  File "x.py", line 3 in f\n')
+    (folder / "rank1.txt").write_text("")
+    stacks.remove_unused(tmp_path)
+    assert [p.name for p in folder.iterdir()] == ["rank0.txt"]
+    assert stacks.where_they_waited(tmp_path) == ["rank0: in f (x.py:3)"]
