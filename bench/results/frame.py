@@ -24,9 +24,9 @@ def frame(rows: list[dict]) -> pd.DataFrame:
                               for r in rows]
     # Where one process or rank per device reported each device's peak: device 0's against the others' largest
     # (DataParallel gathers the outputs on its device 0).
-    by_device = [(r.get("memory") or {}).get("peak_allocated_mb_by_device") or [None, None] for r in rows]
-    runs["device0_peak_mb"] = [peaks[0] for peaks in by_device]
-    runs["other_devices_peak_mb"] = [max(peaks[1:]) if None not in peaks else None for peaks in by_device]
+    by_device = [(r.get("memory") or {}).get("peak_allocated_mb_by_device") or [] for r in rows]
+    runs["device0_peak_mb"] = [peaks[0] if len(peaks) > 1 else None for peaks in by_device]
+    runs["other_devices_peak_mb"] = [max(peaks[1:]) if len(peaks) > 1 else None for peaks in by_device]
     return runs
 
 
