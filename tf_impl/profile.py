@@ -36,6 +36,10 @@ class TFProfiler:
         options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
                                                            device_tracer_level=1)
         tf.profiler.experimental.start(str(self.logdir), options=options)
+
+    def mark(self) -> None:
+        import tensorflow as tf
+
         self._marker = tf.profiler.experimental.Trace(MARKER)
         self._marker.__enter__()
 

@@ -51,6 +51,8 @@ class TorchProfiler:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         self._profile = profile(activities=activities, record_shapes=True)
         self._profile.__enter__()
+
+    def mark(self) -> None:
         self._marker = record_function(MARKER)
         self._marker.__enter__()
 

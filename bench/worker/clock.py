@@ -14,6 +14,11 @@ class Profiler(Protocol):
 
     def start(self) -> None: ...
 
+    def mark(self) -> None:
+        """Open the profiled span's marker: called after the sync that follows `start`, where the clock's
+        window starts, so the span leaves out the wait for the other ranks' profilers to start."""
+        ...
+
     def stop(self, steps: int) -> None:
         """Stop after `steps` profiled steps; write the trace and keep its summary."""
         ...
@@ -150,6 +155,7 @@ class StepClock:
         if not self.done:
             if first_boundary and self._profile_windows:
                 now = self._outside_training(now, self._profiler.start)
+                self._profiler.mark()
                 self._profiling = True
             elif self._profiling and len(self.profiled_window_seconds) == self._profile_windows:
                 now = self._outside_training(now, lambda: self._profiler.stop(self._profile_windows * self.window_steps))
