@@ -73,7 +73,7 @@ def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(out):
     assert row["status"] == "failed" and "rank 1: RuntimeError: injected crash at step 3" in row["error"]
 
     hang = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out),
-                 "--timeout", "25", env={**CPU, "DTBENCH_FAULT": "hang:rank=0:step=2"}, timeout=300)
+                 "--timeout", "45", env={**CPU, "DTBENCH_FAULT": "hang:rank=0:step=2"}, timeout=300)
     assert hang.returncode == 1
     row = rows(out)[-1]
     assert row["status"] == "timeout" and "timeout" in row["error"]

@@ -16,28 +16,42 @@ SCRIPT = textwrap.dedent("""
         print(who, flush=True)
         time.sleep(600)
 
+    stacks.write_on_signal(Path(sys.argv[1]), "earlier")  # a process that made a Worker before (a test, an engine)
     stacks.write_on_signal(Path(sys.argv[1]), "rank0")
     child = os.fork()  # as a DataLoader worker is forked from its rank: it registers as fork returns
     wait_here(f"child {os.getpid()}" if child == 0 else "rank")
 """)
+# A launcher that catches the signal for its own ends (torchrun can): it must never be sent it.
+LAUNCHER = textwrap.dedent("""
+    import signal, subprocess, sys
+    from pathlib import Path
+    signal.signal(signal.SIGUSR1, lambda *_: Path(sys.argv[1]).write_text("signalled"))
+    subprocess.run([sys.executable, *sys.argv[2:]])
+""")
 
 
 def test_a_rank_and_its_forked_child_each_say_where_they_waited(tmp_path):
-    script = tmp_path / "rank.py"
+    script, launcher, marker = tmp_path / "rank.py", tmp_path / "launcher.py", tmp_path / "launcher-signalled"
     script.write_text(SCRIPT)
-    rank = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(stacks.REPO_ROOT)}, start_new_session=True)
+    launcher.write_text(LAUNCHER)
+    rank = subprocess.Popen([sys.executable, str(launcher), str(marker), str(script), str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(stacks.REPO_ROOT)})
     try:
         started = sorted(rank.stdout.readline().split() for _ in range(2))
         assert started[1] == ["rank"]
         child = started[0][1]
-        assert stacks.ask([rank.pid]) == 2
+        assert stacks.ask([rank.pid], tmp_path) == 2
         waited = stacks.where_they_waited(tmp_path)
     finally:
         subprocess.run(["pkill", "-9", "-s", str(rank.pid)])
         rank.wait()
+        rank.stdout.close()
     assert sorted(line.split(":")[0] for line in waited) == ["rank0", f"rank0-child{child}"]
     assert all(" in wait_here (" in line and "rank.py:" in line for line in waited), waited
+    assert not marker.exists()
+    registered = (tmp_path / stacks.STACKS_DIR / stacks.REGISTRY).read_text().split()[1::2]
+    assert registered == ["earlier", "rank0", f"rank0-child{child}"]  # one fork hook, however many registrations
 
 
 def test_files_of_processes_never_asked_are_removed_and_an_empty_folder_with_them(tmp_path):

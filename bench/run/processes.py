@@ -101,7 +101,7 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
         if time.time() - started > timeout_s:
             waiting = [i for i, c in enumerate(codes) if c is None and i not in servers] or list(servers)
             names, last_lines = ", ".join(logs[i].stem for i in waiting), tail(logs[waiting[0]])
-            stacks.ask([procs[i].pid for i in waiting])
+            stacks.ask([procs[i].pid for i in waiting], logs[0].parent)
             waited = stacks.where_they_waited(logs[0].parent)
             where = f"; where each process waited (stacks/ in the run folder): {'; '.join(waited)}" if waited else ""
             return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "

@@ -1,6 +1,6 @@
-"""A hung run's stacks, asked for before the kill: every process under the run's launchers that answers
-STACKS_SIGNAL (bench.worker.stacks: the ranks and the children they fork) writes its threads' Python stacks
-into the run's stacks/ folder, and the run's error names the frame each one's main thread was in."""
+"""A hung run's stacks, asked for before the kill: every process under the run's launchers that registered
+for STACKS_SIGNAL (bench.worker.stacks: the ranks and the children they fork) writes its threads' Python
+stacks into the run's stacks/ folder, and the run's error names the frame each one's main thread was in."""
 from __future__ import annotations
 
 import os
@@ -11,41 +11,51 @@ from pathlib import Path
 import psutil
 
 from bench import REPO_ROOT
-from bench.worker.stacks import STACKS_DIR, STACKS_SIGNAL
+from bench.worker.stacks import REGISTRY, STACKS_DIR, STACKS_SIGNAL
 
-SETTLE_S = 1.0  # faulthandler writes at once; this is for a loaded machine's scheduler
+SETTLE_S = 5.0  # the most it waits for the asked to finish writing: a loaded machine's scheduler is slow
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
 
 
-def ask(roots: list[int]) -> int:
-    """Signal every process under `roots` that catches STACKS_SIGNAL (one that does not would die of it);
-    how many were asked."""
-    asked = 0
+def ask(roots: list[int], run_dir: Path) -> int:
+    """Signal every process under `roots` that registered its stacks file (bench.worker.stacks), and wait until
+    each file is written; how many were asked."""
+    registered = _registered(run_dir)
+    asked: list[Path] = []
     for root in roots:
         try:
             tree = [root, *(child.pid for child in psutil.Process(root).children(recursive=True))]
         except psutil.NoSuchProcess:
             continue
         for pid in tree:
-            if _catches(pid, STACKS_SIGNAL):
+            if pid in registered:
                 try:
                     os.kill(pid, STACKS_SIGNAL)
-                    asked += 1
+                    asked.append(run_dir / STACKS_DIR / f"{registered[pid]}.txt")
                 except ProcessLookupError:
                     pass
-    if asked:
-        time.sleep(SETTLE_S)
-    return asked
+    _wait_written(asked)
+    return len(asked)
 
 
-def _catches(pid: int, signum: int) -> bool:
-    """Whether the process handles the signal (its SigCgt mask in /proc)."""
+def _registered(run_dir: Path) -> dict[int, str]:
+    """pid -> the name of its stacks file, the last registration of each pid."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        lines = (run_dir / STACKS_DIR / REGISTRY).read_text().splitlines()
     except OSError:
-        return False
-    mask = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")), 0)
-    return bool(mask >> (signum - 1) & 1)
+        return {}
+    return {int(pid): name for pid, _, name in (line.partition(" ") for line in lines) if pid.isdigit() and name}
+
+
+def _wait_written(paths: list[Path]) -> None:
+    """Until every file holds a stack and stopped growing (faulthandler writes it in one go), or SETTLE_S."""
+    deadline, sizes = time.monotonic() + SETTLE_S, None
+    while paths and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = [p.stat().st_size if p.exists() else 0 for p in paths]
+        if all(now) and now == sizes:
+            return
+        sizes = now
 
 
 def where_they_waited(run_dir: Path) -> list[str]:
@@ -66,6 +76,7 @@ def where_they_waited(run_dir: Path) -> list[str]:
 def remove_unused(run_dir: Path) -> None:
     """Every process opens its stacks file at start: keep only those written to."""
     folder = run_dir / STACKS_DIR
+    (folder / REGISTRY).unlink(missing_ok=True)
     for path in folder.glob("*.txt"):
         if path.stat().st_size == 0:
             path.unlink()

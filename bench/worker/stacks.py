@@ -1,10 +1,13 @@
 """Where a hung run waited: on STACKS_SIGNAL every process of a rank (the rank, and each DataLoader worker or
 other child it forks) writes every thread's Python stack to a file of its own in the run's stacks/ folder.
-The harness asks for it just before killing a run that ran past its timeout (bench.run.processes), and
+The harness asks for it just before killing a run that ran past its timeout (bench.run.stacks), and
 names the frame each process was in; the files stay in the run folder.
 
 faulthandler writes from its C signal handler, so a process blocked in a collective or on a queue still
-answers; a file per process keeps processes that share a log from writing into each other's lines.
+answers; a file per process keeps processes that share a log from writing into each other's lines. Each
+process adds "PID NAME" to the folder's registry once its handler writes to its own file: the harness
+signals only those, never a launcher that catches the signal for its own ends, nor a child forked a moment
+ago that would still write into its parent's file.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from pathlib import Path
 
 STACKS_SIGNAL = signal.SIGUSR1
 STACKS_DIR = "stacks"
+REGISTRY = "registered"
+_target: dict = {}  # the folder and name of this process's file; a forked child names its own after it
 _open: list = []  # the files faulthandler writes to must stay open for the process's life
 
 
@@ -22,10 +27,18 @@ def write_on_signal(run_dir: Path, name: str) -> None:
     """This process answers STACKS_SIGNAL into stacks/<name>.txt, and every child it forks into its own."""
     folder = run_dir / STACKS_DIR
     folder.mkdir(exist_ok=True)
-    _register(folder / f"{name}.txt")
-    os.register_at_fork(after_in_child=lambda: _register(folder / f"{name}-child{os.getpid()}.txt"))
+    if not _target:  # one fork hook per process, however many workers it makes (tests, reused engine workers)
+        os.register_at_fork(after_in_child=lambda: _register(_target["folder"],
+                                                             f"{_target['name']}-child{os.getpid()}"))
+    _target.update(folder=folder, name=name)
+    _register(folder, name)
 
 
-def _register(path: Path) -> None:
-    _open.append(open(path, "w"))
-    faulthandler.register(STACKS_SIGNAL, file=_open[-1], all_threads=True)
+def _register(folder: Path, name: str) -> None:
+    file = open(folder / f"{name}.txt", "w")
+    faulthandler.register(STACKS_SIGNAL, file=file, all_threads=True)
+    for earlier in _open:  # a forked child's copy of its parent's file, or an earlier worker's
+        earlier.close()
+    _open[:] = [file]
+    with open(folder / REGISTRY, "a") as registry:  # one short append: whole lines from every process
+        registry.write(f"{os.getpid()} {name}\n")
