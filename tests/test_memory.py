@@ -23,6 +23,25 @@ def test_model_state_counts_parameters_gradients_and_momentum_once_each():
     assert model_state_bytes(model, optimizer)["gradients"] == 0
 
 
+def test_a_rank_reads_the_peaks_of_its_own_gpu_and_dataparallel_of_every_visible_one(monkeypatch):
+    """A torchrun rank sees every GPU of its node: a stray allocation on another one must not be read as a
+    second device's peak (the report would call the first figure device 0). Faked allocator counters: no GPU."""
+    from torch_impl import memory
+
+    allocated = {0: 7 * 2**20, 1: 3 * 2**20, 2: 5 * 2**20, 3: 0}
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda i: allocated[i])
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda i: 2 * allocated[i])
+    assert memory.gpus(torch.device("cpu")) == [] and memory.device_peaks(torch.device("cpu")) == {}
+    assert memory.gpus(torch.device("cuda", 1)) == [1] and memory.gpus(torch.device("cuda")) == [2]
+    assert memory.device_peaks(torch.device("cuda", 1)) == {
+        "peak_allocated_mb": 3.0, "peak_reserved_mb": 6.0, "peak_allocated_mb_by_device": [3.0]}
+    dataparallel = memory.device_peaks(torch.device("cuda", 0), every_visible=True)
+    assert dataparallel["peak_allocated_mb_by_device"] == [7.0, 3.0, 5.0, 0.0]
+    assert dataparallel["peak_allocated_mb"] == 7.0 and dataparallel["peak_reserved_mb"] == 14.0
+
+
 def test_the_fold_keeps_every_ranks_model_state_and_the_largest_device_peak():
     per_rank = {0: {"model_state_bytes": {"parameters": 8, "gradients": 8, "optimizer": 0}, "peak_allocated_mb": 3.0},
                 1: {"model_state_bytes": {"parameters": 4, "gradients": 4, "optimizer": 0}, "peak_allocated_mb": 5.0}}

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from bench.worker import Worker, spec_path_from_argv
-from torch_impl import train as loop
+from torch_impl import memory, train as loop
 from torch_impl.model import build_model
 from torch_impl.train import device_info, single_process_device
 
@@ -31,9 +31,11 @@ def main() -> None:
 
 
 class DataParallelProcess(loop.Approach):
+    every_visible_gpu = True
+
     def sync(self) -> None:
         # DataParallel works on every visible GPU: wait for all of them, not just the current one.
-        for index in range(torch.cuda.device_count() if self.device.type == "cuda" else 0):
+        for index in memory.gpus(self.device, every_visible=True):
             torch.cuda.synchronize(index)
 
 

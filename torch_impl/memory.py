@@ -36,20 +36,29 @@ def model_state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dic
                                 if torch.is_tensor(value) and value.dim() > 0)}
 
 
-def reset_peak(device: torch.device) -> None:
+def gpus(device: torch.device, every_visible: bool = False) -> list[int]:
+    """The GPUs this process allocates on: its own, or every visible one (DataParallel drives them all).
+    Counting only those keeps a stray allocation elsewhere from being read as another device's peak."""
+    if device.type != "cuda":
+        return []
+    if every_visible:
+        return list(range(torch.cuda.device_count()))
+    return [device.index if device.index is not None else torch.cuda.current_device()]
+
+
+def reset_peak(device: torch.device, every_visible: bool = False) -> None:
     """At the end of warm-up: the peak from here on is the training's, not the first step's autotuning."""
-    for index in range(torch.cuda.device_count() if device.type == "cuda" else 0):  # DataParallel uses them all
+    for index in gpus(device, every_visible):
         torch.cuda.reset_peak_memory_stats(index)
 
 
-def device_peaks(device: torch.device) -> dict:
+def device_peaks(device: torch.device, every_visible: bool = False) -> dict:
     """The CUDA caching allocator's peaks since warm-up (allocated: tensors; reserved: what it holds), the
-    largest over this process's devices, and each device's allocated peak in index order: DataParallel drives
-    every visible GPU from one process, and its device 0 also gathers the outputs; a rank of the other
-    variants allocates only on its own."""
-    if device.type != "cuda":
+    largest over this process's GPUs, and each one's allocated peak in index order: DataParallel's device 0
+    also gathers the outputs; a rank of the other variants allocates on its own GPU only."""
+    indexes = gpus(device, every_visible)
+    if not indexes:
         return {}
-    indexes = [i for i in range(torch.cuda.device_count()) if torch.cuda.max_memory_reserved(i)] or [device.index or 0]
     by_device = [torch.cuda.max_memory_allocated(i) / 2**20 for i in indexes]
     return {"peak_allocated_mb": max(by_device),
             "peak_reserved_mb": max(torch.cuda.max_memory_reserved(i) for i in indexes) / 2**20,

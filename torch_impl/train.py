@@ -37,6 +37,7 @@ class Approach:
     lockstep_eval = False       # every forward is a collective (sharded parameters): ranks evaluate in step
     channels_last = True        # False where the approach needs contiguous parameters (FSDP2, ZeRO)
     has_own_step = False        # its wrapper runs backward and the update (`step`): DeepSpeed's engine, Fabric
+    every_visible_gpu = False   # one process drives every visible GPU (DataParallel): its memory is theirs
 
     def __init__(self, model: nn.Module, raw_model: nn.Module, device: torch.device, rank: int = 0,
                  world_size: int = 1, optimizer: torch.optim.Optimizer | None = None):
@@ -106,7 +107,7 @@ def train(worker: Worker, approach: Approach) -> dict:
     profiler = TorchProfiler(worker, device) if worker.profile_windows else None
     # A rank's own time is its forward, except where the forward all-gathers the parameters (lockstep).
     clock = worker.clock(task["global_batch"], approach.sync, steps=(epochs - first_epoch) * len(loader),
-                         on_warmup_done=lambda: memory.reset_peak(device), profiler=profiler,
+                         on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu), profiler=profiler,
                          own_timer=None if approach.lockstep_eval else own_time.keep(device))
     running_loss = RunningLoss(device)
     # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
@@ -126,7 +127,7 @@ def train(worker: Worker, approach: Approach) -> dict:
         mlflow_model.save(worker, approach.full_state_dict())
         approach.sync()
     return finish(worker, clock, evaluation, epochs_run, device, raw_model, approach.rank == 0, settings,
-                  approach.model_state(model, optimizer), profiler)
+                  approach.model_state(model, optimizer), profiler, approach.every_visible_gpu)
 
 
 def run_epochs(worker: Worker, clock, loader, step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
@@ -152,12 +153,13 @@ def run_epochs(worker: Worker, clock, loader, step: Callable[[torch.Tensor, torc
 
 def finish(worker: Worker, clock, evaluation: dict | None, epochs_run: int, device: torch.device,
            raw_model: nn.Module, main_process: bool, settings: dict, model_state: dict,
-           profiler: TorchProfiler | None = None) -> dict:
+           profiler: TorchProfiler | None = None, every_visible_gpu: bool = False) -> dict:
     """The rank's record: the clock's figures, the evaluation, memory, parameters, (rank 0) FLOPs and, with
     --profile, where the profiled step's time went."""
-    return worker.finish(clock, evaluation, epochs_run, peak_memory_mb(device), count_parameters(raw_model),
-                         flops_per_sample(worker.task) if main_process else None, settings,
-                         memory={"model_state_bytes": model_state, **memory.device_peaks(device)},
+    peaks = memory.device_peaks(device, every_visible_gpu)
+    return worker.finish(clock, evaluation, epochs_run, peaks["peak_allocated_mb"] if peaks else peak_rss_mb(),
+                         count_parameters(raw_model), flops_per_sample(worker.task) if main_process else None,
+                         settings, memory={"model_state_bytes": model_state, **peaks},
                          **({"profile": profiler.result} if profiler else {}))
 
 
@@ -258,12 +260,6 @@ class RunningLoss:
 
 def autocast(device: torch.device, amp_dtype: torch.dtype | None):
     return torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return max(torch.cuda.max_memory_allocated(d) for d in range(torch.cuda.device_count())) / 2**20
-    return peak_rss_mb()
 
 
 def device_info(device: torch.device) -> dict:
