@@ -92,13 +92,14 @@ report:
 # The committed reference report of this machine: the default sweep into results/reference-<device>.
 REFERENCE ?= results/reference-cpu
 # The sweep writes into a new folder and replaces the committed one only at the end: deleting a tracked
-# folder first made every row's commit say -dirty. A sweep with failed runs (exit 1) still replaces it, its
-# failures recorded in the report; a refused or interrupted one (2, 130) leaves the old one and $(REFERENCE).new.
+# folder first made every row's commit say -dirty. A sweep that finished with failed runs (exit 1, its report
+# written last) still replaces it, its failures in the report; a refused, interrupted or aborted one (2, 130,
+# or 1 without a report) leaves the old one and $(REFERENCE).new.
 reference: setup
 	rm -rf $(REFERENCE).new
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE).new $(ARGS); \
 	status=$$?; \
-	if [ $$status -le 1 ]; then rm -rf $(REFERENCE).new/runs $(REFERENCE) && mv $(REFERENCE).new $(REFERENCE); fi; \
+	if [ $$status -le 1 ] && [ -f $(REFERENCE).new/report.md ]; then rm -rf $(REFERENCE).new/runs $(REFERENCE) && mv $(REFERENCE).new $(REFERENCE); fi; \
 	exit $$status
 
 # pytest-benchmark: per-step training functions, one framework per process; kept out of `make test`.
