@@ -106,3 +106,13 @@ def test_verdict_lines_read_a_results_folder(tmp_path):
         store.append(r)
     assert verdict.verdict_lines(tmp_path)[0].startswith("2 CPU slots, default task")
     assert verdict.verdict_lines(tmp_path / "empty") == []
+
+
+def test_the_beaten_are_listed_from_the_closest_ratio_down_not_by_their_median_run():
+    """accelerate's median run (900) is above torch-ddp's (885), but one slow run puts its ratio (from every run)
+    further from the winner's: the sentence, like the plot, reads in the ratios' order."""
+    rows = [run("tf-mirrored", m, repeat=i) for i, m in enumerate((1000.0, 1001.0, 999.0, 1000.0, 1000.0))]
+    rows += [run("accelerate", m, repeat=i) for i, m in enumerate((900.0, 900.0, 900.0, 900.0, 800.0))]
+    rows += [run("torch-ddp", m, repeat=i) for i, m in enumerate((884.0, 885.0, 886.0, 885.0, 885.0))]
+    [text, *_] = lines(rows)
+    assert "tf-mirrored beats torch-ddp by 1.13x [" in text and "and accelerate by 1.14x [" in text, text

@@ -107,6 +107,7 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
             theirs, between = measured[r["key"]], ratio(best, measured[r["key"]])
             shaky = best.disagree or theirs.disagree
             group.comparisons.append(Comparison(r, between, shaky and (between.tie or not between.from_runs)))
+    group.comparisons.sort(key=lambda c: c.ratio.value)  # the sentence and the plot read from the closest down
     group.ties_beat_too = all(not ratio(measured[t.other["key"]], measured[b.other["key"]]).tie
                               for t in group.ties for b in group.beaten)
     bound = by_key.get(winner["key"]._replace(independent=True))
