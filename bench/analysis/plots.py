@@ -137,8 +137,8 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     """Each multi-device run's step time next to its compute-only time and the all-reduce floor."""
     if not entries:
         return []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    labels = [f"{e['row']['variant']}\n{e['row']['world_size']} dev" for e in entries]
+    fig, ax = plt.subplots(figsize=(max(9, 0.75 * len(entries) + 3), 5))
+    labels = [f"{e['row']['series']}, {e['row']['world_size']} dev" for e in entries]
     width = 0.2
     for offset, key, name, colour in ((-1.5 * width, "step_ms", "measured step", "#4c72b0"),
                                       (-0.5 * width, "compute_ms", "compute only (no sync)", "#a1c4e8"),
@@ -147,7 +147,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
         measured = [(i + offset, e[key]) for i, e in enumerate(entries) if _present(e[key])]
         if measured:  # unmeasured figures (TensorFlow has no no-sync twin or floor) are left out, not drawn as 0
             ax.bar(*zip(*measured), width, label=name, color=colour)
-    ax.set_xticks(range(len(entries)), labels, fontsize=8)
+    ax.set_xticks(range(len(entries)), labels, fontsize=8, rotation=35, ha="right", rotation_mode="anchor")
     ax.set_ylabel("time per step (ms)")
     ax.set_title(_title("Where the step time goes (no bar: not measured)", [e["row"] for e in entries]), fontsize=9)
     style.legend_outside(ax)
@@ -210,8 +210,8 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
     rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]
     if not rows:
         return []
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    labels = [f"{r['series']}\n{r['world_size']} dev" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(rows) + 3), 5))
+    labels = [f"{r['series']}, {r['world_size']} dev" for r in rows]
     # A peak no row knows (no data-sheet figure on a CPU) gets no bars at all, not zero-height ones.
     shown = [(key, name, colour) for key, name, colour in (("peak_fraction", "of the measured peak", "#4c72b0"),
                                                            ("mfu", "MFU (data-sheet dense peak)", "#55a868"))
@@ -221,7 +221,7 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
         offset = (j - (len(shown) - 1) / 2) * width
         known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if _present(r[key])]
         ax.bar(*zip(*known), width, label=name, color=colour)
-    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_xticks(range(len(rows)), labels, rotation=50, ha="right", rotation_mode="anchor", fontsize=7)
     ax.set_ylabel("utilisation per device (%)")
     ax.set_title(_title("How close to the hardware (no bar: not known)", rows), fontsize=9)
     style.legend_outside(ax)

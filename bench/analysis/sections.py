@@ -57,7 +57,7 @@ def breakdown_table(entries: list[dict]) -> pd.DataFrame:
     headers = ("variant", "devices", "step ms", "compute-only ms (no sync)", "communication cost",
                "exposed communication ms", "in flight ms (profile)", "hidden (profile)",
                "all-reduce floor ms", "busbw GB/s at grad size", "gradients MiB")
-    body = [[e["row"]["variant"], str(e["row"]["world_size"]), fmt(e["step_ms"], ".1f"), fmt(e["compute_ms"], ".1f"),
+    body = [[e["row"]["series"], str(e["row"]["world_size"]), fmt(e["step_ms"], ".1f"), fmt(e["compute_ms"], ".1f"),
              _cost_cell(e["comm_cost"]),
              f"{fmt(e['exposed_ms'], '.1f')} ({e['exposed_from']})" if e["exposed_from"] else "-",
              fmt(e["in_flight_ms"], ".1f"), fmt(e["overlap"], ".0%"), fmt(e["floor_ms"], ".2f"),

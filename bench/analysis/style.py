@@ -58,7 +58,15 @@ def bar_style(r: dict, palette: dict) -> dict:
     return {"color": lighter(colour, 0.6), "edgecolor": colour, "hatch": "//" if kind == "no sync" else ".."}
 
 
+LEGEND_LINE_IN = 0.19  # one 8-point legend entry, in inches
+
+
 def legend_outside(ax, **kwargs) -> None:
     """The legend right of the axes, where it covers no data (savefig keeps it in the frame)."""
-    if ax.get_legend_handles_labels()[0]:
+    entries = len(ax.get_legend_handles_labels()[0])
+    if entries:
+        # The figure grows to hold its legend (a sweep draws 30-odd series): a legend taller than the axes would
+        # leave the saved figure's data a strip beside it.
+        figure = ax.figure
+        figure.set_figheight(max(figure.get_figheight(), 0.8 + LEGEND_LINE_IN * entries))
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kwargs)
