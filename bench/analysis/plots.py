@@ -78,6 +78,9 @@ def efficiency(rows: list[dict], path: Path) -> None:
     _save(fig, path)
 
 
+BAR_IN = 0.2  # the width a labelled bar needs, in inches
+
+
 def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
     palette = style.colours(rows)
     labels, values, looks = [], [], []
@@ -85,12 +88,14 @@ def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
         for r in rs:
             v = value(r)
             if _present(v):  # unmeasured: no bar at all, not a zero-height one
-                labels.append(f"{label}\n{r['world_size']} dev")
+                labels.append(f"{label}, {r['world_size']} dev")
                 values.append(v)
                 looks.append(style.bar_style(r, palette))
     for i, (v, look) in enumerate(zip(values, looks)):
         ax.bar(i, v, **look)
-    ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=7)
+    figure = ax.figure  # room for every bar's label, in each of the figure's panels
+    figure.set_figwidth(max(figure.get_figwidth(), len(figure.axes) * (BAR_IN * len(values) + 1.5)))
+    ax.set_xticks(range(len(values)), labels, rotation=50, ha="right", rotation_mode="anchor", fontsize=7)
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
 
@@ -137,7 +142,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     """Each multi-device run's step time next to its compute-only time and the all-reduce floor."""
     if not entries:
         return []
-    fig, ax = plt.subplots(figsize=(max(9, 0.75 * len(entries) + 3), 5))
+    fig, ax = plt.subplots(figsize=(max(9, 4 * BAR_IN * len(entries) + 3), 5))
     labels = [f"{e['row']['series']}, {e['row']['world_size']} dev" for e in entries]
     width = 0.2
     for offset, key, name, colour in ((-1.5 * width, "step_ms", "measured step", "#4c72b0"),
@@ -210,7 +215,7 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
     rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]
     if not rows:
         return []
-    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(rows) + 3), 5))
+    fig, ax = plt.subplots(figsize=(max(8, 1.75 * BAR_IN * len(rows) + 3), 5))
     labels = [f"{r['series']}, {r['world_size']} dev" for r in rows]
     # A peak no row knows (no data-sheet figure on a CPU) gets no bars at all, not zero-height ones.
     shown = [(key, name, colour) for key, name, colour in (("peak_fraction", "of the measured peak", "#4c72b0"),
