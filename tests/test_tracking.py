@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,18 +59,20 @@ from bench.worker import data
 uri, spec_file = sys.argv[1], sys.argv[2]
 mlflow.set_tracking_uri(uri)
 [run] = mlflow.search_runs(experiment_names=["dtbench"], output_format="list")
-folder = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="model")
+[logged] = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
+model_uri = f"models:/{logged.model_id}"  # as MLflow 3 lists it in the run's Models tab
+folder = mlflow.artifacts.download_artifacts(artifact_uri=model_uri)
 flavors = sorted(yaml.safe_load(open(folder + "/MLmodel"))["flavors"])
 arrays = data.load(json.load(open(spec_file))["data_path"])
 x = (arrays["test_x"].astype(np.float32) / 255.0 - data.PIXEL_MEAN) / data.PIXEL_STD  # what the loops feed the model
 if "pytorch" in flavors:
     import mlflow.pytorch, torch
-    model = mlflow.pytorch.load_model(f"runs:/{run.info.run_id}/model")
+    model = mlflow.pytorch.load_model(model_uri)
     with torch.no_grad():
         logits = model(torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))).numpy()
 else:
     import mlflow.keras
-    logits = np.asarray(mlflow.keras.load_model(f"runs:/{run.info.run_id}/model").predict(x, verbose=0))
+    logits = np.asarray(mlflow.keras.load_model(model_uri).predict(x, verbose=0))
 print(json.dumps({"flavors": flavors, "accuracy": float((logits.argmax(1) == arrays["test_y"]).mean()),
                   "metrics": run.data.metrics}))
 """
@@ -116,9 +119,11 @@ def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
 
 
 def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_saved_one(tmp_path, monkeypatch):
-    """The harness's half, with no framework: a saved folder becomes the MLflow run's model artifact, in the
-    SQLite store's folder (not ./mlruns where the harness runs); a failed run or one without a model logs none."""
+    """The harness's half, with no framework: a saved folder becomes the MLflow run's logged model (what MLflow 3's
+    Models tab lists, with the row's metrics), in the SQLite store's folder (not ./mlruns where the harness runs);
+    a failed run or one without a model logs none. The run folder's copy is left as saved (model_bytes)."""
     import mlflow
+    import yaml
 
     from bench.run import tracking
     from helpers import result_row
@@ -126,18 +131,28 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
     monkeypatch.chdir(tmp_path / "..")
     model = tmp_path / "runs" / "r" / "model"
     (model / "data").mkdir(parents=True)
-    (model / "MLmodel").write_text("flavors: {}\n")
+    (model / "MLmodel").write_text("flavors:\n  pytorch: {}\n  python_function: {}\n")
     (model / "data" / "weights").write_bytes(b"0" * 10)
+    saved = sorted((p.relative_to(model), p.read_bytes()) for p in model.rglob("*") if p.is_file())
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for name, fields in (("saved", {"model_bytes": 23}), ("failed", {"status": "failed", "model_bytes": 23}),
                          ("none", {})):
         tracking.log_row(uri, result_row(run_id=name, **fields), model)
     mlflow.set_tracking_uri(uri)
     runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["dtbench"], output_format="list")}
-    logged = {name: [f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id, "model")]
-              for name, run in runs.items()}
-    assert logged == {"saved": ["model/MLmodel", "model/data"], "failed": [], "none": []}
+    [logged] = mlflow.search_logged_models(experiment_ids=[runs["saved"].info.experiment_id], output_format="list")
+    assert logged.source_run_id == runs["saved"].info.run_id and logged.name == "model"
+    assert logged.status.to_proto() == mlflow.entities.LoggedModelStatus.READY.to_proto()
+    assert [o.model_id for o in mlflow.get_run(logged.source_run_id).outputs.model_outputs] == [logged.model_id]
+    assert {m.key: m.value for m in logged.metrics}["model_bytes"] == 23
     assert runs["saved"].data.metrics["model_bytes"] == 23
+    for where in (f"models:/{logged.model_id}", f"runs:/{logged.source_run_id}/model"):  # both URIs users write
+        folder = Path(mlflow.artifacts.download_artifacts(artifact_uri=where, dst_path=str(tmp_path / "dl" / where[:4])))
+        described = yaml.safe_load((folder / "MLmodel").read_text())
+        assert described["model_id"] == logged.model_id and described["run_id"] == logged.source_run_id
+        assert sorted(described["flavors"]) == ["python_function", "pytorch"]
+        assert (folder / "data" / "weights").read_bytes() == b"0" * 10
+    assert sorted((p.relative_to(model), p.read_bytes()) for p in model.rglob("*") if p.is_file()) == saved
     assert (tmp_path / "mlruns").is_dir() and not (tmp_path.parent / "mlruns").exists()
 
 

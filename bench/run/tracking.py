@@ -1,5 +1,5 @@
 """Optional MLflow tracking (`--mlflow URI`): each run's spec as params, its figures as metrics, its trained
-model as the run's model artifact.
+model as the run's logged model.
 
 Logged by the harness once the row is folded, so every variant and engine is tracked the same way and
 the figures are the row's own (median and interval over windows, exact accuracy), not one rank's view.
@@ -44,8 +44,8 @@ def require() -> None:
 
 
 def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench") -> None:
-    """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its "model" artifact
-    where the run finished ok and saved one (row.model_bytes)."""
+    """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its model "model" where
+    the run finished ok and saved one (row.model_bytes), with the row's metrics."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
@@ -57,9 +57,12 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
               "device_type": row.device_type, "nodes": row.nodes, "devices_per_node": row.devices_per_node,
               "world_size": row.world_size, "independent": row.independent, "git_sha": row.git_sha,
               **flatten(row.task, "task.")}
-    with mlflow.start_run(run_name=row.run_id, tags={"status": row.status, "host": row.host or ""}):
+    with mlflow.start_run(run_name=row.run_id, tags={"status": row.status, "host": row.host or ""}) as run:
         mlflow.log_params({k: v for k, v in params.items() if v is not None})
-        mlflow.log_metrics({name: float(get(row)) for name, get in METRICS.items() if get(row) is not None})
+        saved = row.status == "ok" and row.model_bytes is not None and model_dir is not None and model_dir.is_dir()
+        model_id = log_model(model_dir, run.info.run_id, params) if saved else None  # its metrics are the row's
+        mlflow.log_metrics({name: float(get(row)) for name, get in METRICS.items() if get(row) is not None},
+                           model_id=model_id)
         for step, value in enumerate((row.throughput or {}).get("windows", [])):
             mlflow.log_metric("window_throughput", value, step=step)
         # The loss curve as the walkthroughs log it: train_loss at its step; the test figures per epoch.
@@ -72,8 +75,32 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
                     mlflow.log_metric(name, value, step=epoch)
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
-        if row.status == "ok" and row.model_bytes is not None and model_dir is not None and model_dir.is_dir():
-            mlflow.log_artifacts(str(model_dir), MODEL_ARTIFACT)
+
+
+def log_model(model_dir: Path, run_id: str, params: dict) -> str:
+    """The saved folder as the run's logged model, what `mlflow.<flavour>.log_model` makes in MLflow 3 (the UI's
+    Models tab, `models:/<id>` and `runs:/<run>/model`) without loading it, which would need its framework here:
+    a logged model in the run's outputs, the folder's MLmodel told its id and run, its artifacts, READY."""
+    import shutil
+    import tempfile
+
+    import mlflow
+    from mlflow.entities import LoggedModelOutput, LoggedModelStatus
+    from mlflow.models import Model
+
+    model = mlflow.initialize_logged_model(name=MODEL_ARTIFACT, source_run_id=run_id,
+                                           params={k: str(v) for k, v in params.items() if v is not None})
+    client = mlflow.MlflowClient()
+    client.log_outputs(run_id, models=[LoggedModelOutput(model.model_id, step=0)])
+    with tempfile.TemporaryDirectory() as temp:  # the run folder's copy stays as saved (model_bytes)
+        folder = Path(shutil.copytree(model_dir, Path(temp) / MODEL_ARTIFACT))
+        described = Model.load(folder)
+        described.model_id, described.model_uuid, described.run_id = model.model_id, model.model_id, run_id
+        described.artifact_path = model.artifact_location
+        described.save(folder / "MLmodel")
+        client.log_model_artifacts(model.model_id, str(folder))
+    mlflow.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
+    return model.model_id
 
 
 def artifact_location(uri: str) -> str | None:
