@@ -78,9 +78,6 @@ def efficiency(rows: list[dict], path: Path) -> None:
     _save(fig, path)
 
 
-BAR_IN = 0.2  # the width a labelled bar needs, in inches
-
-
 def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
     palette = style.colours(rows)
     labels, values, looks = [], [], []
@@ -93,9 +90,7 @@ def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
                 looks.append(style.bar_style(r, palette))
     for i, (v, look) in enumerate(zip(values, looks)):
         ax.bar(i, v, **look)
-    figure = ax.figure  # room for every bar's label, in each of the figure's panels
-    figure.set_figwidth(max(figure.get_figwidth(), len(figure.axes) * (BAR_IN * len(values) + 1.5)))
-    ax.set_xticks(range(len(values)), labels, rotation=50, ha="right", rotation_mode="anchor", fontsize=7)
+    style.bar_labels(ax, labels)
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
 
@@ -142,7 +137,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
     """Each multi-device run's step time next to its compute-only time and the all-reduce floor."""
     if not entries:
         return []
-    fig, ax = plt.subplots(figsize=(max(9, 4 * BAR_IN * len(entries) + 3), 5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     labels = [f"{e['row']['series']}, {e['row']['world_size']} dev" for e in entries]
     width = 0.2
     for offset, key, name, colour in ((-1.5 * width, "step_ms", "measured step", "#4c72b0"),
@@ -152,7 +147,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
         measured = [(i + offset, e[key]) for i, e in enumerate(entries) if _present(e[key])]
         if measured:  # unmeasured figures (TensorFlow has no no-sync twin or floor) are left out, not drawn as 0
             ax.bar(*zip(*measured), width, label=name, color=colour)
-    ax.set_xticks(range(len(entries)), labels, fontsize=8, rotation=35, ha="right", rotation_mode="anchor")
+    style.bar_labels(ax, labels, bars_per_label=4)
     ax.set_ylabel("time per step (ms)")
     ax.set_title(_title("Where the step time goes (no bar: not measured)", [e["row"] for e in entries]), fontsize=9)
     style.legend_outside(ax)
@@ -215,7 +210,7 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
     rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]
     if not rows:
         return []
-    fig, ax = plt.subplots(figsize=(max(8, 1.75 * BAR_IN * len(rows) + 3), 5))
+    fig, ax = plt.subplots(figsize=(8, 5))
     labels = [f"{r['series']}, {r['world_size']} dev" for r in rows]
     # A peak no row knows (no data-sheet figure on a CPU) gets no bars at all, not zero-height ones.
     shown = [(key, name, colour) for key, name, colour in (("peak_fraction", "of the measured peak", "#4c72b0"),
@@ -226,7 +221,7 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
         offset = (j - (len(shown) - 1) / 2) * width
         known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if _present(r[key])]
         ax.bar(*zip(*known), width, label=name, color=colour)
-    ax.set_xticks(range(len(rows)), labels, rotation=50, ha="right", rotation_mode="anchor", fontsize=7)
+    style.bar_labels(ax, labels, bars_per_label=len(shown))
     ax.set_ylabel("utilisation per device (%)")
     ax.set_title(_title("How close to the hardware (no bar: not known)", rows), fontsize=9)
     style.legend_outside(ax)
