@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent("""
     from bench.worker import stacks
 
     def wait_here(who):
-        print(who, flush=True)
+        os.write(1, f"{who}\\n".encode())  # one write: the two processes share the pipe
         time.sleep(600)
 
     stacks.write_on_signal(Path(sys.argv[1]), "earlier")  # a process that made a Worker before (a test, an engine)
@@ -50,7 +50,8 @@ def test_a_rank_and_its_forked_child_each_say_where_they_waited(tmp_path):
     assert sorted(line.split(":")[0] for line in waited) == ["rank0", f"rank0-child{child}"]
     assert all(" in wait_here (" in line and "rank.py:" in line for line in waited), waited
     assert not marker.exists()
-    registered = (tmp_path / stacks.STACKS_DIR / stacks.REGISTRY).read_text().split()[1::2]
+    registered = [line.split(" ", 2)[2] for line in
+                  (tmp_path / stacks.STACKS_DIR / stacks.REGISTRY).read_text().splitlines()]
     assert registered == ["earlier", "rank0", f"rank0-child{child}"]  # one fork hook, however many registrations
 
 
@@ -67,3 +68,16 @@ def test_files_of_processes_never_asked_are_removed_and_an_empty_folder_with_the
     stacks.remove_unused(tmp_path)
     assert [p.name for p in folder.iterdir()] == ["rank0.txt"]
     assert stacks.where_they_waited(tmp_path) == ["rank0: in f (x.py:3)"]
+
+
+def test_only_this_hosts_registrations_count(tmp_path):
+    """A run folder on a shared file system holds every host's registrations: a pid of another host's rank may
+    be a process of this one."""
+    import socket
+
+    folder = tmp_path / stacks.STACKS_DIR
+    folder.mkdir()
+    here = socket.gethostname()
+    (folder / stacks.REGISTRY).write_text(f"101 {here} rank0\n102 elsewhere rank1\n103 {here} rank0-child103\n"
+                                          f"101 {here} rank2\n")
+    assert stacks._registered(tmp_path) == {101: "rank2", 103: "rank0-child103"}  # a pid's last registration

@@ -152,8 +152,30 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
         assert described["model_id"] == logged.model_id and described["run_id"] == logged.source_run_id
         assert sorted(described["flavors"]) == ["python_function", "pytorch"]
         assert (folder / "data" / "weights").read_bytes() == b"0" * 10
+    assert not mlflow.get_run(logged.source_run_id).inputs.model_inputs  # an output of its run, not an input
     assert sorted((p.relative_to(model), p.read_bytes()) for p in model.rglob("*") if p.is_file()) == saved
     assert (tmp_path / "mlruns").is_dir() and not (tmp_path.parent / "mlruns").exists()
+
+
+def test_a_model_that_cannot_be_logged_is_marked_failed_and_the_runs_figures_are_kept(tmp_path, monkeypatch):
+    import mlflow
+
+    from bench.run import tracking
+    from helpers import result_row
+
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "MLmodel").write_text("flavors: [unclosed\n")  # a torn MLmodel file
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking.log_row(uri, result_row(run_id="torn", model_bytes=23), model)
+    mlflow.set_tracking_uri(uri)
+    [run] = mlflow.search_runs(experiment_names=["dtbench"], output_format="list")
+    assert run.info.status == "FINISHED" and run.data.metrics["model_bytes"] == 23
+    assert run.data.tags["model_error"].startswith("the trained model was not logged: ")
+    [logged] = mlflow.search_logged_models(experiment_ids=[run.info.experiment_id], output_format="list")
+    assert logged.status.to_proto() == mlflow.entities.LoggedModelStatus.FAILED.to_proto()
+    assert not run.outputs.model_outputs
 
 
 def test_rows_from_before_the_model_was_logged_still_load():

@@ -147,7 +147,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
         measured = [(i + offset, e[key]) for i, e in enumerate(entries) if _present(e[key])]
         if measured:  # unmeasured figures (TensorFlow has no no-sync twin or floor) are left out, not drawn as 0
             ax.bar(*zip(*measured), width, label=name, color=colour)
-    style.bar_labels(ax, labels, bars_per_label=4)
+    style.bar_labels(ax, labels)
     ax.set_ylabel("time per step (ms)")
     ax.set_title(_title("Where the step time goes (no bar: not measured)", [e["row"] for e in entries]), fontsize=9)
     style.legend_outside(ax)
@@ -221,7 +221,7 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
         offset = (j - (len(shown) - 1) / 2) * width
         known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if _present(r[key])]
         ax.bar(*zip(*known), width, label=name, color=colour)
-    style.bar_labels(ax, labels, bars_per_label=len(shown))
+    style.bar_labels(ax, labels)
     ax.set_ylabel("utilisation per device (%)")
     ax.set_title(_title("How close to the hardware (no bar: not known)", rows), fontsize=9)
     style.legend_outside(ax)

@@ -48,10 +48,10 @@ def write_report(directory: Path) -> Path:
     runs = frame(store.dicts())
     configs = aggregate.configurations(runs, peak.load(directory))
     blocks = build(directory, store, runs, configs)
-    path = directory / "report.md"
-    path.write_text(markdown(blocks))
     (directory / "report.html").write_text(html.render(blocks, runs))
     store.export_csv()
+    path = directory / "report.md"  # last: `make reference` takes its presence for a sweep that finished
+    path.write_text(markdown(blocks))
     return path
 
 

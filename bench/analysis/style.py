@@ -62,11 +62,11 @@ LEGEND_LINE_IN = 0.19  # one 8-point legend entry, in inches
 BAR_IN = 0.28  # the width a labelled bar needs, in inches
 
 
-def bar_labels(ax, labels: list[str], bars_per_label: int = 1) -> None:
-    """One-line labels rotated to end under their bars, and the figure wide enough for every panel's bars: a
-    sweep's 40-odd labels would otherwise be printed over each other."""
+def bar_labels(ax, labels: list[str]) -> None:
+    """One-line labels rotated to end under their bars (or group of bars), and the figure wide enough for every
+    panel's labels: a sweep's 40-odd labels would otherwise be printed over each other."""
     figure = ax.figure
-    wide = len(figure.axes) * (BAR_IN * bars_per_label * len(labels) + 1.5)
+    wide = len(figure.axes) * (BAR_IN * len(labels) + 1.5)
     figure.set_figwidth(max(figure.get_figwidth(), wide))
     ax.set_xticks(range(len(labels)), labels, rotation=50, ha="right", rotation_mode="anchor", fontsize=7)
 

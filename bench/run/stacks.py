@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from pathlib import Path
 
@@ -28,7 +29,9 @@ def ask(roots: list[int], run_dir: Path) -> int:
         except psutil.NoSuchProcess:
             continue
         for pid in tree:
-            if pid in registered:
+            # Registered, and still catching it: a pid reused by another process, or a child that exec'd
+            # since it registered, would be killed by the signal's default action.
+            if pid in registered and _catches(pid, STACKS_SIGNAL):
                 try:
                     os.kill(pid, STACKS_SIGNAL)
                     asked.append(run_dir / STACKS_DIR / f"{registered[pid]}.txt")
@@ -39,12 +42,25 @@ def ask(roots: list[int], run_dir: Path) -> int:
 
 
 def _registered(run_dir: Path) -> dict[int, str]:
-    """pid -> the name of its stacks file, the last registration of each pid."""
+    """pid -> the name of its stacks file: this host's processes (a run folder on a shared file system holds
+    other hosts' too), the last registration of each pid."""
     try:
         lines = (run_dir / STACKS_DIR / REGISTRY).read_text().splitlines()
     except OSError:
         return {}
-    return {int(pid): name for pid, _, name in (line.partition(" ") for line in lines) if pid.isdigit() and name}
+    here = socket.gethostname()
+    return {int(pid): name for pid, host, name in (line.split(" ", 2) for line in lines if line.count(" ") >= 2)
+            if pid.isdigit() and host == here}
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process handles the signal (its SigCgt mask in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")), 0)
+    return bool(mask >> (signum - 1) & 1)
 
 
 def _wait_written(paths: list[Path]) -> None:

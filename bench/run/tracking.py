@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
+import time
 from pathlib import Path
 
 from bench.results.row import ResultRow
 from bench.spec.task import SpecError
 
+log = logging.getLogger(__name__)
 MODEL_ARTIFACT = "model"
 METRICS = {
     "throughput_median": lambda r: (r.throughput or {}).get("median"),
@@ -49,6 +52,7 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
+    from mlflow.entities import Metric
     mlflow.set_tracking_uri(uri)
     if mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=artifact_location(uri))
@@ -60,9 +64,13 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
     with mlflow.start_run(run_name=row.run_id, tags={"status": row.status, "host": row.host or ""}) as run:
         mlflow.log_params({k: v for k, v in params.items() if v is not None})
         saved = row.status == "ok" and row.model_bytes is not None and model_dir is not None and model_dir.is_dir()
-        model_id = log_model(model_dir, run.info.run_id, params) if saved else None  # its metrics are the row's
-        mlflow.log_metrics({name: float(get(row)) for name, get in METRICS.items() if get(row) is not None},
-                           model_id=model_id)
+        model_id = log_model(model_dir, run.info.run_id, params) if saved else None
+        # The row's figures, the model's too (MLflow's own log_model does the same): through the client, which
+        # leaves the run's inputs alone (log_metrics would also list the model as an input of its own run).
+        now = int(time.time() * 1000)
+        mlflow.MlflowClient().log_batch(run.info.run_id, metrics=[
+            Metric(name, float(get(row)), now, 0, model_id=model_id) for name, get in METRICS.items()
+            if get(row) is not None])
         for step, value in enumerate((row.throughput or {}).get("windows", [])):
             mlflow.log_metric("window_throughput", value, step=step)
         # The loss curve as the walkthroughs log it: train_loss at its step; the test figures per epoch.
@@ -77,10 +85,11 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
             mlflow.set_tag("error", row.error[:4000])
 
 
-def log_model(model_dir: Path, run_id: str, params: dict) -> str:
+def log_model(model_dir: Path, run_id: str, params: dict) -> str | None:
     """The saved folder as the run's logged model, what `mlflow.<flavour>.log_model` makes in MLflow 3 (the UI's
     Models tab, `models:/<id>` and `runs:/<run>/model`) without loading it, which would need its framework here:
-    a logged model in the run's outputs, the folder's MLmodel told its id and run, its artifacts, READY."""
+    a logged model in the run's outputs, the folder's MLmodel told its id and run, its artifacts, READY. One that
+    cannot be logged is marked FAILED and named in the run's tags; None then."""
     import shutil
     import tempfile
 
@@ -91,14 +100,20 @@ def log_model(model_dir: Path, run_id: str, params: dict) -> str:
     model = mlflow.initialize_logged_model(name=MODEL_ARTIFACT, source_run_id=run_id,
                                            params={k: str(v) for k, v in params.items() if v is not None})
     client = mlflow.MlflowClient()
+    try:
+        with tempfile.TemporaryDirectory() as temp:  # the run folder's copy stays as saved (model_bytes)
+            folder = Path(shutil.copytree(model_dir, Path(temp) / MODEL_ARTIFACT))
+            described = Model.load(folder)
+            described.model_id, described.model_uuid, described.run_id = model.model_id, model.model_id, run_id
+            described.artifact_path = model.artifact_location
+            described.save(folder / "MLmodel")
+            client.log_model_artifacts(model.model_id, str(folder))
+    except Exception as exc:  # noqa: BLE001 (a store, disk or MLmodel error): the run's figures are still logged
+        mlflow.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
+        mlflow.set_tag("model_error", f"the trained model was not logged: {exc}"[:4000])
+        log.warning("--mlflow: %s's trained model was not logged: %s", run_id, exc)
+        return None
     client.log_outputs(run_id, models=[LoggedModelOutput(model.model_id, step=0)])
-    with tempfile.TemporaryDirectory() as temp:  # the run folder's copy stays as saved (model_bytes)
-        folder = Path(shutil.copytree(model_dir, Path(temp) / MODEL_ARTIFACT))
-        described = Model.load(folder)
-        described.model_id, described.model_uuid, described.run_id = model.model_id, model.model_id, run_id
-        described.artifact_path = model.artifact_location
-        described.save(folder / "MLmodel")
-        client.log_model_artifacts(model.model_id, str(folder))
     mlflow.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
     return model.model_id
 

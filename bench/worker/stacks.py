@@ -5,7 +5,7 @@ names the frame each process was in; the files stay in the run folder.
 
 faulthandler writes from its C signal handler, so a process blocked in a collective or on a queue still
 answers; a file per process keeps processes that share a log from writing into each other's lines. Each
-process adds "PID NAME" to the folder's registry once its handler writes to its own file: the harness
+process adds "PID HOST NAME" to the folder's registry once its handler writes to its own file: the harness
 signals only those, never a launcher that catches the signal for its own ends, nor a child forked a moment
 ago that would still write into its parent's file.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import socket
 from pathlib import Path
 
 STACKS_SIGNAL = signal.SIGUSR1
@@ -28,10 +29,16 @@ def write_on_signal(run_dir: Path, name: str) -> None:
     folder = run_dir / STACKS_DIR
     folder.mkdir(exist_ok=True)
     if not _target:  # one fork hook per process, however many workers it makes (tests, reused engine workers)
-        os.register_at_fork(after_in_child=lambda: _register(_target["folder"],
-                                                             f"{_target['name']}-child{os.getpid()}"))
+        os.register_at_fork(after_in_child=_register_child)
     _target.update(folder=folder, name=name)
     _register(folder, name)
+
+
+def _register_child() -> None:
+    try:
+        _register(_target["folder"], f"{_target['name']}-child{os.getpid()}")
+    except OSError:  # the run's folder is gone (an engine's worker process outlives its run): nothing to say
+        pass
 
 
 def _register(folder: Path, name: str) -> None:
@@ -41,4 +48,4 @@ def _register(folder: Path, name: str) -> None:
         earlier.close()
     _open[:] = [file]
     with open(folder / REGISTRY, "a") as registry:  # one short append: whole lines from every process
-        registry.write(f"{os.getpid()} {name}\n")
+        registry.write(f"{os.getpid()} {socket.gethostname()} {name}\n")
