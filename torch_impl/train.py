@@ -107,8 +107,8 @@ def train(worker: Worker, approach: Approach) -> dict:
     profiler = TorchProfiler(worker, device) if worker.profile_windows else None
     # A rank's own time is its forward, except where the forward all-gathers the parameters (lockstep).
     clock = worker.clock(task["global_batch"], approach.sync, steps=(epochs - first_epoch) * len(loader),
-                         on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu), profiler=profiler,
-                         own_timer=None if approach.lockstep_eval else own_time.keep(device))
+                         on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu),
+                         profiler=profiler, own_timer=None if approach.lockstep_eval else own_time.keep(device))
     running_loss = RunningLoss(device)
     # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
     test_loader = None if test_set is None else data.eval_loader(

@@ -110,7 +110,7 @@ def log_model(model_dir: Path, run_id: str, params: dict) -> str | None:
             client.log_model_artifacts(model.model_id, str(folder))
     except Exception as exc:  # noqa: BLE001 (a store, disk or MLmodel error): the run's figures are still logged
         mlflow.finalize_logged_model(model.model_id, LoggedModelStatus.FAILED)
-        mlflow.set_tag("model_error", f"the trained model was not logged: {exc}"[:4000])
+        client.set_tag(run_id, "model_error", f"the trained model was not logged: {exc}"[:4000])
         log.warning("--mlflow: %s's trained model was not logged: %s", run_id, exc)
         return None
     client.log_outputs(run_id, models=[LoggedModelOutput(model.model_id, step=0)])
