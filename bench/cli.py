@@ -32,6 +32,13 @@ def _add_malloc_option(p: argparse.ArgumentParser) -> None:
                         "tensors reuse the heap instead of faulting in fresh pages; glibc: as glibc ships it")
 
 
+def _add_fast_path_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as-shipped", action="store_true",
+                   help="run every framework on its own defaults instead of its fast path for this machine "
+                        "(TensorFlow's oneDNN kernels on x86, PyTorch's cuDNN autotuning, TF32 and channels_last on "
+                        "CUDA); rows say which, and the report names them \"(as shipped)\"")
+
+
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="default", help=f"task preset: {', '.join(PRESETS)}")
     p.add_argument("--precision", choices=PRECISIONS,
@@ -126,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
     _add_malloc_option(p)
+    _add_fast_path_option(p)
     _add_profile_option(p)
     _add_engine_options(p, several=False)
     _add_task_options(p)
@@ -151,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the all-reduce microbenchmark")
     _add_engine_options(p, several=True)
     _add_malloc_option(p)
+    _add_fast_path_option(p)
     _add_profile_option(p)
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_sweep)

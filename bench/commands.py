@@ -67,7 +67,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          args.cores_per_slot, args.timeout, host_node=args.node_rank,
                          master_addr=args.master_addr, master_port=args.master_port,
                          independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve(),
-                         profile=args.profile, malloc=args.malloc, sample_every_s=args.sample_every)
+                         profile=args.profile, malloc=args.malloc, as_shipped=args.as_shipped,
+                         sample_every_s=args.sample_every)
     engines = request.engines(args)
     if len(engines) != 1:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")
@@ -163,9 +164,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                        repeats=args.repeats, compiled=args.compile, inputs=request.input_modes(args),
                        shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
     specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
-                                 sample_every_s=args.sample_every) for spec in specs]
+                                 as_shipped=args.as_shipped, sample_every_s=args.sample_every) for spec in specs]
     from bench.analysis import report
-    from bench.run import resume, sweep
+    from bench.run import audit, resume, sweep
 
     if args.allow_mixed_revisions and not args.resume:
         raise SpecError("--allow-mixed-revisions goes with --resume")
@@ -180,6 +181,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
         sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
+        audit.audit(args.out, machine, device_type, task, {s.variant.framework for s in specs}, args.cores_per_slot)
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
         sweep.measure_communication(rows, args.out, machine, again=not args.resume)

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from bench.run.processes import processes_of_run
+from bench.worker import kernels
 from helpers import CPU, REPO, bench, rows
 
 
@@ -20,6 +21,23 @@ def test_tf_variant_on_two_replicas(out, variant):
     assert row["throughput"]["median"] > 0 and row["framework_version"].startswith("2.")
     if variant == "tf-multiworker":
         assert "TF_CONFIG=" in row["command"] and row["command"].count("tf_impl.multiworker") == 2
+    if kernels.is_x86():  # TensorFlow on its fast path here: oneDNN, whatever TensorFlow's default for this CPU
+        assert row["environment"]["kernels"]["onednn"] is True and row["fast_path"]["onednn"] is True
+        assert row["environment"]["kernels"]["onednn_switch"] == "1" and "TF_ENABLE_ONEDNN_OPTS=1" in row["command"]
+    assert row["environment"]["kernels"]["cpu_isa"] == kernels.instruction_sets()
+
+
+@pytest.mark.slow
+def test_as_shipped_leaves_tensorflow_on_its_own_default(out):
+    """--as-shipped: oneDNN as TensorFlow decides for this CPU (off on an AVX2-only x86), and the row says so."""
+    result = bench("run", "--variant", "tf-single", "--task", "quick", "--as-shipped", "--out", str(out), env=CPU)
+    assert result.returncode == 0, result.stderr
+    [row] = rows(out)
+    assert row["status"] == "ok", row["error"]
+    assert row["as_shipped"] is True
+    used = row["environment"]["kernels"]
+    assert used["onednn"] is kernels.tf_onednn_on_by_default() and used["onednn_switch"] == "unset"
+    assert used["as_shipped"] is True and "TF_ENABLE_ONEDNN_OPTS" not in row["command"]
 
 
 def test_tf_worker_per_node_layout_is_not_applicable_on_cpu(out):

@@ -129,3 +129,36 @@ def test_every_rank_gets_the_tuned_malloc_unless_told_otherwise(tmp_path, monkey
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     _, mine = plan("torch-ddp", tmp_path, device_type="cpu", nodes=1, per_node=2, machine=Machine(cores=(0, 1)))
     assert not any(k in mine[0].env for k in launch.MALLOC_TUNED)  # the exported value reaches the ranks as it is
+
+
+@pytest.mark.parametrize("variant", ["tf-single", "tf-mirrored", "tf-mirrored-fit", "tf-multiworker",
+                                     "tf-multiworker-fit", "tf-ps"])
+def test_tensorflow_starts_on_onednn_on_x86_unless_as_shipped(tmp_path, monkeypatch, variant):
+    """TensorFlow 2.21 leaves oneDNN off on x86 CPUs without AVX-512 VNNI/AMX: every TF process of a run gets
+    TF_ENABLE_ONEDNN_OPTS=1 before TensorFlow is imported; --as-shipped sets nothing of the kind; a value the user
+    exported wins; PyTorch's processes get no TensorFlow switch."""
+    from bench.worker import kernels
+    from tf_impl import fast_path
+
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    monkeypatch.setattr(kernels, "is_x86", lambda: True)
+    monkeypatch.setattr(fast_path, "is_x86", lambda: True)
+    two_cores = Machine(cores=(0, 1))
+    spec, procs = plan(variant, tmp_path, device_type="cpu", nodes=1, per_node=2 if variant != "tf-single" else 1,
+                       machine=two_cores)
+    assert procs and all(p.env["TF_ENABLE_ONEDNN_OPTS"] == "1" for p in procs)
+    shipped = launch.processes(dataclasses.replace(spec, as_shipped=True), spec.check(two_cores), "run-y", tmp_path,
+                               tmp_path / "spec.json")
+    assert all("TF_ENABLE_ONEDNN_OPTS" not in p.env and p.env[kernels.AS_SHIPPED_ENV] == "1" for p in shipped)
+    assert dataclasses.replace(spec, as_shipped=True).key.series.endswith("(as shipped)")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    _, mine = plan(variant, tmp_path, device_type="cpu", nodes=1, per_node=1, machine=two_cores)
+    assert all("TF_ENABLE_ONEDNN_OPTS" not in p.env for p in mine)  # the exported 0 reaches the ranks as it is
+    monkeypatch.setattr(fast_path, "is_x86", lambda: False)
+    _, arm = plan(variant, tmp_path, device_type="cpu", nodes=1, per_node=1, machine=two_cores)
+    assert all("TF_ENABLE_ONEDNN_OPTS" not in p.env for p in arm)
+
+
+def test_torch_processes_get_no_tensorflow_switch(tmp_path):
+    _, procs = plan("torch-ddp", tmp_path, device_type="cpu", nodes=1, per_node=2, machine=Machine(cores=(0, 1)))
+    assert "TF_ENABLE_ONEDNN_OPTS" not in procs[0].env

@@ -12,6 +12,7 @@ has pinned the process (it imports Keras).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import tensorflow as tf
 
@@ -61,19 +62,23 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
 
     profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
     clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler)
+
+    def finish() -> dict:
+        mlflow_model.save(worker, network, chief=worker_index == 0)  # --mlflow: the network fit trained
+        return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
+                             flops_per_sample(network) if worker_index == 0 else None,
+                             {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
+                             memory={"model_state_bytes": model_state_bytes(model, optimizer)},
+                             **({"profile": profiler.result} if profiler else {}))
+
     clocked = ClockedFit(worker, clock, worker.loss_curve(first_epoch * steps_per_epoch), loss_tracker(model), epochs,
                          evaluate_exactly if source else None,
                          (eval_functions[1], steps_per_epoch) if LEGACY else None,
-                         backup if task.get("checkpoint_every_epoch") else None)
+                         backup if task.get("checkpoint_every_epoch") else None, finish)
     clock.start()
     model.fit(batches, epochs=epochs, initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
               callbacks=[clocked] + ([backup] if task.get("checkpoint_every_epoch") else []), verbose=0)
-    mlflow_model.save(worker, network, chief=worker_index == 0)  # --mlflow: the network fit trained
-    return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
-                         flops_per_sample(network) if worker_index == 0 else None,
-                         {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
-                         memory={"model_state_bytes": model_state_bytes(model, optimizer)},
-                         **({"profile": profiler.result} if profiler else {}))
+    return clocked.result
 
 
 def loss_tracker(model: keras.Model):
@@ -120,8 +125,13 @@ class ClockedFit(keras.callbacks.Callback):
     sums across replicas and workers."""
 
     def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate,
-                 across_workers: tuple | None = None, checkpoint: "Backup | None" = None):
+                 across_workers: tuple | None = None, checkpoint: "Backup | None" = None,
+                 finish: Callable[[], dict] = dict):
         super().__init__()
+        # The run's result, recorded at the end of training, before fit returns: fit then drops its dataset
+        # iterator, whose destruction waits out tf.data's autotuner (tens of seconds), which the harness does not
+        # wait for once every rank's result is in (bench.run.processes.RESULT_GRACE_S).
+        self.finish, self.result = finish, None
         self.checkpoint = checkpoint  # saved at each epoch's end, the clock paused (--checkpoint-every-epoch)
         # Keras 2: (a tf.function summing a vector across workers, the steps of an epoch) to add up the workers' kept
         # sums at the epoch's end; None where a read already sums every replica.
@@ -147,6 +157,9 @@ class ClockedFit(keras.callbacks.Callback):
             self._sum_workers()
         self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate, self.checkpoint)
         self.epochs_done = epoch + 1
+
+    def on_train_end(self, logs=None):
+        self.result = self.finish()
 
     def _step_done(self) -> None:
         """The step that has just ended: the loss curve's steps take the tracker's sums after it and after the step

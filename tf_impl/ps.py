@@ -114,6 +114,7 @@ def main() -> None:
         tf = train.configure(worker, trains_on_gpus=config["task"]["type"] == "worker")
         if config["task"]["type"] != "chief":
             serve(worker, tf, config)
+        from tf_impl import kernels
         from tf_impl.keras_flavour import FLAVOUR  # imports Keras: once configure() has pinned this process
 
         strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
@@ -122,6 +123,7 @@ def main() -> None:
         worker.joined(workers, backend="parameter servers over gRPC, asynchronous updates", workers=workers,
                       parameter_servers=len(config["cluster"]["ps"]), framework_version=tf.__version__,
                       keras=FLAVOUR, threads=tf.config.threading.get_intra_op_parallelism_threads(),
+                      kernels=kernels.report(),
                       device_name=train.cpu_model() if worker.device_type == "cpu" else None)
         train_async(worker, strategy, coordinator, workers)
     exit_now(0)  # TF's gRPC servers cannot be shut down cleanly

@@ -62,8 +62,9 @@ class GPUsNotSeen(RuntimeError):
 
 def device_info(strategy) -> dict:
     import tensorflow as tf
+    from tf_impl import kernels
     from tf_impl.keras_flavour import FLAVOUR
-    info = {"framework_version": tf.__version__, "keras": FLAVOUR,
+    info = {"framework_version": tf.__version__, "keras": FLAVOUR, "kernels": kernels.report(),
             "threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
     build = tf.sysconfig.get_build_info()
@@ -155,12 +156,14 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
 
 def fast_path(task: dict) -> dict:
-    """What TensorFlow's performance guide asks for and this run has: NHWC is Keras' own layout; TF32
+    """What TensorFlow's performance guide asks for and this run has: oneDNN's CPU kernels (set before the import:
+    tf_impl.fast_path); NHWC is Keras' own layout; TF32
     is on by default on GPUs; XLA (`jit_compile`) with --compile; tf.data prefetching (and parallel
     decoding of files with --loader-workers)."""
     import tensorflow as tf
+    from tensorflow.python.util import _pywrap_util_port
     gpu = bool(tf.config.list_logical_devices("GPU"))
-    return {"channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
+    return {"onednn": bool(_pywrap_util_port.IsMklEnabled()), "channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
             "prefetch": True, "compile": bool(task["compile"]), "parallel_decode": task.get("loader_workers") or 0}
 
 

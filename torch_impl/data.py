@@ -2,6 +2,7 @@
 S3, torch_impl.files) through DataLoader workers, with the same standard samplers."""
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import numpy as np
@@ -9,6 +10,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from bench.worker import data as cache
+from bench.worker.kernels import CHANNELS_LAST_ENV, as_shipped
+from torch_impl.fast_path import CHANNELS_LAST
 
 EVAL_BATCH = cache.EVAL_BATCH
 
@@ -98,14 +101,17 @@ def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, 
     return [(images, labels)] * steps
 
 
-# channels_last (NHWC in memory) per device type: PyTorch's fast path for convolutions on CUDA
-# (tensor cores and cuDNN's fastest kernels want NHWC). On this project's CPU it measured 1.03x and
-# 0.97x (default task, MNIST net; README): no fast path there.
-CHANNELS_LAST = {"cuda": True, "cpu": False}
+def channels_last(device: torch.device) -> bool:
+    """NHWC where it is the device's fast path, unless the run is --as-shipped (torch's default NCHW) or the
+    environment says which (DTBENCH_CHANNELS_LAST=1|0: the fast-path audit, or a user trying it)."""
+    chosen = os.environ.get(CHANNELS_LAST_ENV)
+    if chosen in ("0", "1"):
+        return chosen == "1"
+    return CHANNELS_LAST[device.type] and not as_shipped()
 
 
 def memory_format(device: torch.device) -> torch.memory_format:
-    return torch.channels_last if CHANNELS_LAST[device.type] else torch.contiguous_format
+    return torch.channels_last if channels_last(device) else torch.contiguous_format
 
 
 def to_model_input(images: torch.Tensor, device: torch.device) -> torch.Tensor:

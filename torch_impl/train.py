@@ -20,7 +20,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
-from torch_impl import data, memory, mlflow_model, own_time
+from bench.worker.kernels import as_shipped
+from torch_impl import data, kernels, memory, mlflow_model, own_time
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
@@ -164,13 +165,14 @@ def finish(worker: Worker, clock, evaluation: dict | None, epochs_run: int, devi
 
 
 def fast_path(device: torch.device, task: dict) -> dict:
-    """PyTorch's performance-guide settings for this device, switched on, and what the row records."""
-    cuda = device.type == "cuda"
+    """PyTorch's performance-guide settings for this device, switched on (--as-shipped: left as torch ships
+    them), and what the row records."""
+    cuda = device.type == "cuda" and not as_shipped()
     if cuda:
         torch.backends.cudnn.benchmark = True         # the fastest conv algorithms for these fixed shapes
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls and convolutions on TF32 tensor cores
         torch.backends.cudnn.allow_tf32 = True
-    return {"channels_last": data.CHANNELS_LAST[device.type], "cudnn_benchmark": cuda, "tf32": cuda,
+    return {"channels_last": data.channels_last(device), "cudnn_benchmark": cuda, "tf32": cuda,
             "pin_memory": cuda, "compile": bool(task["compile"]),
             "persistent_workers": bool(task.get("loader_workers"))}
 
@@ -264,7 +266,8 @@ def autocast(device: torch.device, amp_dtype: torch.dtype | None):
 
 def device_info(device: torch.device) -> dict:
     """What the row records about the framework and the device this process trains on."""
-    info = {"framework_version": torch.__version__, "device": str(device), "threads": torch.get_num_threads()}
+    info = {"framework_version": torch.__version__, "device": str(device), "threads": torch.get_num_threads(),
+            "kernels": kernels.report(device)}
     if device.type == "cuda":
         info.update(device_name=torch.cuda.get_device_name(device), cuda=torch.version.cuda,
                     cudnn=torch.backends.cudnn.version(),

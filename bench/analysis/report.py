@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import html, plots, profiles, repeats, verdict
+from bench.analysis import fast_path, html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table,  # noqa: F401
                                      checkpoint_table, device0_lines, input_comparison, input_disagreements,
@@ -22,6 +22,7 @@ from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cell
                                    fit_table, markdown_table, present, spread_table, text_table)
 from bench.results import ResultStore
 from bench.results.frame import frame
+from bench.results.fast_path import load as load_audit
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,9 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
     profiled = profiles.latest(runs)
     last = configs.iloc[-1] if len(configs) else {}
     env = _environment(store)
+    audit = load_audit(directory)
     blocks = [_heading("dtbench report", 1)]
-    paragraphs, notes = verdict.summary(configs, runs)
+    paragraphs, notes = verdict.summary(configs, runs, fast_path.warnings(store.dicts(), audit))
     if paragraphs:
         blocks += [_heading("Verdict", 2), Block("verdict", (paragraphs, notes))]
     blocks += [
@@ -75,7 +77,8 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
             f"CPU: {env.get('cpu_model', '-')} ({env.get('cores_available', '-')} cores available)",
             f"GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; "
             f"CUDA {env.get('cuda') or '-'}; NCCL {env.get('nccl') or '-'}",
-            f"python {env.get('python', '-')}; " + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items())])]
+            f"python {env.get('python', '-')}; " + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items()),
+            *(f"kernels, {line}" for line in fast_path.kernel_lines(store.dicts()))])]
     for (task, precision, scaling), subset in configs.groupby(["task", "precision", "scaling"], sort=False):
         blocks += _task_section(directory, subset.reset_index(drop=True), table, measured, profiled,
                                 f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
@@ -106,6 +109,13 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
             "dicts; Accelerate: `save_state`; TensorFlow: `tf.train.Checkpoint` + `CheckpointManager`), every "
             "rank waiting until it is written: the save is the training stall. Load = reading the last one "
             "back before the final evaluation."), Block("table", checkpoints)]
+    if audit:
+        blocks += [_heading("Fast path on this machine", 2), _text(
+            "Each switch that decides a framework's kernels, measured here on and off: the framework's plain "
+            "single-device loop on this task with synthetic input, two runs a side (on, off, off, on), each run's "
+            "median over its windows; the ratio's range is over the two pairs. Measured once per machine (CPU, its "
+            "instruction sets, library versions) and reused. A switch counts as faster the other way only where "
+            "both pairs say so by more than 5 %; the verdict then names it."), Block("table", fast_path.audit_table(audit))]
     peaks = peak.load(directory)
     if peaks:
         blocks += [_heading("Matmul peak (measured)", 2), Block("table", peak_table(peaks))]

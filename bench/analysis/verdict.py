@@ -247,13 +247,15 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def summary(configs: pd.DataFrame, runs: pd.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
-    """The verdict: (group title, its sentences) per group, then what the intervals rest on."""
+def summary(configs: pd.DataFrame, runs: pd.DataFrame,
+            fast_path_warnings: list[str] = ()) -> tuple[list[tuple[str, str]], list[str]]:
+    """The verdict: (group title, its sentences) per group, then the fast-path warnings (bench.analysis.fast_path)
+    and what the intervals rest on."""
     measured = measured_runs(runs)
     found = groups(configs, measured)
     if not found:
         return [], []
-    notes = []
+    notes = list(fast_path_warnings)
     if any(not c.ratio.from_runs for g in found for c in g.comparisons):
         notes.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
                      "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
@@ -267,9 +269,9 @@ def summary(configs: pd.DataFrame, runs: pd.DataFrame) -> tuple[list[tuple[str, 
     return [(g.title, sentence(g, measured)) for g in found], notes
 
 
-def lines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def lines(configs: pd.DataFrame, runs: pd.DataFrame, fast_path_warnings: list[str] = ()) -> list[str]:
     """The verdict as plain text: one line per group ("title: sentences"), then the notes."""
-    paragraphs, notes = summary(configs, runs)
+    paragraphs, notes = summary(configs, runs, fast_path_warnings)
     return [f"{title}: {text}" for title, text in paragraphs] + notes
 
 
@@ -279,5 +281,9 @@ def verdict_lines(directory: Path) -> list[str]:
     from bench.results import ResultStore
     from bench.results.frame import frame
 
-    runs = frame(ResultStore(Path(directory)).dicts())
-    return lines(aggregate.configurations(runs), runs)
+    from bench.analysis import fast_path
+    from bench.results.fast_path import load as load_audit
+
+    rows = ResultStore(Path(directory)).dicts()
+    runs = frame(rows)
+    return lines(aggregate.configurations(runs), runs, fast_path.warnings(rows, load_audit(Path(directory))))

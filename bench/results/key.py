@@ -30,6 +30,7 @@ class RunKey(NamedTuple):
     recipe: str = ""             # the training recipe, where it is not the preset's (optimizer=adamw lr=0.001 ...)
     loader_workers: int = 0      # files | s3: the input pipeline's parallel decoders
     sharding: str = ""           # the ZeRO stage / Accelerate plugin the run chose: "ZeRO-2", "fsdp plugin"
+    as_shipped: bool = False     # --as-shipped: the framework on its own defaults, not dtbench's fast path
 
     @property
     def world_size(self) -> int:
@@ -48,7 +49,7 @@ class RunKey(NamedTuple):
         modes = [m for m, on in (("asynchronous", self.asynchronous), (self.sharding, bool(self.sharding)),
                                  ("compiled", self.compile), ("no sync", self.independent),
                                  (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
-                                 (self.recipe, bool(self.recipe))) if on]
+                                 (self.recipe, bool(self.recipe)), ("as shipped", self.as_shipped)) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
 
     @property
@@ -80,7 +81,8 @@ def config_key(row: dict) -> RunKey:
                   int(row["devices_per_node"]), task["name"], task.get("precision", "fp32"), global_batch,
                   bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
                   task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task),
-                  int(task.get("loader_workers") or 0), options.label(row["variant"], task))
+                  int(task.get("loader_workers") or 0), options.label(row["variant"], task),
+                  bool(row.get("as_shipped")))
 
 
 def settings(task: dict) -> dict:

@@ -37,6 +37,10 @@ class ResultRow:
     startup_s: float | None = None
     train_s: float | None = None
     wall_s: float | None = None
+    # Where the wall time went (seconds): start-up (launch to the first step's end), training (the clock's), evaluation,
+    # checkpoints, the rest of the rank's life (model build, FLOP counting, saving the model) and teardown (the
+    # last rank's result to the harness holding the row): wall_s is their sum (bench.run.fold.wall_split).
+    wall_split: dict | None = None
     epochs: int | None = None
     test_accuracy: float | None = None
     test_loss: float | None = None
@@ -58,6 +62,7 @@ class ResultRow:
     peak_fraction: float | None = None                  # per device vs `bench peak` on this machine
     matmul_precision: str | None = None                 # fp32 | tf32 | bf16 | fp16: what the peaks are read at
     fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile
+    as_shipped: bool = False   # --as-shipped: every framework on its defaults (environment["kernels"] says what ran)
     keras: str | None = None   # TensorFlow: the Keras that ran ("keras 3.15.1"; "tf-keras 2.21.0" for tf-multiworker-fit)
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
     compile_s: float | None = None                      # --compile: that first step, out of every window

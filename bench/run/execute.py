@@ -122,7 +122,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         procs += started
         series = start_sampler(spec, placement, run_dir, started)
         servers = frozenset(i for i, p in enumerate(to_start) if p.server)
-        status, reason = wait(started, launch_time, spec.timeout_s, logs, servers, watch_hosts(spec, session))
+        status, reason = wait(started, launch_time, spec.timeout_s, logs, servers, watch_hosts(spec, session),
+                              fold.ResultWatch(run_dir, [r for r in spec.reporting_ranks if r in spec.local_ranks]))
         if session and spec.host_node != 0 and status == "ok":  # until node 0's agent has what it needs
             session.wait_for_close(max(0.0, spec.timeout_s - (time.time() - launch_time)))
     except Interrupted as stop:  # the sweep records the run as interrupted
@@ -224,7 +225,7 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) 
         task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size,
               "warmup_epochs_applied": spec.task.effective_warmup_epochs},
         warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
-        independent=spec.independent, asynchronous=spec.variant.asynchronous,
+        independent=spec.independent, asynchronous=spec.variant.asynchronous, as_shipped=spec.as_shipped,
         git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
 
 
@@ -246,6 +247,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
     if os.environ.get(TURNS_ENV):
         row.notes.append(DUET_NOTE)
+    if run.status == "ok" and run.reason:  # processes still running after every rank's result, stopped
+        row.notes.append(run.reason)
     row.command, row.wall_s = run.command, run.wall_s
     row.timeseries = run.timeseries
     if run.hosts:
@@ -275,6 +278,8 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     row.task["params"] = measured.pop("params")
     for key, value in measured.items():
         setattr(row, key, value)
+    row.wall_split = fold.wall_split(run.records, spec.reporting_ranks, run.launch_time, run.wall_s, row.train_s,
+                                     row.first_step_s)
     utilisation.annotate(row)
     if row.timeseries and row.timeseries.get("gpus") and row.startup_s is not None:
         row.timeseries["energy_j_per_sample"] = sampler.energy_per_sample(run.run_dir / sampler.FILE, row.startup_s,

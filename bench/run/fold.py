@@ -23,6 +23,35 @@ def read_rank_records(run_dir: Path) -> dict[int, list[dict]]:
     return records
 
 
+class ResultWatch:
+    """Whether every one of `ranks` has recorded its result yet, reading only what each rank's file gained since
+    the last look (a run's wait asks several times a second)."""
+    MARK = b'{"event": "result"'
+
+    def __init__(self, run_dir: Path, ranks: list[int]):
+        self.paths = {rank: run_dir / f"rank{rank}.jsonl" for rank in ranks}
+        self.read = {rank: 0 for rank in ranks}
+        self.tail = {rank: b"" for rank in ranks}
+        self.done: set[int] = set()
+
+    def __call__(self) -> bool:
+        for rank, path in self.paths.items():
+            if rank in self.done:
+                continue
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self.read[rank])
+                    new = f.read()
+            except OSError:
+                return False
+            self.read[rank] += len(new)
+            seen = self.tail[rank] + new
+            if self.MARK in seen:
+                self.done.add(rank)
+            self.tail[rank] = seen[-len(self.MARK):]
+        return bool(self.paths) and len(self.done) == len(self.paths)
+
+
 def first_error(records: dict[int, list[dict]]) -> str | None:
     """The earliest error any rank reported, with the end of its traceback."""
     errors = [r for recs in records.values() for r in recs if r["event"] == "error"]
@@ -97,6 +126,30 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
                         # the device each rank chose from what it could see (bench.worker.gpus)
                         "rank_devices": {str(r): joined[r][-1].get("device") for r in sorted(joined)}},
     }
+
+
+def wall_split(records: dict[int, list[dict]], ranks: list[int], launch_time: float, wall_s: float,
+               train_s: float, first_step_s: float | None) -> dict | None:
+    """Where a run's wall time went, in seconds that add up to `wall_s`: start-up (launch to the slowest rank's
+    first step), training (the clock's time after that step), evaluation and checkpoints (rank 0's, the clock
+    paused), the rest of the ranks' lives after their first step (counting FLOPs, saving the model, the
+    epoch-end bookkeeping) and teardown (the last rank's result to the end of the harness's wait: processes
+    exiting, servers killed, the sampler's file written)."""
+    def events(name: str) -> list[dict]:
+        return [r for rank in ranks for r in records.get(rank, []) if r["event"] == name]
+
+    first_steps, results = [e["time"] for e in events("first_step")], [e["time"] for e in events("result")]
+    if not first_steps or not results:
+        return None
+    rank0 = records.get(0, [])
+    evaluation = sum(r.get("eval_s") or 0.0 for r in rank0 if r["event"] == "epoch")
+    checkpoints = sum((r.get("save_s") or 0.0) + (r.get("load_s") or 0.0) for r in rank0 if r["event"] == "checkpoint")
+    startup = max(first_steps) - launch_time
+    training = max(0.0, train_s - (first_step_s or 0.0))
+    teardown = launch_time + wall_s - max(results)
+    other = max(results) - max(first_steps) - training - evaluation - checkpoints
+    return {"startup": startup, "training": training, "evaluation": evaluation, "checkpoints": checkpoints,
+            "other": other, "teardown": teardown}
 
 
 def rank_times(results: dict[int, dict]) -> dict | None:

@@ -9,7 +9,6 @@ Every launch is recorded as the exact command, so it can be re-run by hand.
 from __future__ import annotations
 
 import os
-
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +20,9 @@ from bench.run.loopback import free_port, loopback_store_env
 from bench.run.processes import RUN_ID_ENV, Process, python_path
 from bench.run.runspec import RunSpec
 from bench.spec.devices import NodePlan, Placement
+from bench.spec.variants import FAST_PATH_ENVIRONMENT, load
 from bench.worker import HOST_ADDR_ENV, NODE_RANK_ENV
+from bench.worker.kernels import AS_SHIPPED_ENV
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,22 @@ def malloc_environment(mode: str) -> dict[str, str]:
     return dict(MALLOC_TUNED)
 
 
+def fast_path_environment(spec: RunSpec) -> dict[str, str]:
+    """The variables that put the run's framework on its fast path (FAST_PATH_ENVIRONMENT), where the user's
+    environment sets none of them; --as-shipped: none, and the ranks leave their own switches alone too."""
+    if spec.as_shipped:
+        return {AS_SHIPPED_ENV: "1"}
+    chooser = FAST_PATH_ENVIRONMENT.get(spec.variant.framework)
+    chosen = load(chooser)(spec.device_type) if chooser else {}
+    return {name: value for name, value in chosen.items() if name not in os.environ}
+
+
 def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) -> dict[str, str]:
     """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
     threads = str(plan.threads)
     return {
         **malloc_environment(spec.malloc),
+        **fast_path_environment(spec),
         RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
         "PYTHONUNBUFFERED": "1",
         # A short temp folder of the run's own (moved into the run directory afterwards: torchrun leaves a

@@ -77,13 +77,23 @@ def _die_with(parent: int):
     return set_parent_death_signal
 
 
+# Once every rank has recorded its result, its processes get this long to exit; what still runs then is
+# stopped, the run ok: a process's teardown is not the run's (TensorFlow's tf.data iterator, destroyed, waits out
+# its autotuner's sleep, tens of seconds; docs/methodology.md#where-a-runs-wall-time-goes).
+RESULT_GRACE_S = 1.0
+
+
 def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
          logs: list[Path], servers: frozenset[int] = frozenset(),
-         stop: Callable[[bool], tuple[str, str | None] | None] = lambda done: None) -> tuple[str, str | None]:
-    """Wait for every process (but the `servers`, by index); stop at the first failure, at the timeout, or when
-    `stop(whether the non-servers are done)` says how the run ended (a multi-host run's other hosts):
-    (ok | failed | timeout, reason). A host that runs only servers waits for `stop` or the timeout."""
+         stop: Callable[[bool], tuple[str, str | None] | None] = lambda done: None,
+         reported: Callable[[], bool] = lambda: False) -> tuple[str, str | None]:
+    """Wait for every process (but the `servers`, by index); stop at the first failure, at the timeout, when
+    `stop(whether the non-servers are done)` says how the run ended (a multi-host run's other hosts), or
+    RESULT_GRACE_S after `reported()` first said every rank has recorded its result: (ok | failed | timeout,
+    reason; for an ok run, which processes were still running then). A host that runs only servers waits for
+    `stop` or the timeout."""
     trains = [i for i in range(len(procs)) if i not in servers]
+    reported_at = None
     while True:
         codes = [p.poll() for p in procs]
         # A process killed by a signal is the likelier root cause than one that failed after it.
@@ -98,6 +108,11 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
         ended = stop(done)
         if ended is not None:
             return ended
+        if reported_at is None and reported():
+            reported_at = time.time()
+        if reported_at is not None and time.time() - reported_at > RESULT_GRACE_S:
+            running = ", ".join(logs[i].stem for i in trains if codes[i] is None)
+            return "ok", f"{running} still running {RESULT_GRACE_S:g} s after every rank's result: stopped"
         if time.time() - started > timeout_s:
             waiting = [i for i, c in enumerate(codes) if c is None and i not in servers] or list(servers)
             names, last_lines = ", ".join(logs[i].stem for i in waiting), tail(logs[waiting[0]])

@@ -50,6 +50,9 @@ class RunSpec:
     profile: bool = False
     # --malloc: glibc's malloc with a fixed mmap threshold and no trimming ("tuned"), or as glibc ships it.
     malloc: str = "tuned"
+    # --as-shipped: every framework on its own defaults, none of the fast-path switches dtbench sets
+    # (TensorFlow's oneDNN on x86, PyTorch's cuDNN autotuning, TF32 and channels_last on CUDA).
+    as_shipped: bool = False
     # --sample-every: seconds between the samples of what the run did over time (bench.run.sampler); 0: none.
     # `bench run` and `bench sweep` sample every 0.5 s; the harness's own measurements (overhead, maxbatch
     # probes, regress duets) leave it off unless asked.
@@ -102,7 +105,8 @@ class RunSpec:
     def key(self) -> RunKey:
         return config_key({"variant": self.variant.name, "engine": self.row_engine, "device_type": self.device_type,
                            "nodes": self.nodes, "devices_per_node": self.devices_per_node,
-                           "independent": self.independent, "task": self.task.to_dict()})
+                           "independent": self.independent, "task": self.task.to_dict(),
+                           "as_shipped": self.as_shipped})
 
     def inapplicable(self) -> str | None:
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)

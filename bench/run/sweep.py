@@ -13,6 +13,7 @@ from bench.worker import MODEL_DIR, data
 from bench.run import microbench
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
+from bench.run.forecast import Forecast
 from bench.run.plan import check_all
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
@@ -33,14 +34,16 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
     store = ResultStore(out_dir)
     environment = env_info.environment()
     data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
-    rows, started = [], time.time()
+    rows, started, forecast = [], time.time(), Forecast()
     try:
         for index, spec in enumerate(specs, 1):
-            elapsed = time.time() - started
-            eta = elapsed / (index - 1) * (len(specs) - index + 1) if index > 1 else None
+            elapsed, eta = time.time() - started, forecast.remaining(specs[index - 1:])
             log.info("[%d/%d] %s  (elapsed %.0fs%s)", index, len(specs), spec.key.label, elapsed,
                      f", ETA {eta:.0f}s" if eta is not None else "")
+            run_started = time.time()
             row = run_one(spec, store, out_dir, machine, data_paths[spec.task], environment)
+            if row.status != "skipped":
+                forecast.add(spec, time.time() - run_started)
             rows.append(row)
             if mlflow_uri:
                 _track(mlflow_uri, row, out_dir)

@@ -133,6 +133,30 @@ SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ran
 # The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
 # (bench.run.microbench): their communication floor is priced from that probe.
 PROBED_COLLECTIVES = ("torch", "accelerate")
+# Per framework, "module:function" of the environment that puts it on its fast path for a device type, set in
+# every process the harness starts for it (before the framework is imported) unless the run is --as-shipped.
+# PyTorch's switches (cuDNN autotuning, TF32, channels_last) are set inside its ranks (torch_impl.train.fast_path).
+FAST_PATH_ENVIRONMENT = {"tensorflow-cpu": "tf_impl.fast_path:environment"}
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A fast-path switch the audit measures once per machine (bench.run.audit): the framework's plain
+    single-device loop trained with it on and off, through the environment variable its ranks read."""
+    framework: str
+    name: str
+    variant: str            # the run that measures it: the framework's baseline
+    env: str                # the variable, "1" on and "0" off
+    device_types: tuple[str, ...]
+    chosen: str             # "module:function" of (device_type) -> whether dtbench's fast path turns it on
+
+
+FAST_PATH_SWITCHES = (
+    Switch("tensorflow-cpu", "oneDNN kernels", "tf-single", "TF_ENABLE_ONEDNN_OPTS", ("cpu",),
+           "tf_impl.fast_path:onednn_chosen"),
+    Switch("torch", "channels_last", "torch-single", "DTBENCH_CHANNELS_LAST", ("cpu", "cuda"),
+           "torch_impl.fast_path:channels_last_chosen"),
+)
 
 
 def load(path: str):

@@ -262,12 +262,15 @@ class Worker:
             self._checkpoint(checkpoint, epoch + 1, last=epoch + 1 == epochs)
         evaluation = None
         if evaluate is not None and not self.independent:
+            started = time.perf_counter()
             evaluation = evaluate()
+            eval_s = time.perf_counter() - started
             target = self.task.get("target_accuracy")
             if self._time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
                 self._time_to_accuracy = clock.train_seconds()
             seen = self._loss_curve.step * self.task["global_batch"] if self._loss_curve else None
-            self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, **evaluation)
+            self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, eval_s=eval_s,
+                        **evaluation)
         if epoch + 1 < epochs:
             clock.resume()
         return evaluation

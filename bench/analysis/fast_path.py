@@ -1,0 +1,72 @@
+"""Which kernels each framework trained with, from its rows (environment["kernels"], recorded by every rank when
+it joined), the fast-path audit's table (bench.run.audit), and the warnings a verdict carries when a framework
+ran off its fast path."""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.results.fast_path import off_the_fast_path
+
+def framework_name(kernels: dict) -> str:
+    """TensorFlow or PyTorch (its wrappers too: DeepSpeed, Lightning, Accelerate), by the kernels its ranks recorded."""
+    return "TensorFlow" if "onednn_switch" in kernels else "PyTorch"
+
+
+def _by_framework(rows: list[dict]) -> dict[str, dict]:
+    """The last row of each framework that recorded its kernels."""
+    return {framework_name(row["environment"]["kernels"]): row for row in rows
+            if (row.get("environment") or {}).get("kernels")}
+
+
+def kernel_lines(rows: list[dict]) -> list[str]:
+    """One line per framework: the instruction set it dispatched to and the kernel libraries it used."""
+    lines = []
+    for name, row in _by_framework(rows).items():
+        k, switches = row["environment"]["kernels"], row.get("fast_path") or {}
+        mode = "as shipped" if row.get("as_shipped") else "dtbench's fast path"
+        if "onednn_switch" in k:  # TensorFlow
+            who = {"1": "on", "0": "off"}.get(k["onednn_switch"], "TensorFlow's default")
+            default = "on" if k.get("onednn_default") else "off"
+            parts = [f"oneDNN {'on' if k['onednn'] else 'off (Eigen kernels)'} "
+                     f"(TF_ENABLE_ONEDNN_OPTS {who}; TensorFlow's default on this CPU: {default})",
+                     f"XLA {'on' if switches.get('compile') else 'off'}"]
+            if k.get("cudnn"):
+                parts.append(f"CUDA {k.get('cuda')}, cuDNN {k['cudnn']}, TF32 {'on' if k.get('tf32') else 'off'}")
+        else:
+            parts = [f"{k.get('cpu_dispatch') or '-'} dispatch", f"oneDNN {'on' if k.get('onednn') else 'off'}",
+                     f"BLAS {k.get('blas') or '-'}", f"channels_last {'on' if switches.get('channels_last') else 'off'}",
+                     f"torch.compile {'on' if switches.get('compile') else 'off'}"]
+            if k.get("cudnn"):
+                parts.append(f"cuDNN {k['cudnn']} (autotuning {'on' if switches.get('cudnn_benchmark') else 'off'}), "
+                             f"TF32 {'on' if switches.get('tf32') else 'off'}, NCCL {k.get('nccl') or '-'}")
+        isa = ", ".join(k.get("cpu_isa") or []) or "-"
+        lines.append(f"{name} ({mode}): {'; '.join(parts)}; CPU offers {isa}")
+    return lines
+
+
+def audit_table(audit: list[dict]) -> pd.DataFrame:
+    """The audit: per switch the two sides' run medians, their ratio and dtbench's choice."""
+    def rate(values: list[float]) -> str:
+        return " / ".join(f"{v:,.0f}" for v in values) or "-"
+
+    return pd.DataFrame([{
+        "framework": "TensorFlow" if r["framework"].startswith("tensorflow") else "PyTorch", "switch": r["switch"],
+        "on (samples/s)": rate(r["on"]), "off (samples/s)": rate(r["off"]),
+        "on / off": "-" if r["ratio"] is None else f"{r['ratio']:.2f}x [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]",
+        "dtbench runs it": "on" if r["chosen"] else "off",
+        "here": off_the_fast_path(r) and "the other setting is faster" or (
+            "failed: " + "; ".join(r["errors"]) if r.get("errors") else "dtbench's setting holds"),
+    } for r in audit])
+
+
+def warnings(rows: list[dict], audit: list[dict]) -> list[str]:
+    """What the verdict must say before its ranking: a framework that ran as shipped where that is off its fast
+    path here, and a switch the audit found faster the other way."""
+    out = []
+    for name, row in _by_framework(rows).items():
+        k = row["environment"]["kernels"]
+        if row.get("as_shipped") and "onednn" in k and "onednn_switch" in k and not k["onednn"]:
+            out.append(f"{name} ran as shipped, without its oneDNN kernels: on this CPU that is not its fast path, "
+                       "and its ranking is that of a configuration, not of the framework (see the fast-path table).")
+    out += [f"Off the fast path: {w}." for r in audit if (w := off_the_fast_path(r))]
+    return out

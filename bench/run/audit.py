@@ -1,0 +1,89 @@
+"""The fast-path audit: for each framework, the switches that decide which kernels it trains with (TensorFlow's
+oneDNN, PyTorch's memory format), each measured on this machine with the switch on and off, so that a reader sees
+why a framework is where it is, and a setting dtbench chose that loses here is named.
+
+Each side is a real run of the framework's plain single-device loop (its baseline variant) on the sweep's task
+with synthetic input: the harness's launch, clock and fold, nothing of its own. The sides alternate on, off, off,
+on so that a drift of the machine hits both alike. Measured once per machine (CPU, its instruction sets, the
+libraries' versions) and kept in the dataset cache; a sweep copies the audit into its folder (fast_path.jsonl)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import statistics
+from pathlib import Path
+
+from bench.results.fast_path import FILE
+from bench.results.jsonl import append_line, read_jsonl
+from bench.run import environment as env_info
+from bench.run.execute import execute
+from bench.run.runspec import RunSpec
+from bench.spec.devices import Machine
+from bench.spec.task import TaskSpec
+from bench.spec.variants import FAST_PATH_SWITCHES, Switch, get_variant, load
+from bench.worker import data
+from bench.worker.kernels import instruction_sets
+
+log = logging.getLogger(__name__)
+
+ORDER = ("1", "0", "0", "1")  # on, off, off, on: two runs a side, either side first once
+AUDIT_WINDOWS = 5
+
+
+def machine_fingerprint(device_type: str, cores_per_slot: int, task: TaskSpec, device_name: str | None) -> str:
+    """What the audit's figures depend on: the CPU and its instruction sets, the device, the libraries, the task."""
+    environment = env_info.environment()
+    parts = [environment["cpu_model"], instruction_sets(), device_type, device_name, cores_per_slot, task.name,
+             task.global_batch, task.precision, sorted(environment["libraries"].items())]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, frameworks: set[str],
+          cores_per_slot: int = 1, again: bool = False) -> list[dict]:
+    """Every switch of these frameworks for this device type: from the cache when this machine measured it
+    already (unless `again`), else measured now; written to OUT/fast_path.jsonl and returned."""
+    device_name = machine.gpu_names[0] if device_type == "cuda" and machine.gpu_names else None
+    fingerprint = machine_fingerprint(device_type, cores_per_slot, task, device_name)
+    cache = data.cache_root() / "fast-path-audit.jsonl"
+    known = {r["switch"]: r for r in read_jsonl(cache) if r.get("fingerprint") == fingerprint} if not again else {}
+    rows = []
+    for switch in FAST_PATH_SWITCHES:
+        if device_type not in switch.device_types or switch.framework not in frameworks:
+            continue
+        row = known.get(switch.name)
+        if row is None:
+            log.info("fast-path audit: %s, %s on and off", switch.framework, switch.name)
+            row = {"fingerprint": fingerprint, **measure(switch, out_dir / "audit", machine, device_type, task,
+                                                         cores_per_slot)}
+            append_line(cache, row)
+        rows.append(row)
+    (out_dir / FILE).unlink(missing_ok=True)
+    for row in rows:
+        append_line(out_dir / FILE, row)
+    return rows
+
+
+def measure(switch: Switch, runs_dir: Path, machine: Machine, device_type: str, task: TaskSpec,
+            cores_per_slot: int) -> dict:
+    """One switch, on and off in ORDER: each run's median throughput, the on/off ratio of each pair."""
+    variant = get_variant(switch.variant)
+    synthetic = task.replace(input="synthetic", loader_workers=0, data_url=None, windows=AUDIT_WINDOWS)
+    side: dict[str, list[float]] = {"1": [], "0": []}
+    errors = []
+    for value in ORDER:
+        with_switch = dataclasses.replace(variant, env=variant.env + ((switch.env, value),))
+        spec = RunSpec(with_switch, synthetic, device_type, cores_per_slot=cores_per_slot, timeout_s=300)
+        row = execute(spec, runs_dir, machine, None)
+        if row.status == "ok" and row.throughput:
+            side[value].append(row.throughput["median"])
+        else:
+            errors.append(f"{switch.env}={value}: {(row.error or row.status).splitlines()[0]}")
+    pairs = [on / off for on, off in zip(side["1"], side["0"])]
+    return {"framework": switch.framework, "switch": switch.name, "variant": switch.variant, "env": switch.env,
+            "device_type": device_type, "cores_per_slot": cores_per_slot, "task": task.name,
+            "chosen": bool(load(switch.chosen)(device_type)), "on": side["1"], "off": side["0"],
+            "ratio": statistics.median(pairs) if pairs else None,
+            "ratio_low": min(pairs) if pairs else None, "ratio_high": max(pairs) if pairs else None,
+            "errors": errors, "cpu_model": env_info.environment()["cpu_model"], "cpu_isa": instruction_sets()}

@@ -1,0 +1,113 @@
+"""Which kernels ran, the fast-path audit's verdict on each switch, the wall-time split and the sweep's clock
+(nothing trains here)."""
+import json
+import statistics
+
+import pytest
+
+from bench.analysis import fast_path, report
+from bench.results import ResultStore
+from bench.results.fast_path import off_the_fast_path
+from bench.run import fold
+from bench.run.forecast import Forecast
+from bench.run.runspec import RunSpec
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
+from bench.worker import kernels
+from test_report import row as report_row
+
+EPYC_FLAGS = set("fpu sse4_2 avx avx2 fma f16c".split())
+SAPPHIRE_RAPIDS_FLAGS = EPYC_FLAGS | set("avx512f avx512bw avx512_vnni avx512_bf16 amx_tile amx_bf16".split())
+TF_ON = {"cpu_isa": ["sse4_2", "avx", "avx2", "fma"], "onednn": True, "onednn_switch": "1", "onednn_default": False,
+         "as_shipped": False}
+TORCH = {"cpu_isa": ["sse4_2", "avx", "avx2", "fma"], "cpu_dispatch": "AVX2", "onednn": True, "mkl": True,
+         "blas": "mkl", "openmp": True, "as_shipped": False}
+
+
+def test_tensorflow_picks_onednn_by_itself_only_on_cpus_with_vnni_or_amx(monkeypatch):
+    monkeypatch.setattr(kernels, "is_x86", lambda: True)
+    assert kernels.instruction_sets(EPYC_FLAGS) == ["sse4_2", "avx", "avx2", "fma"]
+    assert not kernels.tf_onednn_on_by_default(EPYC_FLAGS)
+    assert kernels.tf_onednn_on_by_default(SAPPHIRE_RAPIDS_FLAGS)
+    assert kernels.cpu_flags("processor : 0\nflags\t\t: fpu avx2 fma\n") == {"fpu", "avx2", "fma"}
+
+
+def audit_row(chosen: bool, on: list[float], off: list[float]) -> dict:
+    pairs = [a / b for a, b in zip(on, off)]
+    return {"framework": "torch", "switch": "channels_last", "variant": "torch-single", "env": "DTBENCH_CHANNELS_LAST",
+            "chosen": chosen, "on": on, "off": off, "ratio": statistics.median(pairs), "ratio_low": min(pairs),
+            "ratio_high": max(pairs), "errors": []}
+
+
+@pytest.mark.parametrize("chosen, on, off, named", [
+    (False, [8000, 8100], [6000, 6200], True),    # off, and on was faster in both pairs: named
+    (False, [8000, 6000], [6000, 6200], False),   # the pairs disagree: too noisy to name
+    (True, [8000, 8100], [6000, 6200], False),    # dtbench's setting is the faster one
+    (True, [5000, 5100], [6000, 6200], True),     # on, and off was faster in both pairs
+    (False, [6100, 6150], [6000, 6000], False),   # within the 5 % a switch must move
+])
+def test_the_audit_names_a_switch_only_where_both_pairs_say_the_other_setting_is_faster(chosen, on, off, named):
+    words = off_the_fast_path(audit_row(chosen, on, off))
+    assert bool(words) is named
+    if named:
+        assert ("DTBENCH_CHANNELS_LAST=1" if not chosen else "DTBENCH_CHANNELS_LAST=0") in words
+
+
+def test_the_report_header_lists_each_frameworks_kernels_and_the_audit(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(report_row("torch-ddp", 1, 5000.0).__class__(**{
+        **report_row("torch-ddp", 1, 5000.0).to_dict(), "environment": {"kernels": TORCH},
+        "fast_path": {"channels_last": False, "compile": False}}))
+    store.append(report_row("tf-mirrored", 1, 8000.0, framework="tensorflow-cpu").__class__(**{
+        **report_row("tf-mirrored", 1, 8000.0, framework="tensorflow-cpu").to_dict(),
+        "environment": {"kernels": TF_ON}, "fast_path": {"onednn": True, "compile": False}}))
+    (tmp_path / "fast_path.jsonl").write_text(json.dumps(audit_row(False, [8000, 8100], [6000, 6200])) + "\n")
+    text = report.write_report(tmp_path).read_text()
+    assert "kernels, PyTorch (dtbench's fast path): AVX2 dispatch; oneDNN on; BLAS mkl; channels_last off" in text
+    assert ("kernels, TensorFlow (dtbench's fast path): oneDNN on (TF_ENABLE_ONEDNN_OPTS on; TensorFlow's default "
+            "on this CPU: off)") in text
+    assert "## Fast path on this machine" in text and "8,000 / 8,100" in text
+    # The verdict names the switch the runs had off although it was faster here.
+    verdict = text[text.index("## Verdict"):text.index("## Fast path")]
+    assert "Off the fast path: channels_last was off, and torch-single trained 1.32x faster with it on" in verdict
+
+
+def test_a_tensorflow_run_as_shipped_without_onednn_is_flagged():
+    shipped = report_row("tf-mirrored", 1, 8000.0, framework="tensorflow-cpu").to_dict()
+    shipped.update(as_shipped=True, environment={"kernels": {**TF_ON, "onednn": False, "onednn_switch": "unset",
+                                                              "as_shipped": True}})
+    [warning] = fast_path.warnings([shipped], [])
+    assert warning.startswith("TensorFlow ran as shipped, without its oneDNN kernels")
+    assert "oneDNN off (Eigen kernels) (TF_ENABLE_ONEDNN_OPTS TensorFlow's default" in fast_path.kernel_lines([shipped])[0]
+
+
+def test_the_wall_time_split_adds_up_to_the_wall_time():
+    t0 = 1000.0
+    records = {0: [{"event": "joined", "time": t0 + 5}, {"event": "first_step", "time": t0 + 7},
+                   {"event": "epoch", "time": t0 + 17, "eval_s": 0.8},
+                   {"event": "checkpoint", "time": t0 + 17.5, "save_s": 0.4, "load_s": 0.1},
+                   {"event": "result", "time": t0 + 18}],
+               1: [{"event": "first_step", "time": t0 + 7.5}, {"event": "result", "time": t0 + 18.2}]}
+    split = fold.wall_split(records, [0, 1], t0, 20.0, train_s=10.0, first_step_s=1.5)
+    assert split["startup"] == pytest.approx(7.5) and split["training"] == pytest.approx(8.5)
+    assert split["evaluation"] == pytest.approx(0.8) and split["checkpoints"] == pytest.approx(0.5)
+    assert split["teardown"] == pytest.approx(1.8)
+    assert sum(split.values()) == pytest.approx(20.0)
+
+
+def spec(variant: str, devices: int = 1, **task) -> RunSpec:
+    return RunSpec(get_variant(variant), get_task("default", **task), "cpu", 1, devices)
+
+
+def test_the_sweeps_clock_prices_each_run_by_the_closest_runs_measured():
+    forecast = Forecast()
+    plan = [spec("torch-single"), spec("tf-single"), spec("torch-ddp", 2), spec("tf-mirrored", 2),
+            spec("tf-multiworker", 2), spec("torch-dp", 2)]  # torch-dp on 2 CPU slots: skipped, costs nothing
+    assert forecast.remaining(plan) is None  # nothing measured: no figure rather than a made-up one
+    forecast.add(plan[0], 10.0)
+    assert forecast.remaining(plan[1:]) == pytest.approx(40.0)  # every run priced like the one run seen
+    forecast.add(plan[1], 30.0)
+    # TensorFlow's runs priced by TensorFlow's, PyTorch's by PyTorch's: not by the mean of both.
+    assert forecast.remaining(plan[2:]) == pytest.approx(10.0 + 30.0 + 30.0 + 0.0)
+    forecast.add(plan[3], 50.0)
+    assert forecast.cost(plan[3]) == 50.0 and forecast.cost(plan[4]) == pytest.approx(40.0)
