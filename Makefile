@@ -99,7 +99,7 @@ reference: setup
 	rm -rf $(REFERENCE).new
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE).new $(ARGS); \
 	status=$$?; \
-	if [ $$status -le 1 ] && [ -f $(REFERENCE).new/report.md ]; then rm -rf $(REFERENCE).new/runs $(REFERENCE) && mv $(REFERENCE).new $(REFERENCE); fi; \
+	if [ $$status -le 1 ] && [ -f $(REFERENCE).new/report.md ]; then rm -rf $(REFERENCE).new/runs $(REFERENCE).new/audit/runs $(REFERENCE) && mv $(REFERENCE).new $(REFERENCE); fi; \
 	exit $$status
 
 # pytest-benchmark: per-step training functions, one framework per process; kept out of `make test`.

@@ -64,7 +64,7 @@ def test_the_report_header_lists_each_frameworks_kernels_and_the_audit(tmp_path)
     (tmp_path / "fast_path.jsonl").write_text(json.dumps(audit_row(False, [8000, 8100], [6000, 6200])) + "\n")
     text = report.write_report(tmp_path).read_text()
     assert "kernels, PyTorch (dtbench's fast path): AVX2 dispatch; oneDNN on; BLAS mkl; channels_last off" in text
-    assert ("kernels, TensorFlow (dtbench's fast path): oneDNN on (TF_ENABLE_ONEDNN_OPTS on; TensorFlow's default "
+    assert ("kernels, TensorFlow (dtbench's fast path): oneDNN on (TF_ENABLE_ONEDNN_OPTS=1; TensorFlow's default "
             "on this CPU: off)") in text
     assert "## Fast path on this machine" in text and "8,000 / 8,100" in text
     # The verdict names the switch the runs had off although it was faster here.
@@ -78,7 +78,7 @@ def test_a_tensorflow_run_as_shipped_without_onednn_is_flagged():
                                                               "as_shipped": True}})
     [warning] = fast_path.warnings([shipped], [])
     assert warning.startswith("TensorFlow ran as shipped, without its oneDNN kernels")
-    assert "oneDNN off (Eigen kernels) (TF_ENABLE_ONEDNN_OPTS TensorFlow's default" in fast_path.kernel_lines([shipped])[0]
+    assert "oneDNN off (Eigen kernels) (TF_ENABLE_ONEDNN_OPTS unset" in fast_path.kernel_lines([shipped])[0]
 
 
 def test_the_wall_time_split_adds_up_to_the_wall_time():
@@ -110,4 +110,63 @@ def test_the_sweeps_clock_prices_each_run_by_the_closest_runs_measured():
     # TensorFlow's runs priced by TensorFlow's, PyTorch's by PyTorch's: not by the mean of both.
     assert forecast.remaining(plan[2:]) == pytest.approx(10.0 + 30.0 + 30.0 + 0.0)
     forecast.add(plan[3], 50.0)
-    assert forecast.cost(plan[3]) == 50.0 and forecast.cost(plan[4]) == pytest.approx(40.0)
+    # tf-multiworker on 2 slots, not met yet: priced like TensorFlow on 2 slots (tf-mirrored), not like tf-single.
+    assert forecast.cost(plan[3]) == 50.0 and forecast.cost(plan[4]) == pytest.approx(50.0)
+
+
+def earlier(variant: str, world: int, seconds: float, synthetic: bool = False) -> dict:
+    return {"status": "ok", "variant": variant, "nodes": 1, "devices_per_node": world, "wall_s": seconds,
+            "task": {"name": "default", "input": "synthetic" if synthetic else "memory"}}
+
+
+def test_the_sweeps_clock_scales_earlier_rows_by_how_this_machine_compares_today():
+    """Kinds of runs the sweep has not met yet are priced by the reference's rows, scaled by this sweep's runs of
+    the same framework against theirs: here today's machine runs PyTorch at half the reference's speed."""
+    forecast = Forecast([earlier("torch-single", 1, 10.0), earlier("torch-fsdp", 2, 40.0),
+                         earlier("tf-single", 1, 30.0), earlier("tf-ps", 2, 90.0)])
+    plan = [spec("torch-single"), spec("torch-fsdp", 2), spec("tf-single"), spec("tf-ps", 2)]
+    assert forecast.remaining(plan) == pytest.approx(170.0)  # nothing measured yet: the reference as it is
+    forecast.add(plan[0], 20.0)
+    assert forecast.cost(plan[1]) == pytest.approx(80.0)  # PyTorch: twice the reference's cost
+    assert forecast.cost(plan[3]) == pytest.approx(180.0)  # TensorFlow unmet: every framework's ratio so far
+    forecast.add(plan[2], 15.0)
+    assert forecast.cost(plan[3]) == pytest.approx(45.0)  # TensorFlow: half the reference's cost
+    assert forecast.cost(plan[0]) == 20.0  # a kind measured here is priced by what it cost here
+
+
+def test_a_result_is_seen_once_written_whole_however_the_file_was_read(tmp_path):
+    """The harness polls each rank's file while it grows: a result line read in two halves still counts, a
+    rank with no result yet keeps the run waiting."""
+    watch = fold.ResultWatch(tmp_path, [0, 1])
+    assert not watch()  # no files yet
+    line = json.dumps({"event": "result", "rank": 0, "time": 1.0, "windows": [1] * 50}) + "\n"
+    (tmp_path / "rank0.jsonl").write_text('{"event": "joined"}\n' + line[:10])
+    (tmp_path / "rank1.jsonl").write_text('{"event": "loss", "loss": "result"}\n')
+    assert not watch()
+    with open(tmp_path / "rank0.jsonl", "a") as f:
+        f.write(line[10:])
+    assert not watch()  # rank 1 has not recorded its result
+    with open(tmp_path / "rank1.jsonl", "a") as f:
+        f.write(line.replace('"rank": 0', '"rank": 1'))
+    assert watch()
+
+
+def test_processes_still_running_after_every_result_are_stopped_and_named(tmp_path):
+    """A rank whose process lingers after its result (TensorFlow destroying its tf.data iterator) costs the run
+    RESULT_GRACE_S, not its whole teardown, and the run is ok with the process named."""
+    import subprocess
+    import sys
+    import time
+
+    from bench.run import processes
+
+    lingering = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = time.time()
+        status, reason = processes.wait([lingering], started, 120, [tmp_path / "node0.log"], reported=lambda: True)
+        waited = time.time() - started
+    finally:
+        lingering.kill()
+        lingering.wait()
+    assert status == "ok" and reason.startswith("node0 still running") and "stopped" in reason
+    assert processes.RESULT_GRACE_S <= waited < processes.RESULT_GRACE_S + 10

@@ -25,10 +25,10 @@ def kernel_lines(rows: list[dict]) -> list[str]:
         k, switches = row["environment"]["kernels"], row.get("fast_path") or {}
         mode = "as shipped" if row.get("as_shipped") else "dtbench's fast path"
         if "onednn_switch" in k:  # TensorFlow
-            who = {"1": "on", "0": "off"}.get(k["onednn_switch"], "TensorFlow's default")
+            who = " unset" if k["onednn_switch"] == "unset" else f"={k['onednn_switch']}"
             default = "on" if k.get("onednn_default") else "off"
             parts = [f"oneDNN {'on' if k['onednn'] else 'off (Eigen kernels)'} "
-                     f"(TF_ENABLE_ONEDNN_OPTS {who}; TensorFlow's default on this CPU: {default})",
+                     f"(TF_ENABLE_ONEDNN_OPTS{who}; TensorFlow's default on this CPU: {default})",
                      f"XLA {'on' if switches.get('compile') else 'off'}"]
             if k.get("cudnn"):
                 parts.append(f"CUDA {k.get('cuda')}, cuDNN {k['cudnn']}, TF32 {'on' if k.get('tf32') else 'off'}")
