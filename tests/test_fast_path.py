@@ -14,6 +14,7 @@ from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.worker import kernels
+from helpers import result_row
 from test_report import row as report_row
 
 EPYC_FLAGS = set("fpu sse4_2 avx avx2 fma f16c".split())
@@ -114,26 +115,6 @@ def test_the_sweeps_clock_prices_each_run_by_the_closest_runs_measured():
     assert forecast.cost(plan[3]) == 50.0 and forecast.cost(plan[4]) == pytest.approx(50.0)
 
 
-def earlier(variant: str, world: int, seconds: float, synthetic: bool = False) -> dict:
-    return {"status": "ok", "variant": variant, "nodes": 1, "devices_per_node": world, "wall_s": seconds,
-            "task": {"name": "default", "input": "synthetic" if synthetic else "memory"}}
-
-
-def test_the_sweeps_clock_scales_earlier_rows_by_how_this_machine_compares_today():
-    """Kinds of runs the sweep has not met yet are priced by the reference's rows, scaled by this sweep's runs of
-    the same framework against theirs: here today's machine runs PyTorch at half the reference's speed."""
-    forecast = Forecast([earlier("torch-single", 1, 10.0), earlier("torch-fsdp", 2, 40.0),
-                         earlier("tf-single", 1, 30.0), earlier("tf-ps", 2, 90.0)])
-    plan = [spec("torch-single"), spec("torch-fsdp", 2), spec("tf-single"), spec("tf-ps", 2)]
-    assert forecast.remaining(plan) == pytest.approx(170.0)  # nothing measured yet: the reference as it is
-    forecast.add(plan[0], 20.0)
-    assert forecast.cost(plan[1]) == pytest.approx(80.0)  # PyTorch: twice the reference's cost
-    assert forecast.cost(plan[3]) == pytest.approx(180.0)  # TensorFlow unmet: every framework's ratio so far
-    forecast.add(plan[2], 15.0)
-    assert forecast.cost(plan[3]) == pytest.approx(45.0)  # TensorFlow: half the reference's cost
-    assert forecast.cost(plan[0]) == 20.0  # a kind measured here is priced by what it cost here
-
-
 def test_a_result_is_seen_once_written_whole_however_the_file_was_read(tmp_path):
     """The harness polls each rank's file while it grows: a result line read in two halves still counts, a
     rank with no result yet keeps the run waiting."""
@@ -170,3 +151,20 @@ def test_processes_still_running_after_every_result_are_stopped_and_named(tmp_pa
         lingering.wait()
     assert status == "ok" and reason.startswith("node0 still running") and "stopped" in reason
     assert processes.RESULT_GRACE_S <= waited < processes.RESULT_GRACE_S + 10
+
+
+def earlier(variant: str, world: int, seconds: float) -> dict:
+    framework = "tensorflow-cpu" if variant.startswith("tf-") else "torch"
+    row = result_row(variant, world, framework=framework, wall_s=seconds,
+                     task=spec(variant, world).task.to_dict()).to_dict()
+    return {**row, "engine": spec(variant, world).row_engine}
+
+
+def test_the_sweeps_clock_borrows_the_earlier_rows_shape_at_todays_scale():
+    """tf-ps, not met yet, cost three times tf-single in the reference: today it is priced at three times what
+    tf-single cost today, whatever the reference's machine took."""
+    forecast = Forecast([earlier("tf-single", 1, 10.0), earlier("tf-ps", 1, 30.0), earlier("tf-mirrored", 1, 10.0)])
+    forecast.add(spec("tf-single"), 25.0)
+    assert forecast.cost(spec("tf-ps")) == pytest.approx(25.0 * 30.0 / 10.0)
+    assert forecast.cost(spec("tf-mirrored")) == pytest.approx(25.0)
+    assert forecast.cost(spec("tf-single")) == 25.0

@@ -24,7 +24,7 @@ from bench.worker.gpus import cuda_index
 
 # The environment a reader of the plan needs; the rest (PYTHONPATH, TMPDIR, ...) is the same for every run.
 SHOWN_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "RANK", "LOCAL_RANK", "WORLD_SIZE", "TF_CONFIG",
-             "ACCELERATE_USE_CPU", "TF_USE_LEGACY_KERAS")
+             "ACCELERATE_USE_CPU", "TF_USE_LEGACY_KERAS", "TF_ENABLE_ONEDNN_OPTS", "DTBENCH_AS_SHIPPED")
 
 
 @dataclass(frozen=True)
@@ -142,8 +142,9 @@ def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path,
     else:
         lines.append(f"Estimate: none ({out_dir} holds no finished row of these configurations)")
     if analysis:
-        lines.append("Before the runs: the peak matmul benchmark per precision; after them: the all-reduce "
-                     "microbenchmark at each multi-device count.")
+        lines.append("Before the runs: the peak matmul benchmark per precision and, once per machine, the fast-path "
+                     "audit (each framework's switches on and off); after them: the all-reduce microbenchmark at "
+                     "each multi-device count.")
     for plan in plans:
         spec = plan.spec
         lines += ["", f"[{plan.index}/{len(plans)}] {spec.key.label}"]

@@ -57,8 +57,8 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
 
 
 def earlier_costs(specs: list[RunSpec], store: ResultStore) -> list[dict]:
-    """The rows the sweep's clock starts from (bench.run.forecast): the committed reference of each device type the
-    sweep runs on, and what the folder already holds (a resumed sweep)."""
+    """The rows whose shape the sweep's clock borrows (bench.run.forecast): the committed reference of each device
+    type the sweep runs on, and what the folder already holds (a resumed sweep)."""
     references = [REPO_ROOT / "results" / f"reference-{t}" / "results.jsonl" for t in {s.device_type for s in specs}]
     return [row for path in references for row in read_jsonl(path)] + store.dicts()
 
