@@ -1,6 +1,8 @@
 """TensorFlow variants end to end on CPU (each in its own processes: TF never enters pytest's)."""
+import json
 import os
 import sys
+from datetime import datetime
 
 import pytest
 
@@ -38,6 +40,11 @@ def test_as_shipped_leaves_tensorflow_on_its_own_default(out):
     used = row["environment"]["kernels"]
     assert used["onednn"] is kernels.tf_onednn_on_by_default() and used["onednn_switch"] == "unset"
     assert used["as_shipped"] is True and "TF_ENABLE_ONEDNN_OPTS" not in row["command"]
+    # started_at is the launch (it was stamped when the row was built, a run's length later)
+    joined = next(r["time"] for r in map(json.loads, (out / "runs" / row["run_id"] / "rank0.jsonl").open())
+                  if r["event"] == "joined")
+    started = datetime.fromisoformat(row["started_at"]).timestamp()
+    assert started <= joined <= started + row["startup_s"] + 1
 
 
 def test_tf_worker_per_node_layout_is_not_applicable_on_cpu(out):

@@ -214,9 +214,13 @@ def keep_temp(temp: Path, kept: Path) -> None:
     shutil.rmtree(temp, ignore_errors=True)
 
 
-def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None) -> ResultRow:
+def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None,
+             started: float | None = None) -> ResultRow:
+    """The row's identity and settings; `started` (epoch seconds) the run's launch, else now (a run that
+    never launched: skipped, interrupted before its launch)."""
     return ResultRow(
-        run_id=run_id, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), status=status,
+        run_id=run_id, started_at=datetime.fromtimestamp(started or time.time(), timezone.utc).isoformat(
+            timespec="seconds"), status=status,
         error=error, variant=spec.variant.name, framework=spec.variant.framework,
         launcher=spec.engine if spec.on_engine else spec.variant.launcher, engine=spec.row_engine,
         device_type=spec.device_type, nodes=spec.nodes,
@@ -233,7 +237,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
             environment: dict | None = None) -> ResultRow:
     """Launch one run and fold its reports into a row (never raises on a failed run)."""
     run = start_and_wait(spec, out_dir, machine, data_path)
-    row = base_row(spec, run.run_id, "failed")
+    row = base_row(spec, run.run_id, "failed", started=run.launch_time)
     row.environment = dict(environment or env_info.environment())
     row.oversubscribed = run.placement.oversubscribed
     row.notes.extend(run.placement.warnings)
