@@ -23,7 +23,7 @@ from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.spec.task import TaskSpec
 from bench.spec.variants import FAST_PATH_SWITCHES, Switch, get_variant, load
-from bench.worker import data
+from bench.worker import cpu_model, data
 from bench.worker.kernels import instruction_sets
 
 log = logging.getLogger(__name__)
@@ -86,4 +86,4 @@ def measure(switch: Switch, runs_dir: Path, machine: Machine, device_type: str, 
             "chosen": bool(load(switch.chosen)(device_type)), "on": side["1"], "off": side["0"],
             "ratio": statistics.median(pairs) if pairs else None,
             "ratio_low": min(pairs) if pairs else None, "ratio_high": max(pairs) if pairs else None,
-            "errors": errors, "cpu_model": env_info.environment()["cpu_model"], "cpu_isa": instruction_sets()}
+            "errors": errors, "cpu_model": cpu_model(), "cpu_isa": instruction_sets()}
