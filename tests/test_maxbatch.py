@@ -83,23 +83,31 @@ def test_on_a_cpu_the_search_needs_a_memory_limit(tmp_path):
 
 @pytest.mark.slow
 def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_path):
-    """Default task, torch-ddp on 2 ranks of 1200 MiB each (RLIMIT_DATA): a global batch of 3326 fits (measured:
-    1663 a rank); 8192 and 4096 do not, 2048 does."""
+    """Default task, torch-ddp on 2 ranks of 1500 MiB each (RLIMIT_DATA): 8192 does not fit, and the search halves
+    until a batch fits. Where it fits depends on the CPU (an import of torch alone takes 790 MiB of data on an AMD
+    EPYC, more where more cores mean more threads), so the test asserts the search, not one machine's answer."""
     result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "default", "--memory-limit",
-                   "1200", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
+                   "1500", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
                    "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "largest global batch that trains under 1200 MiB a rank: 2048 (4096 does not fit)" in result.stdout
     [found] = maxbatch.load(tmp_path / "maxbatch")
-    assert [p["global_batch"] for p in found["probes"]] == [8192, 4096, 2048]
-    assert [p["out_of_memory"] for p in found["probes"]] == [True, True, False]
-    probes = rows(tmp_path / "maxbatch")
-    assert [r["status"] for r in probes] == ["failed", "failed", "ok"]
-    assert "can't allocate memory" in probes[0]["error"]
-    assert all(r["task"]["input"] == "synthetic" for r in probes)
-    assert all(processes_of_run(r["run_id"]) == [] for r in probes)
+    probes = found["probes"]
+    assert probes[0]["global_batch"] == 8192 and probes[0]["out_of_memory"]
+    fitting = [p["global_batch"] for p in probes if p["status"] == "ok"]
+    failing = [p["global_batch"] for p in probes if p["out_of_memory"]]
+    assert fitting, f"nothing fitted under 1500 MiB a rank: {probes}"
+    assert len(fitting) + len(failing) == len(probes)  # every failure was an out-of-memory, caught as such
+    largest, smallest_failing = max(fitting), min(failing)
+    assert largest < smallest_failing <= largest + 2 * 1024  # bisected down to --resolution a device
+    assert (f"largest global batch that trains under 1500 MiB a rank: {largest} ({smallest_failing} does not fit)"
+            in result.stdout)
+    recorded = rows(tmp_path / "maxbatch")
+    assert [r["status"] for r in recorded] == [p["status"] for p in probes]
+    assert "can't allocate memory" in recorded[0]["error"]
+    assert all(r["task"]["input"] == "synthetic" for r in recorded)
+    assert all(processes_of_run(r["run_id"]) == [] for r in recorded)
     assert json.loads((tmp_path / "maxbatch" / "runs" / probes[0]["run_id"] / "spec.json").read_text())[
-        "memory_limit_mb"] == 1200
+        "memory_limit_mb"] == 1500
 
 
 @pytest.mark.slow
