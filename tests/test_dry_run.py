@@ -98,7 +98,8 @@ def test_an_earlier_results_folder_gives_an_estimate(tmp_path):
     result = bench("sweep", "--dry-run", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick",
                    "--device-type", "cpu", "--no-analysis", "--scaling", "strong", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "Estimate: 1 min for 1 runs" in result.stdout and "1 runs have none" in result.stdout
+    # world 1 by its own rows (median 40 s), world 2 by the same variant's: the reference holds no quick-task row
+    assert "Estimate: 1 min for 2 runs" in result.stdout and "1 by their own configuration" in result.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -9,7 +9,8 @@ from bench.analysis import fast_path, report
 from bench.results import ResultStore
 from bench.results.fast_path import off_the_fast_path
 from bench.run import fold
-from bench.run.forecast import Forecast
+from bench.results.jsonl import append_line
+from bench.run.forecast import Forecast, earlier_rows
 from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
@@ -168,3 +169,15 @@ def test_the_sweeps_clock_borrows_the_earlier_rows_shape_at_todays_scale():
     assert forecast.cost(spec("tf-ps")) == pytest.approx(25.0 * 30.0 / 10.0)
     assert forecast.cost(spec("tf-mirrored")) == pytest.approx(25.0)
     assert forecast.cost(spec("tf-single")) == 25.0
+
+
+def test_before_any_run_the_estimate_is_the_earlier_rows_own_and_another_tasks_rows_price_nothing(tmp_path):
+    forecast = Forecast([earlier("tf-single", 1, 10.0), earlier("tf-single", 1, 20.0), earlier("tf-ps", 1, 30.0)])
+    assert forecast.estimate(spec("tf-single")) == (pytest.approx(15.0), True)
+    assert forecast.estimate(spec("tf-mirrored")) == (pytest.approx(20.0), False)  # TensorFlow on one device
+    assert forecast.estimate(spec("torch-ddp")) == (pytest.approx(20.0), False)  # no torch row: any run
+    assert Forecast().estimate(spec("tf-single")) == (None, False)
+    store = ResultStore(tmp_path)
+    other_task = {**earlier("tf-single", 1, 99.0), "task": {"name": "quick", "global_batch": 64}}
+    append_line(tmp_path / "results.jsonl", other_task)
+    assert [r for r in earlier_rows([spec("tf-single")], store) if r["wall_s"] == 99.0] == []

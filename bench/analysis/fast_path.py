@@ -7,14 +7,16 @@ import pandas as pd
 
 from bench.results.fast_path import off_the_fast_path
 
-def framework_name(kernels: dict) -> str:
-    """TensorFlow or PyTorch (its wrappers too: DeepSpeed, Lightning, Accelerate), by the kernels its ranks recorded."""
-    return "TensorFlow" if "onednn_switch" in kernels else "PyTorch"
+
+def kernel_family(framework: str) -> str:
+    """Whose kernels a row's or a switch's framework (its distribution name) trains with: TensorFlow's, or
+    PyTorch's (its wrappers' too: DeepSpeed, Lightning, Accelerate)."""
+    return "TensorFlow" if framework.startswith("tensorflow") else "PyTorch"
 
 
 def _by_framework(rows: list[dict]) -> dict[str, dict]:
     """The last row of each framework that recorded its kernels."""
-    return {framework_name(row["environment"]["kernels"]): row for row in rows
+    return {kernel_family(row["framework"]): row for row in rows
             if (row.get("environment") or {}).get("kernels")}
 
 
@@ -24,7 +26,7 @@ def kernel_lines(rows: list[dict]) -> list[str]:
     for name, row in _by_framework(rows).items():
         k, switches = row["environment"]["kernels"], row.get("fast_path") or {}
         mode = "as shipped" if row.get("as_shipped") else "dtbench's fast path"
-        if "onednn_switch" in k:  # TensorFlow
+        if name == "TensorFlow":
             who = " unset" if k["onednn_switch"] == "unset" else f"={k['onednn_switch']}"
             default = "on" if k.get("onednn_default") else "off"
             parts = [f"oneDNN {'on' if k['onednn'] else 'off (Eigen kernels)'} "
@@ -50,7 +52,7 @@ def audit_table(audit: list[dict]) -> pd.DataFrame:
         return " / ".join(f"{v:,.0f}" for v in values) or "-"
 
     return pd.DataFrame([{
-        "framework": "TensorFlow" if r["framework"].startswith("tensorflow") else "PyTorch", "switch": r["switch"],
+        "framework": kernel_family(r["framework"]), "switch": r["switch"],
         "on (samples/s)": rate(r["on"]), "off (samples/s)": rate(r["off"]),
         "on / off": "-" if r["ratio"] is None else f"{r['ratio']:.2f}x [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]",
         "dtbench runs it": "on" if r["chosen"] else "off",

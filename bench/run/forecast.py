@@ -7,14 +7,19 @@ topology, else the same framework, else any run; a synthetic-input twin only by 
 committed reference, a resumed folder) hold the configuration, the price is that level's cost today times how
 the configuration compared with the same level there: the earlier rows give the shape (tf-ps costs twice
 TensorFlow's median), today's runs the scale. Scaling the earlier rows' own costs by today's ratio instead
-was worse: across CPUs and revisions the variants' costs do not scale alike."""
+was worse: across CPUs and revisions the variants' costs do not scale alike.
+
+Before any run (the dry run's estimate) the price is the earlier rows' own: the closest level's median there."""
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
 
+from bench.results import ResultStore
+from bench.results.jsonl import read_jsonl
 from bench.results.key import config_key
 from bench.run.runspec import RunSpec
+from bench import REPO_ROOT
 
 
 def _levels(spec: RunSpec) -> list[tuple]:
@@ -58,6 +63,28 @@ class Forecast:
                 return today
         return None
 
+    def estimate(self, spec: RunSpec) -> tuple[float | None, bool]:
+        """Before any run: (the earlier rows' median cost at the closest level, whether that level is the run's own
+        configuration); (None, False) where no earlier row is of its kind."""
+        if spec.inapplicable():
+            return 0.0, True
+        levels = _levels(spec)
+        for level in levels:
+            if self._earlier.get(level):
+                return statistics.median(self._earlier[level]), level == levels[0]
+        return None, False
+
     def remaining(self, specs: list[RunSpec]) -> float | None:
         costs = [self.cost(spec) for spec in specs]
         return None if any(c is None for c in costs) else sum(costs)
+
+
+def earlier_rows(specs: list[RunSpec], store: ResultStore) -> list[dict]:
+    """The rows a sweep's clock learns its shape from: the committed reference of each device type the sweep runs
+    on, and what the folder already holds (a resumed sweep), those of the sweep's own tasks only (a task's costs
+    say nothing of another's)."""
+    tasks = {(s.task.name, s.task.global_batch) for s in specs}
+    references = [REPO_ROOT / "results" / f"reference-{t}" / "results.jsonl" for t in {s.device_type for s in specs}]
+    rows = [row for path in references for row in read_jsonl(path)] + store.dicts()
+    return [row for row in rows if ((row.get("task") or {}).get("name"), (row.get("task") or {}).get("global_batch"))
+            in tasks]

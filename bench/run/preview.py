@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.results import ResultStore
-from bench.results.key import config_key
+from bench.run.forecast import Forecast, earlier_rows
 from bench.run.launch import processes
 from bench.run.processes import Process
 from bench.run.runspec import RunSpec
@@ -120,14 +119,13 @@ def rendezvous(proc: Process) -> str:
     return f"{config['main_process_ip']}:{config['main_process_port']}"
 
 
-def estimate_s(specs: list[RunSpec], out_dir: Path) -> tuple[float, int]:
-    """(seconds, runs with no earlier row) from the median wall time of the same configurations in out_dir."""
-    walls: dict = {}
-    for row in ResultStore(out_dir).dicts():
-        if row.get("status") == "ok" and row.get("wall_s"):
-            walls.setdefault(config_key(row), []).append(row["wall_s"])
-    known = [statistics.median(walls[s.key]) for s in specs if s.key in walls]
-    return sum(known), len(specs) - len(known)
+def estimate(specs: list[RunSpec], out_dir: Path) -> tuple[float, int, int]:
+    """(seconds, runs priced by their own configuration, runs with no earlier row of their kind), priced as the
+    sweep's clock prices a run before any has finished (bench.run.forecast)."""
+    forecast = Forecast(earlier_rows(specs, ResultStore(out_dir)))
+    priced = [forecast.estimate(spec) for spec in specs]
+    return (sum(s for s, _ in priced if s is not None), sum(own for _, own in priced),
+            sum(s is None for s, _ in priced))
 
 
 def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path, analysis: bool) -> str:
@@ -135,12 +133,14 @@ def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path,
     lines = [f"Plan: {len(plans)} runs on this machine's {len(machine.cores)} cores and {gpus}. Nothing is started;",
              "ports are picked free again at launch, so those shown are examples."]
     specs = [p.spec for p in plans if not p.skipped]
-    seconds, unknown = estimate_s(specs, out_dir)
+    seconds, own, unknown = estimate(specs, out_dir)
     if seconds:
-        lines.append(f"Estimate: {seconds / 60:.0f} min for {len(specs) - unknown} runs from the same configurations' "
-                     f"earlier rows in {out_dir}" + (f"; {unknown} runs have none" if unknown else ""))
+        lines.append(f"Estimate: {seconds / 60:.0f} min for {len(specs) - unknown} runs, from earlier rows of the same "
+                     f"task (the committed reference, {out_dir}): {own} by their own configuration"
+                     + (", the rest by the closest kind of run" if own < len(specs) - unknown else "")
+                     + (f"; {unknown} runs have none" if unknown else ""))
     else:
-        lines.append(f"Estimate: none ({out_dir} holds no finished row of these configurations)")
+        lines.append(f"Estimate: none (neither the committed reference nor {out_dir} holds a finished row of this task)")
     if analysis:
         lines.append("Before the runs: the peak matmul benchmark per precision and, once per machine, the fast-path "
                      "audit (each framework's switches on and off); after them: the all-reduce microbenchmark at "

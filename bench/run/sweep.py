@@ -6,16 +6,14 @@ import logging
 import time
 from pathlib import Path
 
-from bench import REPO_ROOT
 from bench.results import aggregate, allreduce, peak
-from bench.results.jsonl import read_jsonl
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
 from bench.worker import MODEL_DIR, data
 from bench.run import microbench
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
-from bench.run.forecast import Forecast
+from bench.run.forecast import Forecast, earlier_rows
 from bench.run.plan import check_all
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
@@ -36,7 +34,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
     store = ResultStore(out_dir)
     environment = env_info.environment()
     data_paths = {spec.task: data.prepare(spec.task) for spec in specs}
-    rows, started, forecast = [], time.time(), Forecast(earlier_costs(specs, store))
+    rows, started, forecast = [], time.time(), Forecast(earlier_rows(specs, store))
     try:
         for index, spec in enumerate(specs, 1):
             elapsed, eta = time.time() - started, forecast.remaining(specs[index - 1:])
@@ -54,13 +52,6 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
         stop.rows = rows + stop.rows
         raise
     return rows
-
-
-def earlier_costs(specs: list[RunSpec], store: ResultStore) -> list[dict]:
-    """The rows whose shape the sweep's clock borrows (bench.run.forecast): the committed reference of each device
-    type the sweep runs on, and what the folder already holds (a resumed sweep)."""
-    references = [REPO_ROOT / "results" / f"reference-{t}" / "results.jsonl" for t in {s.device_type for s in specs}]
-    return [row for path in references for row in read_jsonl(path)] + store.dicts()
 
 
 def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, data_path: Path | None,
