@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from bench.results import ResultRow, ResultStore, load
+from bench.results.row import SCHEMA_VERSION
 from bench.run.fold import FoldError, first_error, fold
 from helpers import result_row
 
@@ -90,6 +91,24 @@ def test_load_gives_a_dataframe_with_dotted_columns_and_the_run_key(tmp_path):
 def test_rows_round_trip_as_json(tmp_path):
     original = row("a")
     assert ResultRow.from_dict(json.loads(json.dumps(original.to_dict()))) == original
+
+
+def test_a_row_written_before_rows_were_versioned_loads_as_this_version(tmp_path):
+    old = {k: v for k, v in row("a").to_dict().items() if k not in ("schema_version", "unknown")}
+    (tmp_path / "results.jsonl").write_text(json.dumps(old) + "\n")
+    [loaded] = ResultStore(tmp_path).rows()
+    assert loaded.schema_version == SCHEMA_VERSION and loaded.run_id == "a" and loaded.unknown == {}
+
+
+def test_a_field_this_version_does_not_know_is_kept_written_back_and_named(tmp_path, caplog):
+    newer = {**row("a").to_dict(), "schema_version": SCHEMA_VERSION + 1, "joules_per_sample": 0.25}
+    (tmp_path / "results.jsonl").write_text(json.dumps(newer) + "\n")
+    store = ResultStore(tmp_path)
+    [loaded] = store.rows()
+    assert loaded.unknown == {"joules_per_sample": 0.25} and loaded.schema_version == SCHEMA_VERSION + 1
+    assert loaded.to_dict()["joules_per_sample"] == 0.25 and "unknown" not in loaded.to_dict()
+    assert any("joules_per_sample" in r.getMessage() and "kept" in r.getMessage() for r in caplog.records)
+    assert load(tmp_path)["joules_per_sample"].tolist() == [0.25]  # and the report's frame has it
 
 
 def test_a_torn_tail_is_skipped_with_one_warning_and_the_next_row_starts_a_fresh_line(tmp_path, caplog):

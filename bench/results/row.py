@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 
 from bench.results.key import RunKey, config_key
 
+# The row's layout. A row without one was written before rows were versioned (version 1: the same fields).
+# A change of a field's name or meaning bumps it and adds the step from the version before to MIGRATIONS.
+SCHEMA_VERSION = 2
+MIGRATIONS = {1: lambda data: data}  # version n -> n + 1
+
 
 @dataclass
 class ResultRow:
@@ -100,9 +105,13 @@ class ResultRow:
     git_sha: str | None = None
     host: str | None = None
     environment: dict = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    # Fields this version does not know (a newer dtbench's): kept, and written back as they came.
+    unknown: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        return {**data.pop("unknown"), **data}
 
     @property
     def key(self) -> RunKey:
@@ -110,5 +119,19 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ResultRow":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        data = migrate(data)
+        known = {f.name for f in dataclasses.fields(cls)} - {"unknown"}
+        unknown = {k: v for k, v in data.items() if k not in known}
+        return cls(**{k: v for k, v in data.items() if k in known}, unknown=unknown)
+
+
+def unknown_fields(data: dict) -> set[str]:
+    return set(data) - {f.name for f in dataclasses.fields(ResultRow)}
+
+
+def migrate(data: dict) -> dict:
+    """A stored row brought to SCHEMA_VERSION (a row of a newer version is left as it is)."""
+    version = data.get("schema_version", 1)
+    while version < SCHEMA_VERSION:
+        data, version = {**MIGRATIONS[version](data), "schema_version": version + 1}, version + 1
+    return data

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 from bench.results.jsonl import RESULTS, append_line, read_jsonl
-from bench.results.row import ResultRow
+from bench.results.row import ResultRow, migrate, unknown_fields
+
+log = logging.getLogger(__name__)
+
 
 class StoreError(RuntimeError):
     """The results folder cannot take a row (full disk, no permission); the row's line is kept in `line`."""
@@ -34,8 +38,14 @@ class ResultStore:
                              json.dumps(row.to_dict(), default=str)) from exc
 
     def dicts(self) -> list[dict]:
-        """The stored rows as they were written (a torn line skipped with a warning)."""
-        return read_jsonl(self.jsonl)
+        """The stored rows, each brought to this version's layout (a torn line skipped with a warning); fields
+        this version does not know are kept, and named once."""
+        rows = [migrate(d) for d in read_jsonl(self.jsonl)]
+        unknown = set().union(*map(unknown_fields, rows)) if rows else set()
+        if unknown:
+            log.warning("%s: rows carry fields this dtbench does not know (a newer one wrote them?), kept as they "
+                        "are: %s", self.jsonl, ", ".join(sorted(unknown)))
+        return rows
 
     def rows(self) -> list[ResultRow]:
         return [ResultRow.from_dict(d) for d in self.dicts()]
