@@ -40,12 +40,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 def print_table(rows, out: Path) -> None:
     """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
     from bench import results
-    from bench.analysis import report
+    from bench.analysis.tables import text_table
     from bench.results import aggregate, peak
 
     configs = aggregate.configurations(results.load(out), peak.load(out))
     ran = {r.key for r in rows}
-    print(report.text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
+    print(text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -12,26 +12,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
+from bench.analysis.tables import present  # noqa: E402
 
 
 def _series(rows: list[dict]) -> dict[str, list[dict]]:
     """ok configurations per series (and nodes, when a sweep split devices over fake nodes), by device count."""
     series = defaultdict(list)
     for r in rows:
-        if r["status"] == "ok" and _present(r["throughput"]):
+        if r["status"] == "ok" and present(r["throughput"]):
             label = r["series"] + (f" ({r['nodes']} nodes)" if r["nodes"] > 1 else "")
             series[label].append(r)
     return {k: sorted(v, key=lambda r: r["world_size"]) for k, v in sorted(series.items())}
 
 
-def _present(value) -> bool:
-    return value is not None and not pd.isna(value)
-
-
 def _title(base: str, rows: list[dict]) -> str:
     first = rows[0]
     data = "synthetic data" if first["dataset"] == "synthetic" else first["dataset"]
-    device = first["device_name"] if _present(first.get("device_name")) else first["device_type"]
+    device = first["device_name"] if present(first.get("device_name")) else first["device_type"]
     return f"{base}\n{first['task']}: {first['model']} on {data}, {first['precision']}, {device}"
 
 
@@ -63,7 +60,7 @@ def efficiency(rows: list[dict], path: Path) -> None:
     for label, rs in _series(rows).items():
         # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
         points = [(r["world_size"], 1.0 if r["world_size"] == 1 else r["scaling_efficiency"]) for r in rs
-                  if r["world_size"] == 1 or _present(r["scaling_efficiency"])]
+                  if r["world_size"] == 1 or present(r["scaling_efficiency"])]
         if len(points) > 1 or any(x > 1 for x, _ in points):
             ax.plot(*zip(*points), label=label, **style.line_style(rs[0], palette))
     ax.axhline(1.0, ls="--", color="grey", lw=1)
@@ -84,7 +81,7 @@ def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
     for label, rs in _series(rows).items():
         for r in rs:
             v = value(r)
-            if _present(v):  # unmeasured: no bar at all, not a zero-height one
+            if present(v):  # unmeasured: no bar at all, not a zero-height one
                 labels.append(f"{label}, {r['world_size']} dev")
                 values.append(v)
                 looks.append(style.bar_style(r, palette))
@@ -99,12 +96,12 @@ def accuracy(rows: list[dict], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
     _bars(left, rows, lambda r: r["test_accuracy"], "test accuracy (whole test set)")
     target = rows[0]["target_accuracy"]
-    measured = [r["test_accuracy"] for r in rows if _present(r["test_accuracy"])]
+    measured = [r["test_accuracy"] for r in rows if present(r["test_accuracy"])]
     if measured:  # the axis where the accuracies are: a point apart must show, and the target with them
-        floor = max(0.0, min(measured + ([target] if _present(target) else [])) - 0.03)
+        floor = max(0.0, min(measured + ([target] if present(target) else [])) - 0.03)
         left.set_ylim(floor, min(1.0, max(measured) + 0.02))
         left.set_ylabel(f"test accuracy (whole test set; axis from {floor:.2f})")
-    if _present(target):
+    if present(target):
         left.axhline(target, ls="--", color="red", lw=1, label=f"target {target:.0%}")
         left.legend(fontsize=8, loc="lower right")
     _bars(right, rows, lambda r: r["time_to_accuracy_s"], "time to target accuracy (s, training only)")
@@ -144,7 +141,7 @@ def draw_breakdown(entries: list[dict], directory: Path, prefix: str) -> list[Pa
                                       (-0.5 * width, "compute_ms", "compute only (no sync)", "#a1c4e8"),
                                       (0.5 * width, "exposed_ms", "exposed communication", "#c44e52"),
                                       (1.5 * width, "floor_ms", "all-reduce floor", "#dd8452")):
-        measured = [(i + offset, e[key]) for i, e in enumerate(entries) if _present(e[key])]
+        measured = [(i + offset, e[key]) for i, e in enumerate(entries) if present(e[key])]
         if measured:  # unmeasured figures (TensorFlow has no no-sync twin or floor) are left out, not drawn as 0
             ax.bar(*zip(*measured), width, label=name, color=colour)
     style.bar_labels(ax, labels)
@@ -184,7 +181,7 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
     """Memory per device against throughput, a point per configuration: the trade-off sharding makes."""
     path = directory / f"{prefix}-memory.png"
     path.unlink(missing_ok=True)
-    points = [e["row"] for e in entries if _present(e["row"]["device_peak_mb"]) and _present(e["row"]["throughput"])]
+    points = [e["row"] for e in entries if present(e["row"]["device_peak_mb"]) and present(e["row"]["throughput"])]
     if not points:
         return []
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -207,7 +204,7 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
 
 def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
     """Per configuration: the fraction of the measured matmul peak per device (and MFU where known)."""
-    rows = [e["row"] for e in entries if _present(e["row"]["peak_fraction"]) or _present(e["row"]["mfu"])]
+    rows = [e["row"] for e in entries if present(e["row"]["peak_fraction"]) or present(e["row"]["mfu"])]
     if not rows:
         return []
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -215,11 +212,11 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
     # A peak no row knows (no data-sheet figure on a CPU) gets no bars at all, not zero-height ones.
     shown = [(key, name, colour) for key, name, colour in (("peak_fraction", "of the measured peak", "#4c72b0"),
                                                            ("mfu", "MFU (data-sheet dense peak)", "#55a868"))
-             if any(_present(r[key]) for r in rows)]
+             if any(present(r[key]) for r in rows)]
     width = 0.8 / len(shown)
     for j, (key, name, colour) in enumerate(shown):
         offset = (j - (len(shown) - 1) / 2) * width
-        known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if _present(r[key])]
+        known = [(i + offset, 100 * r[key]) for i, r in enumerate(rows) if present(r[key])]
         ax.bar(*zip(*known), width, label=name, color=colour)
     style.bar_labels(ax, labels)
     ax.set_ylabel("utilisation per device (%)")

@@ -13,13 +13,12 @@ import pandas as pd
 
 from bench.analysis import fast_path, html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
-from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table,  # noqa: F401
-                                     checkpoint_table, device0_lines, input_comparison, input_disagreements,
-                                     input_table, memory_entries, memory_table, over_time_table, peak_table,
-                                     STRAGGLER_BEHIND, straggler_lines, straggler_table, stragglers,
-                                     utilisation_entries, utilisation_table, where_the_rest_goes)
-from bench.analysis.tables import (FIGURES, HEADERS, SCALING_NOTES, Column, cells, footnotes,  # noqa: F401
-                                   fit_table, markdown_table, present, spread_table, text_table)
+from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table, checkpoint_table,
+                                     device0_lines, input_comparison, input_disagreements, input_table,
+                                     memory_entries, memory_table, over_time_table, peak_table, STRAGGLER_BEHIND,
+                                     straggler_lines, straggler_table, stragglers, utilisation_entries,
+                                     utilisation_table, where_the_rest_goes)
+from bench.analysis.tables import SCALING_NOTES, cells, footnotes, fit_table, markdown_table, present, spread_table
 from bench.results import ResultStore
 from bench.results.frame import frame
 from bench.results.fast_path import load as load_audit

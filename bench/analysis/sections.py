@@ -12,6 +12,7 @@ import pandas as pd
 from bench.analysis.profiles import unprofiled_scale
 from bench.analysis.repeats import ratio
 from bench.results import allreduce
+from bench.spec.task import INPUTS
 from bench.spec.variants import PROBED_COLLECTIVES
 from bench.analysis.tables import fmt, present
 
@@ -202,7 +203,8 @@ def utilisation_entries(configs: pd.DataFrame, measured: dict | None = None, pro
     return out
 
 
-INPUT_ORDER = {"memory": 0, "files": 1, "s3": 2}
+# The real inputs, cheapest first (a synthetic twin is no input pipeline): the order tables and the verdict list them.
+INPUT_ORDER = {name: index for index, name in enumerate(n for n in INPUTS if n != "synthetic")}
 
 
 def input_comparison(configs: pd.DataFrame) -> dict | None:

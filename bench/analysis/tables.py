@@ -5,7 +5,6 @@ repeats folded. Tables are DataFrames of formatted cells, printed with pandas (`
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -17,7 +16,8 @@ from bench.spec.variants import VARIANTS
 
 
 def present(value) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
+    """A figure is there: not None, NaN or pandas' NA (a list or a dict is there)."""
+    return value is not None and not (pd.api.types.is_scalar(value) and pd.isna(value))
 
 
 def fmt(value, spec: str = ".0f", none: str = "-") -> str:

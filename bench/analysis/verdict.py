@@ -20,6 +20,7 @@ import pandas as pd
 
 from bench.analysis import sections
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
+from bench.analysis.tables import present
 from bench.results.key import RunKey
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
@@ -78,7 +79,7 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     by_key = {r["key"]: r for r in records}
     frame = configs[GROUP_BY].assign(
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
-        setting=[(k.dataset, k.recipe, INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
+        setting=[(k.dataset, k.recipe, sections.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
                  for k in configs["key"]])
     frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
     batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
@@ -91,7 +92,6 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     return out
 
 
-INPUT_ORDER = {"memory": 0, "files": 1, "s3": 2}
 
 
 def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool) -> Group:
@@ -149,10 +149,6 @@ def _pct(value: float, decimals: int = 0) -> str:
     return f"{100 * value:.{decimals}f} %"
 
 
-def _present(value) -> bool:
-    return value is not None and not pd.isna(value)
-
-
 def _spread(name: str, runs: Runs) -> str:
     medians = (" and ".join(f"{m:,.0f}" for m in runs.medians) if runs.count < 4
                else f"{min(runs.medians):,.0f} to {max(runs.medians):,.0f}")
@@ -167,9 +163,9 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
         return f"No synchronous run finished ({_failures(group.failed)})."
     w, leader = group.winner, _name(group.winner)
     facts = [f"{w['throughput']:,.0f} samples/s"]
-    if _present(w.get("scaling_efficiency")):
+    if present(w.get("scaling_efficiency")):
         facts.append(f"scaling efficiency {w['scaling_efficiency']:.2f}")
-    if _present(w.get("device_peak_mb")):
+    if present(w.get("device_peak_mb")):
         facts.append(f"{w['device_peak_mb']:,.0f} MiB per device")
     ties, beaten, noisy = group.ties, group.beaten, group.noisy
     if ties:
@@ -197,7 +193,7 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
     if group.context:
         text += " Context: " + "; ".join(group.context) + "."
     target = w.get("target_accuracy")
-    if _present(target) and _present(w.get("test_accuracy")) and w["test_accuracy"] < target:
+    if present(target) and present(w.get("test_accuracy")) and w["test_accuracy"] < target:
         text += (f" {leader}'s accuracy ({_pct(w['test_accuracy'], 1)}) is below the task's target "
                  f"({_pct(target, 1)}).")
     if group.failed:
@@ -207,7 +203,7 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
 
 def _agrees(winner: dict, other: dict) -> bool | None:
     a, b = winner["test_accuracy"], other["test_accuracy"]
-    return abs(a - b) <= ACCURACY_TOLERANCE + 1e-9 if _present(a) and _present(b) else None
+    return abs(a - b) <= ACCURACY_TOLERANCE + 1e-9 if present(a) and present(b) else None
 
 
 def _same_accuracy(winner: dict, compared: list[Comparison]) -> str:
@@ -230,9 +226,9 @@ def _flagged_accuracy(winner: dict, compared: list[Comparison]) -> str:
 def _memory(winner: dict, compared: list[Comparison]) -> str:
     """The others' memory per device where it differs from the winner's by more than 10 %."""
     mine = winner.get("device_peak_mb")
-    if not _present(mine):
+    if not present(mine):
         return ""
-    apart = [c.other for c in compared if _present(c.other.get("device_peak_mb"))
+    apart = [c.other for c in compared if present(c.other.get("device_peak_mb"))
              and abs(c.other["device_peak_mb"] / mine - 1) > 0.1]
     if not apart:
         return ""
