@@ -29,6 +29,16 @@ def test_torchrun_one_launcher_per_node_each_seeing_its_gpus(tmp_path):
     assert procs[0].env["OMP_NUM_THREADS"] == "2"  # 16 cores shared by 8 processes
 
 
+def test_torch_ddp_static_is_torch_ddps_module_told_static_graph_in_its_spec(tmp_path):
+    from bench.run.execute import write_spec
+
+    for variant, told in (("torch-ddp-static", {"static_graph": True}), ("torch-ddp", {})):
+        spec, procs = plan(variant, tmp_path)
+        assert procs[0].command[-3:-1] == ["torch_impl.ddp", "--spec"]
+        written = write_spec(spec, spec.check(EIGHT_GPUS), "run-x", tmp_path, None)
+        assert json.loads(written.read_text())["approach"] == told
+
+
 def test_accelerate_config_file_per_node(tmp_path):
     _, procs = plan("accelerate", tmp_path)
     [[(path, _)], [(path1, _)]] = [p.files for p in procs]

@@ -3,6 +3,11 @@
 Read top to bottom, this is what DDP adds to the PyTorch loop (torch_impl/train.py):
 the process group from torchrun's environment, one device per local rank, the DDP
 wrapper, a barrier at the clock's window boundaries, and each rank's shard of the data.
+
+torch-ddp-static is this module with `static_graph=True`: the promise that every step uses the same parameters
+in the same order. DDP then records the gradients' ready order in the first iteration, fixes its buckets to it
+and skips the per-step search for unused parameters, which PyTorch's DDP notes name as the way to overlap more
+of the all-reduce with the backward pass.
 """
 from __future__ import annotations
 
@@ -21,11 +26,11 @@ from torch_impl.train import set_threads
 warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
 
 
-def train(spec_path: str, static_graph: bool = False) -> dict:
+def train(spec_path: str) -> dict:
     """One rank of a run. Under torchrun it makes the process group from torchrun's environment;
-    under an engine (`bench.engines.api.run`) the group already exists and is the engine's to close.
-    `static_graph`: the promise torch-ddp-static makes (ddp_static_impl)."""
+    under an engine (`bench.engines.api.run`) the group already exists and is the engine's to close."""
     worker = Worker(spec_path)
+    static_graph = bool(worker.approach.get("static_graph"))  # torch-ddp-static
     with worker.session():
         set_threads(worker.pin())
         rank, world_size, device = loop.join_process_group(worker)

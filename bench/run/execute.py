@@ -60,7 +60,8 @@ def new_run_id(spec: RunSpec) -> str:
 def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, data_path: Path | None) -> Path:
     """The spec every process of the run reads (`bench.worker.Worker`)."""
     doc = {
-        "run_id": run_id, "variant": spec.variant.name, "task": spec.task.to_dict(),
+        "run_id": run_id, "variant": spec.variant.name, "approach": dict(spec.variant.approach),
+        "task": spec.task.to_dict(),
         "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
         # --input files | s3: the image folder or s3://bucket/prefix the input pipeline reads (never credentials)
         "images": data.images_root(spec.task),

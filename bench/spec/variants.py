@@ -39,6 +39,9 @@ class Variant:
     custom_loop: str | None = None  # a Keras fit variant: the custom-loop variant its cost is read against
     # Set in every process it starts, before the framework is imported (tf-multiworker-fit: Keras 2).
     env: tuple[tuple[str, str], ...] = ()
+    # What its module's ranks are told, in the spec they read ("approach"): an approach that is another's with
+    # one setting changed is that module with the setting (torch-ddp-static: torch_impl.ddp, static_graph).
+    approach: tuple[tuple[str, object], ...] = ()
 
     @property
     def launcher_spec(self):
@@ -65,9 +68,10 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
-    Variant("torch-ddp-static", "torch", "torch_impl.launch:TORCHRUN", "ddp_static_impl.train", single_process=False,
+    Variant("torch-ddp-static", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
             spans_nodes=True, summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the "
-                                      "gradients' order after the first step) under torchrun", baseline="torch-single"),
+                                      "gradients' order after the first step) under torchrun", baseline="torch-single",
+            approach=(("static_graph", True),)),
     Variant("torch-fsdp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False, spans_nodes=True,
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,

@@ -129,6 +129,11 @@ class Worker:
         """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
         return bool(self.spec.get("independent"))
 
+    @property
+    def approach(self) -> dict:
+        """The settings the variants table gives this approach's module (Variant.approach)."""
+        return self.spec.get("approach") or {}
+
     def cuda_device(self, device_count: int) -> int:
         """The GPU index this rank trains on: the one its engine chose, or the one its launcher's
         visibility gives it (`bench.worker.gpus.cuda_index`)."""

@@ -1,1 +1,0 @@
-"""torch-ddp-static: DistributedDataParallel told that its graph is static."""
