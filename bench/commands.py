@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_maxbatch(args: argparse.Namespace) -> int:
-    """The largest global batch the variant trains on --devices (bench.run.maxbatch); probes under OUT/maxbatch."""
+    """The largest global batch the variant trains on --devices (bench.studies.maxbatch); probes under OUT/maxbatch."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     variant = get_variant(args.variant)
@@ -128,7 +128,8 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                    args.cores_per_slot, args.timeout, memory_limit_mb=args.memory_limit)
     if reason := spec.inapplicable():
         raise SpecError(f"{reason}: choose another variant or fewer devices")
-    from bench.run import maxbatch, sweep
+    from bench.run import sweep
+    from bench.studies import maxbatch
 
     out = args.out / "maxbatch"
     if args.resolution < 1:
@@ -166,7 +167,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
                                  as_shipped=args.as_shipped, sample_every_s=args.sample_every) for spec in specs]
     from bench.analysis import report
-    from bench.run import audit, resume, sweep
+    from bench.run import resume, sweep
+    from bench.studies import audit, microbench
 
     if args.allow_mixed_revisions and not args.resume:
         raise SpecError("--allow-mixed-revisions goes with --resume")
@@ -180,11 +182,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                              args.out, args.analysis))
         return 0
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
-        sweep.measure_peak(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
+        microbench.peak_for_sweep(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
         audit.audit(args.out, machine, device_type, task, {s.variant.framework for s in specs}, args.cores_per_slot)
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
-        sweep.measure_communication(rows, args.out, machine, again=not args.resume)
+        microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
     print_table(rows, args.out)
     path = report.write_report(args.out)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path} and "
@@ -194,7 +196,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_peak(args: argparse.Namespace) -> int:
-    from bench.run import microbench
+    from bench.studies import microbench
 
     machine = devices.discover()
     measured = microbench.measure_peak(args.out, machine, request.device_type(args, machine), args.cores_per_slot)
@@ -304,9 +306,9 @@ def cmd_regress(args: argparse.Namespace) -> int:
 
 def cmd_overhead(args: argparse.Namespace) -> int:
     if args.of == "sampler":
-        from bench.run import sampler_overhead
+        from bench.studies import sampler_overhead
 
         return sampler_overhead.main(args)
-    from bench.run import overhead
+    from bench.studies import overhead
 
     return overhead.main(args)

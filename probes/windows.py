@@ -25,5 +25,5 @@ class Windows:
             self._start = now
 
     def report(self) -> None:
-        """The one JSON line bench.run.overhead reads."""
+        """The one JSON line bench.studies.overhead reads."""
         print(json.dumps({"window_seconds": self.seconds, "samples_per_window": self.samples_per_window}))

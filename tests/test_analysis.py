@@ -2,7 +2,7 @@
 import pytest
 
 from bench.results import allreduce
-from bench.run import microbench
+from bench.studies import microbench
 from bench.spec import devices
 from helpers import CPU, bench, rows
 

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from bench.results import ResultRow
-from bench.run import maxbatch
+from bench.studies import maxbatch
 from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 # channels_last (NHWC in memory) per device type: PyTorch's fast path for convolutions on CUDA (tensor cores
 # and cuDNN's fastest kernels want NHWC). On a CPU its gain comes and goes with the CPU: left off there, and
-# measured on each machine by the fast-path audit (bench.run.audit; docs/methodology.md#fast-paths-and---compile).
+# measured on each machine by the fast-path audit (bench.studies.audit; docs/methodology.md#fast-paths-and---compile).
 CHANNELS_LAST = {"cuda": True, "cpu": False}
 
 

@@ -1,5 +1,5 @@
 """Which kernels each framework trained with, from its rows (environment["kernels"], recorded by every rank when
-it joined), the fast-path audit's table (bench.run.audit), and the warnings a verdict carries when a framework
+it joined), the fast-path audit's table (bench.studies.audit), and the warnings a verdict carries when a framework
 ran off its fast path."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The all-reduce microbenchmark's table (`bench.run.microbench` measures it), and the communication floor it implies.
+"""The all-reduce microbenchmark's table (`bench.studies.microbench` measures it), and the communication floor it implies.
 
 The floor for a model is the time a ring all-reduce of its gradients needs at the measured bus
 bandwidth: grad_bytes x 2(n-1)/n / busbw. A training step can hide communication behind the

@@ -1,4 +1,4 @@
-"""The fast-path audit's table in a results folder (OUT/fast_path.jsonl, measured by bench.run.audit), and what
+"""The fast-path audit's table in a results folder (OUT/fast_path.jsonl, measured by bench.studies.audit), and what
 one switch's figures say: whether dtbench's setting of it is the faster one here."""
 from __future__ import annotations
 

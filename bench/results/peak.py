@@ -1,4 +1,4 @@
-"""The device's measured peak (`python -m bench peak`, measured by `bench.run.microbench`): large
+"""The device's measured peak (`python -m bench peak`, measured by `bench.studies.microbench`): large
 matmuls per precision on one device slot, in OUT/peak.jsonl, looked up for each row's `peak_fraction`."""
 from __future__ import annotations
 

@@ -6,18 +6,16 @@ import logging
 import time
 from pathlib import Path
 
-from bench.results import aggregate, allreduce, peak
+from bench.results import aggregate, peak
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
 from bench.worker import MODEL_DIR, data
-from bench.run import microbench
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
 from bench.run.forecast import Forecast, earlier_rows
 from bench.run.plan import check_all
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
-from bench.spec.variants import PROBED_COLLECTIVES
 
 log = logging.getLogger(__name__)
 
@@ -88,27 +86,3 @@ def _track(uri: str, row: ResultRow, out_dir: Path) -> None:
         tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR)
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)
-
-
-def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int, again: bool = True) -> None:
-    """The matmul peak of one device slot, measured now: the rows of the sweep are held to it
-    (a resumed sweep keeps the one measured before)."""
-    if not again and any(r["device_type"] == device_type and r.get("threads") == cores_per_slot
-                         for r in peak.load(out_dir)):
-        return
-    log.info("matmul peak microbenchmark: %s", device_type)
-    microbench.measure_peak(out_dir, machine, device_type, cores_per_slot)
-
-
-def measure_communication(rows: list[ResultRow], out_dir: Path, machine: Machine, again: bool = True) -> None:
-    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on (a resumed
-    sweep: on those the folder has rows for and no measurement yet)."""
-    if not again:
-        rows = ResultStore(out_dir).rows()
-    measured = {(r["device_type"], r["nodes"], r["devices_per_node"]) for r in allreduce.load(out_dir)}
-    topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
-                         if r.status == "ok" and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
-                        - (set() if again else measured))
-    for device_type, nodes, per_node in topologies:
-        log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
-        microbench.measure_allreduce(out_dir, machine, device_type, nodes, per_node)

@@ -135,7 +135,7 @@ DEFAULT_COMPARED = "torch-ddp"
 OVERHEAD_PAIRS = {"torch": ("torch-ddp", "probes.plain_loop"), "tensorflow": ("tf-single", "probes.plain_tf_loop")}
 SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ranks that all-reduce every step
 # The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
-# (bench.run.microbench): their communication floor is priced from that probe.
+# (bench.studies.microbench): their communication floor is priced from that probe.
 PROBED_COLLECTIVES = ("torch", "accelerate")
 # Per framework, "module:function" of the environment that puts it on its fast path for a device type, set in
 # every process the harness starts for it (before the framework is imported) unless the run is --as-shipped.
@@ -145,7 +145,7 @@ FAST_PATH_ENVIRONMENT = {"tensorflow-cpu": "tf_impl.fast_path:environment"}
 
 @dataclass(frozen=True)
 class Switch:
-    """A fast-path switch the audit measures once per machine (bench.run.audit): the framework's plain
+    """A fast-path switch the audit measures once per machine (bench.studies.audit): the framework's plain
     single-device loop trained with it on and off, through the environment variable its ranks read."""
     framework: str
     name: str

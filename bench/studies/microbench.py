@@ -8,12 +8,13 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
+from bench.results import ResultRow, ResultStore, allreduce, peak
 from bench.results.jsonl import append_line
 from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.spec.task import get_task
-from bench.spec.variants import Variant
+from bench.spec.variants import PROBED_COLLECTIVES, Variant
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +67,27 @@ def append(path: Path, rows: list[dict]) -> list[dict]:
     for row in rows:
         append_line(path, row)
     return rows
+
+
+def peak_for_sweep(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int, again: bool = True) -> None:
+    """The matmul peak of one device slot, measured now: the rows of the sweep are held to it
+    (a resumed sweep keeps the one measured before)."""
+    if not again and any(r["device_type"] == device_type and r.get("threads") == cores_per_slot
+                         for r in peak.load(out_dir)):
+        return
+    log.info("matmul peak microbenchmark: %s", device_type)
+    measure_peak(out_dir, machine, device_type, cores_per_slot)
+
+
+def communication_for_sweep(rows: list[ResultRow], out_dir: Path, machine: Machine, again: bool = True) -> None:
+    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on (a resumed
+    sweep: on those the folder has rows for and no measurement yet)."""
+    if not again:
+        rows = ResultStore(out_dir).rows()
+    measured = {(r["device_type"], r["nodes"], r["devices_per_node"]) for r in allreduce.load(out_dir)}
+    topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
+                         if r.status == "ok" and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
+                        - (set() if again else measured))
+    for device_type, nodes, per_node in topologies:
+        log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
+        measure_allreduce(out_dir, machine, device_type, nodes, per_node)
