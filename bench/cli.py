@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bench import commands
+from bench import commands, metrics
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="variants, tasks and the devices found").set_defaults(func=commands.cmd_list)
 
     p = sub.add_parser("run", help="one run: one row appended to OUT/results.jsonl")
+    metrics.add_options(p)
     p.add_argument("--variant", required=True, help=f"one of {', '.join(VARIANTS)}")
     p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
     p.add_argument("--nodes", "--nnodes", type=int, default=1,
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_run)
 
     p = sub.add_parser("sweep", help="variants x device counts 1, 2, 4 ... N, then a table and report.md")
+    metrics.add_options(p)
     p.add_argument("--variants", default="all", help="comma-separated variant names (default all)")
     p.add_argument("--max-devices", type=int, default=2, help="largest device count (default 2)")
     p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
@@ -187,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="report.md and results.csv from a results directory")
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
+    metrics.add_options(p)
     p.set_defaults(func=commands.cmd_report)
 
     p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "
@@ -261,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):
-            commands.print_table(stop.rows, args.out)
+            commands.print_table(stop.rows, args.out, metrics.settings(args))
         resume = " (`bench sweep --resume` runs what is left)" if args.func is commands.cmd_sweep else ""
         in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
         print(f"\n{stop}: {sum(r.status != 'interrupted' for r in stop.rows)} runs finished{in_flight}{resume}",

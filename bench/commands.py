@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from bench import metrics
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices, options, request
@@ -37,13 +38,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_table(rows, out: Path) -> None:
+def print_table(rows, out: Path, settings: dict | None = None) -> None:
     """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
     from bench import results
     from bench.analysis.tables import text_table
     from bench.results import aggregate, peak
 
-    configs = aggregate.configurations(results.load(out), peak.load(out))
+    configs = aggregate.configurations(results.load(out), peak.load(out), settings)
     ran = {r.key for r in rows}
     print(text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
 
@@ -98,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == "ok" else 1
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
-    print_table(rows, args.out)
+    print_table(rows, args.out, metrics.settings(args))
     return 0 if rows[0].status == "ok" else 1
 
 
@@ -187,11 +188,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rows = sweep.run_all(specs, args.out, machine, args.mlflow)
     if args.analysis:
         microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
-    print_table(rows, args.out)
-    path = report.write_report(args.out)
+    print_table(rows, args.out, metrics.settings(args))
+    path = report.write_report(args.out, metrics.settings(args))
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path} and "
           f"{path.with_suffix('.html')}")
-    print_verdict(args.out)
+    print_verdict(args.out, metrics.settings(args))
     return 0 if all(r.status in ("ok", "skipped") for r in rows) else 1
 
 
@@ -213,17 +214,17 @@ def cmd_peak(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.analysis import report
 
-    path = report.write_report(args.dir)
+    path = report.write_report(args.dir, metrics.settings(args))
     print(path.read_text())
-    print_verdict(args.dir)
+    print_verdict(args.dir, metrics.settings(args))
     return 0
 
 
-def print_verdict(directory: Path) -> None:
+def print_verdict(directory: Path, settings: dict | None = None) -> None:
     """The answer last on the console, where the eye lands when the command ends."""
     from bench.analysis.verdict import verdict_lines
 
-    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict_lines(directory)))
+    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict_lines(directory, settings)))
 
 
 def export_images(args: argparse.Namespace) -> int:

@@ -13,10 +13,12 @@ from html import escape
 import pandas as pd
 
 from bench.analysis.html_assets import SCRIPT, STYLE
-from bench.analysis.tables import FIGURES, HEADERS, best_cells, present, row_cells
+from bench import metrics
+from bench.analysis.tables import best_cells, headers, row_cells
+from bench.metrics import present
 from bench.spec.variants import VARIANTS
 
-# Figures folded over repeats as the median of the runs' (aggregate.MEDIANS): their range over runs on hover.
+# Figures folded over repeats as the median of the runs' (bench.metrics): their range over runs on hover.
 RUN_FIGURES = {"step ms": "step_time_ms.median", "startup s": "startup_s", "test acc.": "test_accuracy",
                "time to acc. s": "time_to_accuracy_s"}
 # Figures proportional to throughput: their interval is the throughput's, scaled.
@@ -107,7 +109,7 @@ def _results(configs: pd.DataFrame, ranges: dict) -> str:
     for i, p in parent.items():
         twins[p].append(i)
     head = "".join(f'<th scope="col" aria-sort="none"><button type="button">{escape(h)}</button></th>'
-                   for h in HEADERS)
+                   for h in (headers(records[0]) if records else []))
     groups = []
     for i, r in enumerate(records):
         if i in parent:
@@ -123,18 +125,18 @@ def _results(configs: pd.DataFrame, ranges: dict) -> str:
 
 def _row(r: dict, i: int, best: set, index: dict, records: list, ranges: dict, kind: str, twins: int) -> str:
     texts = row_cells(r)
-    values = [r["series"], r["world_size"], r["global_batch"], r["status"], *(c.value(r) for c in FIGURES)]
-    titles = _titles(r, index, records, ranges) if r["status"] == "ok" else {HEADERS[4]: str(r.get("error") or "")}
+    values = [r["series"], r["world_size"], r["global_batch"], r["status"], *(c.value(r) for c in metrics.columns(r))]
+    titles = _titles(r, index, records, ranges) if r["status"] == "ok" else {headers(r)[4]: str(r.get("error") or "")}
     classes = [kind] + (["failed"] if r["status"] not in ("ok", "skipped") else []) + (
         ["skipped"] if r["status"] == "skipped" else [])
     cells = []
-    for header, text, value in zip(HEADERS, texts, values):
+    for header, text, value in zip(headers(r), texts, values):
         attrs = f' data-v="{escape(str(value))}"' if present(value) else ' data-v=""'
         if titles.get(header):
             attrs += f' title="{escape(titles[header])}"'
         css = ["num"] if header not in ("variant", "devices", "batch", "status") else []
         css += ["best"] if (i, header) in best else []
-        css += ["error"] if header == HEADERS[4] and r["status"] != "ok" else []
+        css += ["error"] if header == headers(r)[4] and r["status"] != "ok" else []
         content = escape(text)
         if header == "variant" and twins:
             content += (f' <button type="button" class="toggle" aria-expanded="false" title="show the synthetic-input '
@@ -149,13 +151,13 @@ def _titles(r: dict, index: dict, records: list, ranges: dict) -> dict[str, str]
     titles = {}
     runs = own.get("throughput.median")
     if runs and runs[2] > 1:
-        titles[HEADERS[4]] = (f"median of {runs[2]} run medians; range over runs {r['ci_low']:,.0f} to "
+        titles[headers(r)[4]] = (f"median of {runs[2]} run medians; range over runs {r['ci_low']:,.0f} to "
                               f"{r['ci_high']:,.0f}; runs: {', '.join(f'{m:,.0f}' for m in runs[3])}")
     else:
-        titles[HEADERS[4]] = (f"median over the windows; 95 % interval {r['ci_low']:,.0f} to {r['ci_high']:,.0f} "
+        titles[headers(r)[4]] = (f"median over the windows; 95 % interval {r['ci_low']:,.0f} to {r['ci_high']:,.0f} "
                               "(raw windows in results.jsonl)")
     low, high = r["ci_low"] / r["throughput"], r["ci_high"] / r["throughput"]
-    for column in FIGURES:
+    for column in metrics.columns(r):
         value = column.value(r)
         if column.header in PROPORTIONAL and present(value):
             spec = ".1%" if column.fmt.endswith("%") else column.fmt

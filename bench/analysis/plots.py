@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
-from bench.analysis.tables import present  # noqa: E402
+from bench.metrics import present  # noqa: E402
 
 
 def _series(rows: list[dict]) -> dict[str, list[dict]]:

@@ -18,7 +18,8 @@ from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown
                                      memory_entries, memory_table, over_time_table, peak_table, STRAGGLER_BEHIND,
                                      straggler_lines, straggler_table, stragglers, utilisation_entries,
                                      utilisation_table, where_the_rest_goes)
-from bench.analysis.tables import SCALING_NOTES, cells, footnotes, fit_table, markdown_table, present, spread_table
+from bench.analysis.tables import SCALING_NOTES, cells, footnotes, fit_table, markdown_table, spread_table
+from bench.metrics import present
 from bench.results import ResultStore
 from bench.results.frame import frame
 from bench.results.fast_path import load as load_audit
@@ -42,11 +43,12 @@ def _text(*lines: str) -> Block:
     return Block("text", "\n".join(lines))
 
 
-def write_report(directory: Path) -> Path:
-    """report.md and report.html (beside it) from the folder's rows; results.csv exported. Returns report.md."""
+def write_report(directory: Path, settings: dict | None = None) -> Path:
+    """report.md and report.html (beside it) from the folder's rows; results.csv exported. Returns report.md.
+    `settings`: the metrics' options (bench.metrics.settings: a price per device-hour)."""
     store = ResultStore(directory)
     runs = frame(store.dicts())
-    configs = aggregate.configurations(runs, peak.load(directory))
+    configs = aggregate.configurations(runs, peak.load(directory), settings)
     blocks = build(directory, store, runs, configs)
     (directory / "report.html").write_text(html.render(blocks, runs))
     store.export_csv()

@@ -14,7 +14,8 @@ from bench.analysis.repeats import ratio
 from bench.results import allreduce
 from bench.spec.task import INPUTS
 from bench.spec.variants import PROBED_COLLECTIVES
-from bench.analysis.tables import fmt, present
+from bench.analysis.tables import fmt
+from bench.metrics import present
 
 def breakdown(configs: pd.DataFrame, table: list[dict], profiles: dict | None = None) -> list[dict]:
     """Per multi-device run: measured step, compute-only step (its no-sync twin), communication floor, and

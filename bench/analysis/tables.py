@@ -5,54 +5,24 @@ repeats folded. Tables are DataFrames of formatted cells, printed with pandas (`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import pandas as pd
 
+from bench import metrics
 from bench.analysis.repeats import Runs, ratio
+from bench.metrics import present
 from bench.results.key import RunKey
 from bench.spec.variants import VARIANTS
-
-
-def present(value) -> bool:
-    """A figure is there: not None, NaN or pandas' NA (a list or a dict is there)."""
-    return value is not None and not (pd.api.types.is_scalar(value) and pd.isna(value))
 
 
 def fmt(value, spec: str = ".0f", none: str = "-") -> str:
     return format(value, spec) if present(value) else none
 
 
-@dataclass(frozen=True)
-class Column:
-    header: str
-    value: Callable[[dict], object]
-    fmt: str
-    higher_is_better: bool | None = None  # None: no best to mark
+LABELS = ("variant", "devices", "batch", "status")  # then the metrics' columns (bench.metrics)
 
 
-def _throughput_cell(r: dict) -> str:
-    runs = f" ({int(r['runs'])} runs)" if present(r.get("runs")) else ""  # folded repeats: the range over runs
-    return f"{r['throughput']:,.0f} [{r['ci_low']:,.0f}, {r['ci_high']:,.0f}]{runs}"
-
-
-FIGURES = (
-    Column("throughput (samples/s) median [95% CI]", lambda r: r["throughput"], "throughput", True),
-    Column("per device", lambda r: r["per_device_throughput"], ",.0f", True),
-    Column("scaling eff.", lambda r: r["scaling_efficiency"], ".2f", True),
-    Column("eff. vs single", lambda r: r["scaling_efficiency_vs_single"], ".2f", True),
-    Column("step ms", lambda r: r["step_ms"], ".1f", False),
-    Column("startup s", lambda r: r["startup_s"], ".1f", False),
-    Column("test acc.", lambda r: r["test_accuracy"], ".4f", True),
-    Column("eval n", lambda r: r["eval_samples"], ".0f"),
-    Column("time to acc. s", lambda r: r["time_to_accuracy_s"], ".1f", False),
-    Column("TFLOP/s", lambda r: r["achieved_tflops"], ".3g", True),
-    Column("MFU", lambda r: r["mfu"], ".1%", True),
-    Column("of meas. peak", lambda r: r["peak_fraction"], ".1%", True),
-)
-HEADERS = ("variant", "devices", "batch", "status") + tuple(c.header for c in FIGURES)
-# Folded repeats show "(R runs)" and the range over the runs in place of the 95 % interval.
+def headers(line: dict) -> list[str]:
+    return [*LABELS, *(c.header for c in metrics.columns(line))]
 
 
 def row_cells(r: dict) -> list[str]:
@@ -62,13 +32,14 @@ def row_cells(r: dict) -> list[str]:
     batch = f"{r['global_batch']} ({r['per_device_batch']}/dev, {r['scaling']})"
     if r["status"] != "ok":
         reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
-        return [r["series"], f"{topo} {device}", batch, status, reason] + ["-"] * (len(FIGURES) - 1)
-    figures = [_throughput_cell(r) if c.fmt == "throughput" else fmt(c.value(r), c.fmt) for c in FIGURES]
+        return [r["series"], f"{topo} {device}", batch, status, reason] + ["-"] * (len(metrics.columns(r)) - 1)
+    figures = [c.cell(r) if c.cell else fmt(c.value(r), c.fmt) for c in metrics.columns(r)]
     return [r["series"], f"{topo} {device}", batch, status, *figures]
 
 
 def cells(configs: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame([row_cells(r) for r in configs.to_dict("records")], columns=list(HEADERS))
+    records = configs.to_dict("records")
+    return pd.DataFrame([row_cells(r) for r in records], columns=headers(records[0]) if records else list(LABELS))
 
 
 def text_table(configs: pd.DataFrame) -> str:
@@ -79,7 +50,7 @@ def best_cells(configs: pd.DataFrame) -> list[tuple[int, str]]:
     """(line, header) of the best figure per column (independent runs compete in none)."""
     records = configs.to_dict("records")
     out = []
-    for column in FIGURES:
+    for column in metrics.columns(records[0]) if records else []:
         if column.higher_is_better is None:
             continue
         scored = [(column.value(r), i) for i, r in enumerate(records)

@@ -20,7 +20,8 @@ import pandas as pd
 
 from bench.analysis import sections
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
-from bench.analysis.tables import present
+from bench import metrics
+from bench.metrics import present
 from bench.results.key import RunKey
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
@@ -162,11 +163,7 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
     if group.winner is None:
         return f"No synchronous run finished ({_failures(group.failed)})."
     w, leader = group.winner, _name(group.winner)
-    facts = [f"{w['throughput']:,.0f} samples/s"]
-    if present(w.get("scaling_efficiency")):
-        facts.append(f"scaling efficiency {w['scaling_efficiency']:.2f}")
-    if present(w.get("device_peak_mb")):
-        facts.append(f"{w['device_peak_mb']:,.0f} MiB per device")
+    facts = [f"{w['throughput']:,.0f} samples/s", *metrics.facts(w)]
     ties, beaten, noisy = group.ties, group.beaten, group.noisy
     if ties:
         tied = _join([leader, *(_name(c.other) for c in ties)])
@@ -271,8 +268,9 @@ def lines(configs: pd.DataFrame, runs: pd.DataFrame, fast_path_warnings: list[st
     return [f"{title}: {text}" for title, text in paragraphs] + notes
 
 
-def verdict_lines(directory: Path) -> list[str]:
-    """The verdict of a results folder, for the console after `bench sweep` / `bench report`."""
+def verdict_lines(directory: Path, settings: dict | None = None) -> list[str]:
+    """The verdict of a results folder, for the console after `bench sweep` / `bench report`; `settings`: the
+    metrics' options (bench.metrics.settings)."""
     from bench.results import aggregate
     from bench.results import ResultStore
     from bench.results.frame import frame
@@ -282,4 +280,5 @@ def verdict_lines(directory: Path) -> list[str]:
 
     rows = ResultStore(Path(directory)).dicts()
     runs = frame(rows)
-    return lines(aggregate.configurations(runs), runs, fast_path.warnings(rows, load_audit(Path(directory))))
+    return lines(aggregate.configurations(runs, settings=settings), runs,
+                 fast_path.warnings(rows, load_audit(Path(directory))))

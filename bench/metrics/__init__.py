@@ -1,0 +1,109 @@
+"""The figures of a configuration, one module each, and the registry the fold, the table and the verdict loop over.
+
+A metric declares what it adds to the configurations frame (`bench.results.aggregate.configurations`): how its
+columns fold over repeated runs, what it derives from the folded line (once, when a report is made), its columns
+in the results table, the command-line options it reads, and the fact the verdict states about a winner.
+
+- throughput: the headline (samples/s, its interval) and per device.
+- scaling: scaling efficiency against the variant's own 1-device run and against the framework's plain loop.
+- timing: step time, start-up.
+- accuracy: test accuracy over the whole test set, the samples evaluated, time to the target accuracy.
+- utilisation: TFLOP/s, MFU (the data-sheet peak), the fraction of the measured peak.
+- memory: the peaks, folded as the largest over runs.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # pandas only where figures are folded: the command line imports the metrics' options
+    import pandas as pd
+
+
+def present(value) -> bool:
+    """A figure is there: not None, NaN or pandas' NA (a list or a dict is there)."""
+    import pandas as pd
+
+    return value is not None and not (pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the results table: its header, its value in a configuration's line, how it is printed
+    (a format spec, or `cell` for a text of its own) and which way is better (None: no best to mark)."""
+    header: str
+    name: str
+    fmt: str
+    higher_is_better: bool | None = None
+    cell: Callable[[dict], str] | None = None
+
+    def value(self, line: dict):
+        return line.get(self.name)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line option a metric reads (on `bench run`, `sweep` and `report`); its value reaches `derive`."""
+    flag: str
+    dest: str
+    type: Callable
+    metavar: str
+    help: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """What deriving needs beyond the folded lines: the folder's measured peaks, the metrics' options."""
+    peaks: list[dict] | None = None
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    columns: tuple[Column, ...] = ()
+    # How each of its columns folds over a configuration's repeated runs: "median" or "max".
+    repeats: tuple[tuple[str, str], ...] = ()
+    # Its figures from the folded lines (the whole frame: an efficiency reads another configuration's line).
+    derive: Callable[[pd.DataFrame, Context], None] | None = None
+    options: tuple[Option, ...] = ()
+    # A fact about a group's winner for the verdict's sentence, or None.
+    fact: Callable[[dict], str | None] | None = None
+
+
+MODULES = ("throughput", "scaling", "timing", "accuracy", "utilisation", "memory")
+REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"bench.metrics.{m}").METRIC for m in MODULES)
+
+
+def columns(line: dict) -> list[Column]:
+    """The results table's columns for a frame whose lines look like `line`: a column whose figure the frame
+    does not have at all (cost without a price) is left out."""
+    return [c for m in REGISTRY for c in m.columns if c.name in line]
+
+
+def repeat_folds() -> dict[str, str]:
+    return {column: how for m in REGISTRY for column, how in m.repeats}
+
+
+def derive(folded: pd.DataFrame, context: Context) -> None:
+    for metric in REGISTRY:
+        if metric.derive:
+            metric.derive(folded, context)
+
+
+def facts(winner: dict) -> list[str]:
+    return [f for m in REGISTRY if m.fact and (f := m.fact(winner))]
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    for option in (o for m in REGISTRY for o in m.options):
+        parser.add_argument(option.flag, dest=option.dest, type=option.type, metavar=option.metavar,
+                            help=option.help)
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """The metrics' options as the command line gave them (those not given left out)."""
+    return {o.dest: getattr(args, o.dest) for m in REGISTRY for o in m.options
+            if getattr(args, o.dest, None) is not None}
