@@ -10,6 +10,7 @@ in the results table, the command-line options it reads, and the fact the verdic
 - accuracy: test accuracy over the whole test set, the samples evaluated, time to the target accuracy.
 - utilisation: TFLOP/s, MFU (the data-sheet peak), the fraction of the measured peak.
 - memory: the peaks, folded as the largest over runs.
+- cost: what a configuration's training costs at a price per device-hour (`--price-per-device-hour`).
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ class Metric:
     fact: Callable[[dict], str | None] | None = None
 
 
-MODULES = ("throughput", "scaling", "timing", "accuracy", "utilisation", "memory")
+MODULES = ("throughput", "scaling", "timing", "accuracy", "utilisation", "memory", "cost")
 REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"bench.metrics.{m}").METRIC for m in MODULES)
 
 

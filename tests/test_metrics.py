@@ -1,0 +1,56 @@
+"""The metric registry (bench/metrics) and the figure added through it alone: cost at a price per device-hour."""
+import pytest
+
+from bench import metrics
+from bench.analysis import tables
+from bench.analysis.verdict import verdict_lines
+from bench.results import ResultStore, aggregate, load
+from helpers import CPU, bench
+from test_report import row as report_row
+
+def folder(tmp_path):
+    """torch-ddp at 3,600 samples/s on 1 slot and 6,000 on 2; an epoch of 5,120 samples."""
+    store = ResultStore(tmp_path)
+    store.append(report_row("torch-ddp", 1, 3600.0))
+    store.append(report_row("torch-ddp", 2, 6000.0))
+    return tmp_path
+
+
+def test_every_column_and_repeat_fold_is_declared_by_one_metric_only():
+    names = [c.name for m in metrics.REGISTRY for c in m.columns]
+    headers = [c.header for m in metrics.REGISTRY for c in m.columns]
+    folds = [column for m in metrics.REGISTRY for column, _ in m.repeats]
+    assert len(names) == len(set(names)) and len(headers) == len(set(headers)) and len(folds) == len(set(folds))
+    assert set(metrics.repeat_folds().values()) <= {"median", "max"}
+
+
+def test_the_price_gives_each_configuration_its_cost_per_million_samples_and_per_epoch(tmp_path):
+    configs = aggregate.configurations(load(folder(tmp_path)), settings={"price_per_device_hour": 3.6})
+    one, two = configs.to_dict("records")
+    # $3.60 a device-hour is $0.001 a device-second: 1 device at 3,600 samples/s, 2 devices at 6,000
+    assert one["cost_per_million_samples"] == pytest.approx(1e6 / 3600 * 0.001)
+    assert two["cost_per_million_samples"] == pytest.approx(1e6 / 6000 * 2 * 0.001)
+    assert one["cost_per_epoch"] == pytest.approx(5120 / 3600 * 0.001)
+    assert "$ / M samples" in tables.cells(configs).columns and "$ / epoch" in tables.cells(configs).columns
+
+
+def test_without_a_price_there_is_no_cost_column_and_the_table_is_as_before(tmp_path):
+    configs = aggregate.configurations(load(folder(tmp_path)))
+    assert "cost_per_million_samples" not in configs
+    assert list(tables.cells(configs).columns)[-1] == "of meas. peak"
+
+
+def test_the_verdict_states_the_winners_cost_when_priced(tmp_path):
+    [line] = [s for s in verdict_lines(folder(tmp_path), {"price_per_device_hour": 3.6}) if "2 CPU slots" in s]
+    assert "$0.333 per million samples at $3.6 a device-hour" in line
+    assert not any("per million samples" in s for s in verdict_lines(tmp_path))
+
+
+def test_bench_report_takes_the_price_and_refuses_a_price_that_is_not_one(tmp_path):
+    folder(tmp_path)
+    result = bench("report", str(tmp_path), "--price-per-device-hour", "3.6", env=CPU)
+    assert result.returncode == 0, result.stderr
+    assert "$ / M samples" in result.stdout and "$0.333 per million samples" in result.stdout
+    assert "$ / M samples" in (tmp_path / "report.html").read_text()
+    refused = bench("report", str(tmp_path), "--price-per-device-hour", "-2", env=CPU)
+    assert refused.returncode == 2 and "above 0" in refused.stderr.strip().splitlines()[-1]
