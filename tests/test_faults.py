@@ -56,8 +56,8 @@ LAUNCHES = {
 }
 
 
-@pytest.mark.parametrize("launch", [pytest.param(name, marks=[] if name == "torchrun" else [pytest.mark.slow])
-                                    for name in LAUNCHES])
+@pytest.mark.slow
+@pytest.mark.parametrize("launch", LAUNCHES)
 def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run(tmp_path, launch):
     proc = harness(tmp_path, "run", *LAUNCHES[launch], *LONG)
     run_id = None
@@ -73,6 +73,7 @@ def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run(tmp_path, la
             kill_all_of_run(run_id)
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_terminal_records_the_run_as_interrupted_and_exits_130(tmp_path):
     """A real pseudo-terminal: ^C goes through its line discipline to the foreground process group."""
     pid, terminal = pty.fork()

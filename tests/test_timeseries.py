@@ -60,6 +60,7 @@ def test_a_failed_run_keeps_what_it_did_until_it_failed(tmp_path):
     assert row["timeseries"]["ranks"] == [0, 1] and (run_dir / "timeseries.png").exists()
 
 
+@pytest.mark.slow
 def test_every_run_is_sampled_by_default_and_zero_turns_it_off(tmp_path):
     for every in ([], ["--sample-every", "0"]):
         done = bench("run", "--variant", "torch-single", "--devices", "1", "--task", "quick", *every,
