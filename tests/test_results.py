@@ -137,3 +137,26 @@ def test_one_finished_run_among_repeats_keeps_its_own_window_interval(tmp_path):
     [line] = aggregate.configurations(load(tmp_path)).to_dict("records")
     assert (line["throughput"], line["ci_low"], line["ci_high"]) == (100.0, 90.0, 108.0)
     assert "1 of 2 runs did not finish ok" in line["notes"] and pd.isna(line.get("runs"))
+
+
+def test_a_sweep_and_its_report_read_the_store_once(tmp_path, monkeypatch):
+    """As `bench sweep` does: a row appended after each run, then the table, report.md/html and the verdict."""
+    from bench import commands
+    from bench.analysis import report
+    from bench.results import store as store_module
+    from test_report import row as report_row
+
+    reads = []
+    real = store_module.read_jsonl
+    monkeypatch.setattr(store_module, "read_jsonl", lambda path: reads.append(path) or real(path))
+    store = ResultStore(tmp_path)
+    rows = [report_row("torch-ddp", 1, 5000.0), report_row("torch-ddp", 2, 7000.0)]
+    for r in rows:
+        store.append(r)
+    commands.print_table(rows, tmp_path)
+    report.write_report(tmp_path)
+    commands.print_verdict(tmp_path)
+    assert reads == [store.jsonl]
+    with open(store.jsonl, "a") as f:  # a row from anything else: read again
+        f.write(json.dumps(report_row("tf-mirrored", 1, 8000.0).to_dict()) + "\n")
+    assert [r["variant"] for r in ResultStore(tmp_path).dicts()][-1] == "tf-mirrored" and len(reads) == 2

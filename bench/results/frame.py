@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.results.jsonl import RESULTS, read_jsonl
 from bench.results.key import config_key
 
 
@@ -55,4 +54,6 @@ def load(directory: str | os.PathLike) -> pd.DataFrame:
         runs = results.load("results/reference-cpu")
         runs.groupby("key")["throughput.median"].median()
     """
-    return frame(read_jsonl(Path(directory) / RESULTS))
+    from bench.results.store import ResultStore
+
+    return frame(ResultStore(directory).dicts())

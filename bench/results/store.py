@@ -11,6 +11,17 @@ from bench.results.jsonl import RESULTS, append_line, read_jsonl
 from bench.results.row import ResultRow, migrate, unknown_fields
 
 log = logging.getLogger(__name__)
+# Each results.jsonl read once per process: its rows as of (size, mtime), kept up to date by this process's own
+# appends; a change by anything else (another process, a hand edit) reads it again.
+_loaded: dict[Path, tuple[tuple[int, int] | None, list[dict]]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 class StoreError(RuntimeError):
@@ -30,7 +41,11 @@ class ResultStore:
     def append(self, row: ResultRow) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            path, before = self.jsonl.resolve(), _stamp(self.jsonl)
             append_line(self.jsonl, row.to_dict())
+            known = _loaded.get(path)
+            if known is not None and known[0] == before:  # what was read is the file up to this line
+                _loaded[path] = (_stamp(self.jsonl), [*known[1], migrate(row.to_dict())])
             self.export_csv()
         except OSError as exc:
             raise StoreError(f"cannot write to {self.directory}: {exc.strerror or exc}: free space there or pass "
@@ -40,12 +55,16 @@ class ResultStore:
     def dicts(self) -> list[dict]:
         """The stored rows, each brought to this version's layout (a torn line skipped with a warning); fields
         this version does not know are kept, and named once."""
-        rows = [migrate(d) for d in read_jsonl(self.jsonl)]
-        unknown = set().union(*map(unknown_fields, rows)) if rows else set()
-        if unknown:
-            log.warning("%s: rows carry fields this dtbench does not know (a newer one wrote them?), kept as they "
-                        "are: %s", self.jsonl, ", ".join(sorted(unknown)))
-        return rows
+        path, stamp = self.jsonl.resolve(), _stamp(self.jsonl)
+        known = _loaded.get(path)
+        if known is None or known[0] != stamp:
+            rows = [migrate(d) for d in read_jsonl(self.jsonl)]
+            unknown = set().union(*map(unknown_fields, rows)) if rows else set()
+            if unknown:
+                log.warning("%s: rows carry fields this dtbench does not know (a newer one wrote them?), kept as "
+                            "they are: %s", self.jsonl, ", ".join(sorted(unknown)))
+            known = _loaded[path] = (stamp, rows)
+        return [dict(row) for row in known[1]]
 
     def rows(self) -> list[ResultRow]:
         return [ResultRow.from_dict(d) for d in self.dicts()]
