@@ -25,6 +25,14 @@ def rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def configurations(out: Path, figure: str) -> tuple[list, list]:
+    """(run keys, one derived figure) of a results folder's configurations, as its report derives them."""
+    from bench.results import aggregate, load, peak
+
+    configs = aggregate.configurations(load(out), peak.load(out))
+    return list(configs["key"]), list(configs[figure])
+
+
 def result_row(variant: str = "torch-ddp", world: int = 1, median: float | None = 1000.0, **fields) -> ResultRow:
     """An ok row of `variant` on `world` CPU slots (one node) with throughput `median`; `fields` override."""
     row = dict(run_id=f"{variant}-{world}", started_at="t", status="ok", variant=variant,

@@ -141,14 +141,20 @@ def test_the_same_rows_give_the_same_efficiencies_with_and_without_repeats():
     assert pd.isna(by_series.loc[("torch-ddp (no sync)", 2), "scaling_efficiency"])  # the bound, not a result
 
 
-def test_a_new_runs_stored_efficiency_follows_the_same_rule():
-    earlier = [row("torch-single", 1, 4000.0), row("torch-ddp", 1, 6000.0), row("torch-ddp", 1, 4000.0)]
-    own, single = aggregate.efficiencies_of(row("torch-ddp", 2, 7000.0), earlier)
-    assert own == pytest.approx(7000 / (2 * 5000))  # the median of the two one-device runs
-    assert single == pytest.approx(7000 / (2 * 4000))
-    # A repeat of a configuration stores its own efficiency, not the folded one of its key.
-    own, _ = aggregate.efficiencies_of(row("torch-ddp", 2, 8000.0), earlier + [row("torch-ddp", 2, 6000.0)])
-    assert own == pytest.approx(8000 / (2 * 5000))
+def test_efficiencies_are_derived_from_the_whole_folder_never_read_from_a_row(tmp_path):
+    """Rows up to schema 2 stored an efficiency as the store stood when they were written: a snapshot."""
+    old = {**row("torch-ddp", 2, 7000.0).to_dict(), "schema_version": 2, "scaling_efficiency": 9.99, "mfu": 0.5}
+    s = ResultStore(tmp_path)
+    for r in (row("torch-single", 1, 4000.0), row("torch-ddp", 1, 6000.0), row("torch-ddp", 1, 4000.0)):
+        s.append(r)
+    with open(s.jsonl, "a") as f:
+        f.write(json.dumps(old) + "\n")
+    assert "scaling_efficiency" not in s.dicts()[-1] and "scaling_efficiency" not in row("torch-ddp", 2, 1.0).to_dict()
+    configs = aggregate.configurations(frame(s.dicts()))
+    [two] = configs[[k.world_size == 2 for k in configs["key"]]].to_dict("records")
+    assert two["scaling_efficiency"] == pytest.approx(7000 / (2 * 5000))  # the median of the two one-device runs
+    assert two["scaling_efficiency_vs_single"] == pytest.approx(7000 / (2 * 4000))
+    assert pd.isna(two["mfu"])  # no data-sheet peak for a CPU: the stored 0.5 is not a figure
 
 
 def test_weak_and_strong_runs_are_reported_apart_each_against_its_own_baseline(tmp_path):

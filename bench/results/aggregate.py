@@ -12,10 +12,6 @@ from __future__ import annotations
 import pandas as pd
 
 from bench import metrics
-from bench.metrics.scaling import one_device_throughputs, single_variant
-from bench.results import ResultRow
-from bench.results.frame import frame
-from bench.results.key import efficiencies
 
 # The run frame's dotted columns under the names the report uses.
 COLUMNS = {
@@ -74,9 +70,3 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
     line["notes"] = list(line["notes"]) + [f"{len(ok)} runs: median of the run medians, interval = range over runs"] + failed
     return line
 
-
-def efficiencies_of(row: ResultRow, earlier: list[ResultRow]) -> tuple[float | None, float | None]:
-    """A new run's own efficiencies, by the report's rule, against the one-device configurations the
-    store held before it."""
-    return efficiencies(row.key, row.throughput["median"], one_device_throughputs(
-        configurations(frame([r.to_dict() for r in earlier]))), single_variant(row.key))

@@ -6,10 +6,14 @@ from dataclasses import dataclass, field
 
 from bench.results.key import RunKey, config_key
 
-# The row's layout. A row without one was written before rows were versioned (version 1: the same fields).
+# The row's layout. A row without one was written before rows were versioned (version 1: the same fields as 2).
 # A change of a field's name or meaning bumps it and adds the step from the version before to MIGRATIONS.
-SCHEMA_VERSION = 2
-MIGRATIONS = {1: lambda data: data}  # version n -> n + 1
+SCHEMA_VERSION = 3
+# Figures derived from other rows or from the measured peak, which rows up to version 2 stored as they stood when
+# the row was written; a report derives them from the whole folder (bench.metrics).
+DERIVED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")
+MIGRATIONS = {1: lambda data: data,
+              2: lambda data: {k: v for k, v in data.items() if k not in DERIVED}}  # version n -> n + 1
 
 
 @dataclass
@@ -53,18 +57,13 @@ class ResultRow:
     time_to_accuracy_s: float | None = None
     peak_memory_mb: float | None = None
     timeseries: dict | None = None          # what the run did over time: the sampler's summary (bench.run.sampler)
-    scaling_efficiency: float | None = None             # vs the same variant's 1-device run
-    scaling_efficiency_vs_single: float | None = None   # vs the framework's plain single-device loop
     independent: bool = False                           # gradient synchronisation off: the no-communication bound
     # Workers update the shared weights without waiting for each other (tf-ps): not synchronous data
     # parallelism; an epoch is as many samples as the training set, not each sample once.
     asynchronous: bool = False
-    # How close to the hardware: FLOPs counted per training sample (multiply-add = 2), what the run
-    # achieved, and against the device's dense peak (MFU, known devices) and its measured peak.
+    # How close to the hardware: FLOPs counted per training sample (multiply-add = 2) and the precision the
+    # matmuls ran at; a report derives the achieved FLOP/s, MFU and the fraction of the measured peak from them.
     flops_per_sample: float | None = None
-    achieved_tflops: float | None = None                # all devices together
-    mfu: float | None = None                            # per device vs the data-sheet dense peak
-    peak_fraction: float | None = None                  # per device vs `bench peak` on this machine
     matmul_precision: str | None = None                 # fp32 | tf32 | bf16 | fp16: what the peaks are read at
     fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile
     as_shipped: bool = False   # --as-shipped: every framework on its defaults (environment["kernels"] says what ran)

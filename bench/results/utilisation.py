@@ -25,12 +25,10 @@ def fraction(flops_per_sample: float | None, per_device_samples_per_s: float | N
 
 
 def annotate(row) -> None:
-    """Fill a measured row's utilisation figures that need no measured peak."""
+    """What a measured row records for the utilisation figures a report derives (bench.metrics.utilisation): the
+    precision its matmuls ran at, and a compiled run's compile time."""
     if not row.throughput:
         return
     row.matmul_precision = matmul_precision(row.task["precision"], bool(row.fast_path.get("tf32")))
-    row.achieved_tflops = tflops(row.flops_per_sample, row.throughput["median"])
-    row.mfu = fraction(row.flops_per_sample, row.per_device_throughput,
-                       dense_peak(row.device_name, row.matmul_precision))
     if row.task.get("compile"):
         row.compile_s = row.first_step_s

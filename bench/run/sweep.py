@@ -44,12 +44,25 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
                 forecast.add(spec, time.time() - run_started)
             rows.append(row)
             if mlflow_uri:
-                _track(mlflow_uri, row, out_dir)
+                _track(mlflow_uri, row, out_dir, store)
             log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
     except Interrupted as stop:  # the caller prints what finished and exits 128 + the signal
         stop.rows = rows + stop.rows
         raise
     return rows
+
+
+DERIVED_TRACKED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")
+
+
+def derived(row: ResultRow, store: ResultStore, out_dir: Path) -> dict:
+    """The row's configuration's derived figures as a report would show them now (bench.metrics)."""
+    from bench.metrics import present
+    from bench.results.frame import frame
+
+    configs = aggregate.configurations(frame(store.dicts()), peak.load(out_dir))
+    [line] = [r for r in configs.to_dict("records") if r["key"] == row.key] or [{}]
+    return {name: float(line[name]) for name in DERIVED_TRACKED if present(line.get(name))}
 
 
 def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, data_path: Path | None,
@@ -70,19 +83,15 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
         log.info("      -> interrupted (%s)", stop.name)
         stop.rows = [row]
         raise
-    if row.status == "ok" and row.throughput:
-        # The same rule as the report's, over what the store holds so far.
-        row.scaling_efficiency, row.scaling_efficiency_vs_single = aggregate.efficiencies_of(row, store.rows())
-        row.peak_fraction = peak.fraction_of(row.to_dict(), peak.load(out_dir))
     store.append(row)
     return row
 
 
-def _track(uri: str, row: ResultRow, out_dir: Path) -> None:
+def _track(uri: str, row: ResultRow, out_dir: Path, store: ResultStore) -> None:
     """After the row is stored: a tracking server that is down must not cost a measurement."""
     from bench.run import tracking
 
     try:
-        tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR)
+        tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR, derived=derived(row, store, out_dir))
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)

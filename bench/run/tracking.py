@@ -34,7 +34,6 @@ METRICS = {
     "test_loss": lambda r: r.test_loss,
     "time_to_accuracy_s": lambda r: r.time_to_accuracy_s,
     "peak_memory_mb": lambda r: r.peak_memory_mb,
-    "scaling_efficiency": lambda r: r.scaling_efficiency,
     "model_bytes": lambda r: r.model_bytes,
     "model_save_s": lambda r: r.model_save_s,
 }
@@ -46,9 +45,11 @@ def require() -> None:
         raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'")
 
 
-def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench") -> None:
+def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench",
+            derived: dict | None = None) -> None:
     """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its model "model" where
-    the run finished ok and saved one (row.model_bytes), with the row's metrics."""
+    the run finished ok and saved one (row.model_bytes), with the row's metrics; `derived`: its configuration's
+    figures as the report derives them from the folder so far (scaling efficiency, MFU, ...)."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
@@ -68,9 +69,10 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
         # The row's figures, the model's too (MLflow's own log_model does the same): through the client, which
         # leaves the run's inputs alone (log_metrics would also list the model as an input of its own run).
         now = int(time.time() * 1000)
+        figures = {**{name: get(row) for name, get in METRICS.items()}, **(derived or {})}
         mlflow.MlflowClient().log_batch(run.info.run_id, metrics=[
-            Metric(name, float(get(row)), now, 0, model_id=model_id) for name, get in METRICS.items()
-            if get(row) is not None])
+            Metric(name, float(value), now, 0, model_id=model_id) for name, value in figures.items()
+            if value is not None])
         for step, value in enumerate((row.throughput or {}).get("windows", [])):
             mlflow.log_metric("window_throughput", value, step=step)
         # The loss curve as the walkthroughs log it: train_loss at its step; the test figures per epoch.
