@@ -52,24 +52,11 @@ def print_table(rows, out: Path, settings: dict | None = None) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
-    task = request.task_from(args, device_type)
-    variant = get_variant(args.variant)
-    if args.devices < 1 or args.nodes < 1:
-        raise SpecError("--devices and --nodes must be at least 1")
-    if args.devices % args.nodes:
-        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
-    shardings = options.modes(variant, options.given(args), sweep=False)
-    if len(shardings) != 1:
-        raise SpecError("bench run takes one value of each approach option: use bench sweep to compare several")
-    [sharding] = shardings
-    task = task.replace(**sharding)
-    task.validate()
-    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
-                         args.cores_per_slot, args.timeout, host_node=args.node_rank,
-                         master_addr=args.master_addr, master_port=args.master_port,
-                         independent=args.independent, resume_from=args.resume_from and args.resume_from.resolve(),
-                         profile=args.profile, malloc=args.malloc, as_shipped=args.as_shipped,
-                         sample_every_s=args.sample_every)
+    spec = one_run(args, device_type, "run", host_node=args.node_rank, master_addr=args.master_addr,
+                   master_port=args.master_port, independent=args.independent,
+                   resume_from=args.resume_from and args.resume_from.resolve(), profile=args.profile,
+                   malloc=args.malloc, as_shipped=args.as_shipped, sample_every_s=args.sample_every)
+    variant, task = spec.variant, spec.task
     engines = request.engines(args)
     if len(engines) != 1:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")
@@ -103,11 +90,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if rows[0].status == "ok" else 1
 
 
+def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fields) -> RunSpec:
+    """The one run `bench run` and `bench maxbatch` ask for, checked the same way for both: the topology, one
+    value of each approach option, the task."""
+    variant = get_variant(args.variant)
+    if args.devices < 1 or args.nodes < 1:
+        raise SpecError("--devices and --nodes must be at least 1")
+    if args.devices % args.nodes:
+        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    shardings = options.modes(variant, options.given(args), sweep=False)
+    if len(shardings) != 1:
+        raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
+    task = request.task_from(args, device_type).replace(**shardings[0])
+    task.validate()
+    return RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
+                   args.cores_per_slot, args.timeout, **spec_fields)
+
+
 def cmd_maxbatch(args: argparse.Namespace) -> int:
     """The largest global batch the variant trains on --devices (bench.studies.maxbatch); probes under OUT/maxbatch."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
-    variant = get_variant(args.variant)
+    get_variant(args.variant)  # an unknown name first, before the search's own checks
     if args.memory_limit is not None and args.memory_limit <= 0:
         raise SpecError(f"--memory-limit {args.memory_limit}: give each rank's memory in MiB, e.g. 4000")
     if args.memory_limit is not None and device_type == "cuda":
@@ -118,15 +122,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     if args.memory_limit is None and device_type == "cpu":
         raise SpecError("on a CPU the search needs a memory to fill: pass --memory-limit MiB (each rank's), "
                         "e.g. --memory-limit 3000")
-    if args.devices < 1 or args.devices % args.nodes:
-        raise SpecError(f"--devices {args.devices} must be at least 1 and divide by --nodes {args.nodes}")
-    shardings = options.modes(variant, options.given(args), sweep=False)
-    if len(shardings) != 1:
-        raise SpecError("bench maxbatch takes one value of each approach option")
-    task = request.task_from(args, device_type).replace(**shardings[0])
-    task.validate()
-    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
-                   args.cores_per_slot, args.timeout, memory_limit_mb=args.memory_limit)
+    spec = one_run(args, device_type, "maxbatch", memory_limit_mb=args.memory_limit)
     if reason := spec.inapplicable():
         raise SpecError(f"{reason}: choose another variant or fewer devices")
     from bench.run import sweep
