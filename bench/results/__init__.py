@@ -5,10 +5,16 @@ from bench.results.store import ResultStore
 
 
 def load(directory):
-    """Every run stored in a results folder as a pandas DataFrame (see `bench.results.frame`)."""
-    from bench.results.frame import load as load_frame
+    """Every run stored in a results folder (its `results.jsonl`) as a pandas DataFrame, for a notebook:
 
-    return load_frame(directory)
+        from bench import results
+        runs = results.load("results/reference-cpu")
+        runs.groupby("key")["throughput.median"].median()
+
+    (see `bench.results.frame` for its columns)."""
+    from bench.results.frame import frame  # pandas: only when a frame is asked for
+
+    return frame(ResultStore(directory).dicts())
 
 
 __all__ = ["ResultRow", "ResultStore", "RunKey", "config_key", "load"]

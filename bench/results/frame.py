@@ -2,7 +2,6 @@
 (`throughput.median`, `task.name`), and `key` (a RunKey) to group by."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -46,14 +45,3 @@ def model_state_parts(row: dict) -> str | None:
                       for k in ("parameters", "gradients", "optimizer"))
     return text + (f" + {parts['master_weights'] / 2**20:.2f} master" if parts.get("master_weights") else "")
 
-
-def load(directory: str | os.PathLike) -> pd.DataFrame:
-    """Every run stored in a results folder (its `results.jsonl`), for a notebook:
-
-        from bench import results
-        runs = results.load("results/reference-cpu")
-        runs.groupby("key")["throughput.median"].median()
-    """
-    from bench.results.store import ResultStore
-
-    return frame(ResultStore(directory).dicts())
