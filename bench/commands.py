@@ -217,10 +217,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def print_verdict(directory: Path, settings: dict | None = None) -> None:
-    """The answer last on the console, where the eye lands when the command ends."""
-    from bench.analysis.verdict import verdict_lines
+    """The answer last on the console, where the eye lands when the command ends: the full verdict, then its
+    headline (at most three lines a group)."""
+    from bench.analysis import headline, verdict
 
-    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict_lines(directory, settings)))
+    configs, runs, warnings = verdict.folder(directory, settings)
+    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict.lines(configs, runs, warnings)))
+    short = headline.text(headline.headlines(configs, runs))
+    if short:
+        print("\nanswer:\n" + "\n".join(f"  {line}" for line in short))
 
 
 def export_images(args: argparse.Namespace) -> int:

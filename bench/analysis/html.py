@@ -36,6 +36,10 @@ def render(blocks: list, runs: pd.DataFrame) -> str:
             body += [f"<p>{_inline(line)}</p>" for line in content.splitlines() if line]
         elif kind in ("bullets", "notes"):
             body.append(f'<ul class="{kind}">' + "".join(f"<li>{_inline(x)}</li>" for x in content) + "</ul>")
+        elif kind == "headline":
+            body.append('<div class="headline">' + "".join(
+                f"<p><strong>{_inline(title)}: {_inline(found[0])}</strong>"
+                + "".join(f"<br>{_inline(x)}" for x in found[1:]) + "</p>" for title, found in content) + "</div>")
         elif kind == "verdict":
             paragraphs, notes = content
             body.append('<ul class="verdict">' + "".join(

@@ -16,6 +16,9 @@ h2:first-of-type { border-top: none; padding-top: 0; margin-top: 16px; }
 ul.verdict { list-style: none; padding: 14px 18px; margin: 0 0 8px; background: #f3f7fd;
              border-left: 4px solid var(--accent); border-radius: 4px; }
 ul.verdict li { margin: 6px 0; max-width: none; }
+div.headline { font-size: 17px; line-height: 1.5; padding: 12px 18px; margin: 0 0 10px;
+  border-left: 4px solid #2b6cb0; background: #f3f7fd; }
+div.headline p { margin: 6px 0; max-width: none; }
 p.verdict-note { color: var(--muted); font-size: 13px; margin: 4px 0; }
 ul.bullets, ul.notes { color: var(--muted); font-size: 13px; padding-left: 18px; }
 .controls { display: flex; gap: 12px; align-items: center; margin: 10px 0 6px; }

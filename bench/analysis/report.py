@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import fast_path, html, plots, profiles, repeats, verdict
+from bench.analysis import fast_path, headline, html, plots, profiles, repeats, verdict
 from bench.results import aggregate, allreduce, peak
 from bench.analysis.sections import (INPUT_COST_NOTE, allreduce_table, breakdown, breakdown_table, checkpoint_table,
                                      device0_lines, input_comparison, input_disagreements, input_table,
@@ -28,7 +28,7 @@ from bench.results.fast_path import load as load_audit
 @dataclass(frozen=True)
 class Block:
     """One piece of the report: heading (text, level), text (markdown inline), bullets and notes (lines),
-    verdict ((title, sentences) per group), table (a DataFrame of cells), results (the configurations whose
+    headline ((title, its lines) per group), verdict ((title, sentences) per group), table (a DataFrame of cells), results (the configurations whose
     results table it is), image (a PNG's path)."""
     kind: str
     content: object
@@ -67,7 +67,8 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
     blocks = [_heading("dtbench report", 1)]
     paragraphs, notes = verdict.summary(configs, runs, fast_path.warnings(store.dicts(), audit))
     if paragraphs:
-        blocks += [_heading("Verdict", 2), Block("verdict", (paragraphs, notes))]
+        blocks += [_heading("Verdict", 2), Block("headline", headline.headlines(configs, runs)),
+                   Block("verdict", (paragraphs, notes))]
     blocks += [
         _text(f"{len(runs)} runs in `{store.jsonl.name}`"
               + (f", repeats folded into {len(configs)} rows (median of run medians [range over runs])"
@@ -226,6 +227,10 @@ def markdown(blocks: list[Block]) -> str:
             lines += [block.content, ""]
         elif block.kind == "bullets":
             lines += [f"- {line}" for line in block.content] + [""]
+        elif block.kind == "headline":
+            for title, found in block.content:
+                lines += [f"**{title}: {found[0]}**" + "".join(f"<br>\n{x}" for x in found[1:]), ""]
+            lines += ["The full comparison:", ""]
         elif block.kind == "verdict":
             paragraphs, notes = block.content
             lines += [f"- **{title}**: {text}" for title, text in paragraphs] + ["", *notes, ""]

@@ -268,9 +268,8 @@ def lines(configs: pd.DataFrame, runs: pd.DataFrame, fast_path_warnings: list[st
     return [f"{title}: {text}" for title, text in paragraphs] + notes
 
 
-def verdict_lines(directory: Path, settings: dict | None = None) -> list[str]:
-    """The verdict of a results folder, for the console after `bench sweep` / `bench report`; `settings`: the
-    metrics' options (bench.metrics.settings)."""
+def folder(directory: Path, settings: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """A results folder's configurations, runs and fast-path warnings, as the console's verdict reads them."""
     from bench.results import aggregate
     from bench.results import ResultStore
     from bench.results.frame import frame
@@ -280,5 +279,11 @@ def verdict_lines(directory: Path, settings: dict | None = None) -> list[str]:
 
     rows = ResultStore(Path(directory)).dicts()
     runs = frame(rows)
-    return lines(aggregate.configurations(runs, settings=settings), runs,
-                 fast_path.warnings(rows, load_audit(Path(directory))))
+    return (aggregate.configurations(runs, settings=settings), runs,
+            fast_path.warnings(rows, load_audit(Path(directory))))
+
+
+def verdict_lines(directory: Path, settings: dict | None = None) -> list[str]:
+    """The verdict of a results folder, for the console after `bench sweep` / `bench report`; `settings`: the
+    metrics' options (bench.metrics.settings)."""
+    return lines(*folder(directory, settings))

@@ -1,0 +1,66 @@
+"""The verdict's headline: per group of comparable runs, at most three short lines a person reads in ten seconds -
+what to use, what ties with it, the others in bands of how much slower, and what this machine is too noisy to
+separate. The full comparisons, accuracies and the noise account stay in the verdict below it (bench.analysis.verdict)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.analysis.repeats import measured_runs
+from bench.analysis.verdict import Comparison, Group, _agrees, _join, _name, groups
+
+# A band of "x-y times slower" spans at most this factor: its slowest is less than 1.3 times its closest's ratio.
+BAND_WIDTH = 1.3
+
+
+def headlines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """(group title, its lines) for every group the verdict compares."""
+    return [(g.title, lines(g)) for g in groups(configs, measured_runs(runs))]
+
+
+def text(headline: list[tuple[str, list[str]]]) -> list[str]:
+    """For the console: the title before the first line, the others indented under it."""
+    return [line for title, found in headline for line in (f"{title}: {found[0]}", *(f"  {x}" for x in found[1:]))]
+
+
+def lines(group: Group) -> list[str]:
+    """At most three lines after the group's title: the answer, the slower ones in bands, the ones too noisy to
+    separate."""
+    if group.winner is None:
+        return ["no synchronous run finished."]
+    w, leader = group.winner, _name(group.winner)
+    answer = (f"use {leader} ({_rate(w['throughput'])} samples/s)" if not group.noisy else
+              f"{leader} leads ({_rate(w['throughput'])} samples/s), but this machine cannot separate it from "
+              f"{len(group.noisy)} other{'s' if len(group.noisy) > 1 else ''}")
+    if group.ties:
+        answer += f"; as fast within the intervals: {_join([_name(c.other) for c in group.ties])}"
+    lower = [c.other for c in group.comparisons if _agrees(w, c.other) is False
+             and c.other["test_accuracy"] > w["test_accuracy"]]
+    if lower:
+        answer += f" (its test accuracy is below {_join([_name(r) for r in lower])}'s: check it)"
+    out = [answer + "."]
+    if group.beaten:
+        out.append("; ".join(f"{_band(band)} slower: {', '.join(_name(c.other) for c in band)}"
+                             for band in bands(group.beaten)) + ".")
+    if group.noisy:
+        out.append(f"Too noisy here to separate from {leader}: {', '.join(_name(c.other) for c in group.noisy)}.")
+    return out
+
+
+def bands(beaten: list[Comparison]) -> list[list[Comparison]]:
+    """The beaten approaches from the closest, a new band where one is BAND_WIDTH times its band's first."""
+    ordered = sorted(beaten, key=lambda c: c.ratio.value)
+    out = [[ordered[0]]]
+    for current in ordered[1:]:
+        if current.ratio.value >= BAND_WIDTH * out[-1][0].ratio.value:
+            out.append([])
+        out[-1].append(current)
+    return out
+
+
+def _band(band: list[Comparison]) -> str:
+    low, high = band[0].ratio.value, band[-1].ratio.value
+    return f"{low:.1f}x" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}x"
+
+
+def _rate(samples_per_s: float) -> str:
+    return f"{samples_per_s / 1000:.1f}k" if samples_per_s >= 10_000 else f"{samples_per_s:,.0f}"
