@@ -81,6 +81,14 @@ def test_the_report_in_a_browser(swept, tmp_path):
             assert table.locator("tbody.group:visible").count() == 1
             page.locator("input.filter").first.fill("")
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            # The first screen of a laptop answers: every group's headline inside 1280x800, unscrolled.
+            page.set_viewport_size({"width": 1280, "height": 800})
+            page.evaluate("window.scrollTo(0, 0)")
+            box = page.locator("div.headline").bounding_box()
+            assert box and box["y"] >= 0 and box["y"] + box["height"] <= 800, box
+            assert page.locator("div.headline p").count() == 2  # one a device count
+            assert page.locator("div.headline p").first.inner_text().startswith("1 CPU slot, quick task")
+            page.screenshot(path=str(tmp_path / "first-screen.png"))
         finally:
             browser.close()
     assert errors == []
