@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
+from bench.spec.variants import FAMILIES, VARIANTS  # noqa: E402
 from bench.metrics import present  # noqa: E402
 
 
@@ -32,46 +33,73 @@ def _title(base: str, rows: list[dict]) -> str:
     return f"{base}\n{first['task']}: {first['model']} on {data}, {first['precision']}, {device}"
 
 
+def _family(r: dict) -> str:
+    """Its panel in a sweep's line plots (bench.spec.variants.FAMILIES)."""
+    variant = VARIANTS.get(r["key"].variant)
+    return FAMILIES.get(variant.framework, "other") if variant else "other"
+
+
+def _panels(rows: list[dict], title: str):
+    """One axes per family present (sharing the y axis), in a fixed order: (figure, [(family, rows, axes)])."""
+    order = [*dict.fromkeys(FAMILIES.values()), "other"]
+    families = {}
+    for r in sorted(rows, key=lambda r: order.index(_family(r))):
+        families.setdefault(_family(r), []).append(r)
+    fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families) + 0.6, 5.0), sharey=True, squeeze=False)
+    fig.suptitle(_title(title, rows), fontsize=9)
+    return fig, [(name, rs, ax) for (name, rs), ax in zip(families.items(), axes[0])]
+
+
+def _panel_legend(ax, name: str) -> None:
+    """The real runs only (their twins' styles are in the title), under the panel."""
+    ax.set_title(name, fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+
+
 def throughput(rows: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, panels = _panels(rows, "Training throughput: median and 95% CI; faint dotted = linear scaling; "
+                                "light dashed = no-sync bound, light dotted = synthetic input")
     palette = style.colours(rows)
-    for label, rs in _series(rows).items():
-        xs = [r["world_size"] for r in rs]
-        ys = [r["throughput"] for r in rs]
-        err = [[y - r["ci_low"] for y, r in zip(ys, rs)], [r["ci_high"] - y for y, r in zip(ys, rs)]]
-        look = style.line_style(rs[0], palette)
-        ax.errorbar(xs, ys, yerr=err, capsize=3, label=label, **look)
-        one = next((r for r in rs if r["world_size"] == 1), None)
-        if one is not None and len(xs) > 1 and style.twin(one) is None:  # ideal scaling from its own 1-device run
-            ax.plot(xs, [one["throughput"] * x for x in xs], ls=(0, (1, 3)), lw=1, color=look["color"], alpha=0.6)
-    _device_axis(ax, rows)
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_title(_title("Training throughput: median and 95% CI; faint dotted = linear scaling; "
-                        "light dashed = no-sync bound, light dotted = synthetic input", rows), fontsize=9)
-    style.legend_outside(ax)
-    ax.grid(alpha=0.3)
+    for name, family, ax in panels:
+        for label, rs in _series(family).items():
+            xs = [r["world_size"] for r in rs]
+            ys = [r["throughput"] for r in rs]
+            err = [[y - r["ci_low"] for y, r in zip(ys, rs)], [r["ci_high"] - y for y, r in zip(ys, rs)]]
+            look = style.line_style(rs[0], palette)
+            real = style.twin(rs[0]) is None
+            ax.errorbar(xs, ys, yerr=err, capsize=3, label=label if real else "_twin", **look)
+            one = next((r for r in rs if r["world_size"] == 1), None)
+            if one is not None and len(xs) > 1 and real:  # ideal scaling from its own 1-device run
+                ax.plot(xs, [one["throughput"] * x for x in xs], ls=(0, (1, 3)), lw=1, color=look["color"],
+                        alpha=0.6)
+        _device_axis(ax, rows)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        _panel_legend(ax, name)
+    panels[0][2].set_ylabel("throughput (samples/s)")
     _save(fig, path)
 
 
 def efficiency(rows: list[dict], path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    palette = style.colours(rows)
-    for label, rs in _series(rows).items():
-        # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
-        points = [(r["world_size"], 1.0 if r["world_size"] == 1 else r["scaling_efficiency"]) for r in rs
-                  if r["world_size"] == 1 or present(r["scaling_efficiency"])]
-        if len(points) > 1 or any(x > 1 for x, _ in points):
-            ax.plot(*zip(*points), label=label, **style.line_style(rs[0], palette))
-    ax.axhline(1.0, ls="--", color="grey", lw=1)
-    _device_axis(ax, rows)
-    ax.set_ylim(0, 1.2)
-    ax.set_ylabel("scaling efficiency = T(N) / (N x T(1))")
     baseline = ("weak scaling: vs 1 device at the same per-device batch" if rows[0]["scaling"] == "weak"
                 else "strong scaling: vs 1 device at the same global batch")
-    ax.set_title(_title(f"Scaling efficiency ({baseline})", rows), fontsize=9)
-    style.legend_outside(ax)
-    ax.grid(alpha=0.3)
+    fig, panels = _panels(rows, f"Scaling efficiency ({baseline})")
+    palette = style.colours(rows)
+    for name, family, ax in panels:
+        for label, rs in _series(family).items():
+            # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
+            points = [(r["world_size"], 1.0 if r["world_size"] == 1 else r["scaling_efficiency"]) for r in rs
+                      if r["world_size"] == 1 or present(r["scaling_efficiency"])]
+            if len(points) > 1 or any(x > 1 for x, _ in points):
+                real = style.twin(rs[0]) is None
+                ax.plot(*zip(*points), label=label if real else "_twin", **style.line_style(rs[0], palette))
+        ax.axhline(1.0, ls="--", color="grey", lw=1)
+        _device_axis(ax, rows)
+        ax.set_ylim(0, 1.2)
+        ax.grid(alpha=0.3)
+        _panel_legend(ax, name)
+    panels[0][2].set_ylabel("scaling efficiency = T(N) / (N x T(1))")
     _save(fig, path)
 
 

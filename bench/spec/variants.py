@@ -137,6 +137,10 @@ SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ran
 # The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
 # (bench.studies.microbench): their communication floor is priced from that probe.
 PROBED_COLLECTIVES = ("torch", "accelerate")
+# The panels of a sweep's line plots by framework, each a family whose approaches a reader compares directly, so
+# that no panel carries more than a handful of legend entries.
+FAMILIES = {"torch": "PyTorch", "deepspeed": "PyTorch wrappers", "lightning-fabric": "PyTorch wrappers",
+            "accelerate": "PyTorch wrappers", "tensorflow-cpu": "TensorFlow"}
 # Per framework, "module:function" of the environment that puts it on its fast path for a device type, set in
 # every process the harness starts for it (before the framework is imported) unless the run is --as-shipped.
 # PyTorch's switches (cuDNN autotuning, TF32, channels_last) are set inside its ranks (torch_impl.train.fast_path).
