@@ -220,10 +220,11 @@ def print_verdict(directory: Path, settings: dict | None = None) -> None:
     """The answer last on the console, where the eye lands when the command ends: the full verdict, then its
     headline (at most three lines a group)."""
     from bench.analysis import headline, verdict
+    from bench.analysis.repeats import measured_runs
 
     configs, runs, warnings = verdict.folder(directory, settings)
     print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict.lines(configs, runs, warnings)))
-    short = headline.text(headline.headlines(configs, runs))
+    short = headline.text(headline.headlines(configs, measured_runs(runs)))
     if short:
         print("\nanswer:\n" + "\n".join(f"  {line}" for line in short))
 

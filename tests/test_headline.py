@@ -1,5 +1,6 @@
 """The verdict's headline: at most three short lines per group, worded from the comparisons."""
 from bench.analysis import headline
+from bench.analysis.repeats import measured_runs
 from bench.analysis.repeats import Ratio
 from bench.analysis.verdict import Comparison, Group
 
@@ -55,7 +56,7 @@ def test_asynchronous_synthetic_and_no_sync_rows_never_appear_in_the_headline(tm
                                                                           framework="tensorflow-cpu")):
         store.append(r)
     runs = load(tmp_path)
-    [(title, found)] = headline.headlines(aggregate.configurations(runs), runs)
+    [(title, found)] = headline.headlines(aggregate.configurations(runs), measured_runs(runs))
     assert title.startswith("2 CPU slots") and found[0].startswith("use torch-ddp (7,000 samples/s)")
     assert "tf-ps" not in " ".join(found) and "no sync" not in " ".join(found)
     assert 1 <= len(found) <= 3

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis.repeats import measured_runs
+from bench.analysis.repeats import Runs
 from bench.analysis.verdict import Comparison, Group, _agrees, _join, _name, groups
+from bench.results.key import RunKey
 
 # A band of "x-y times slower" spans at most this factor: its slowest is less than 1.3 times its closest's ratio.
 BAND_WIDTH = 1.3
 
 
-def headlines(configs: pd.DataFrame, runs: pd.DataFrame) -> list[tuple[str, list[str]]]:
-    """(group title, its lines) for every group the verdict compares."""
-    return [(g.title, lines(g)) for g in groups(configs, measured_runs(runs))]
+def headlines(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[tuple[str, list[str]]]:
+    """(group title, its lines) for every group the verdict compares (`measured`: repeats.measured_runs)."""
+    return [(g.title, lines(g)) for g in groups(configs, measured)]
 
 
 def text(headline: list[tuple[str, list[str]]]) -> list[str]:

@@ -129,18 +129,19 @@ def _results(configs: pd.DataFrame, ranges: dict) -> str:
 
 def _row(r: dict, i: int, best: set, index: dict, records: list, ranges: dict, kind: str, twins: int) -> str:
     texts = row_cells(r)
+    heads = headers(r)
     values = [r["series"], r["world_size"], r["global_batch"], r["status"], *(c.value(r) for c in metrics.columns(r))]
-    titles = _titles(r, index, records, ranges) if r["status"] == "ok" else {headers(r)[4]: str(r.get("error") or "")}
+    titles = _titles(r, index, records, ranges) if r["status"] == "ok" else {heads[4]: str(r.get("error") or "")}
     classes = [kind] + (["failed"] if r["status"] not in ("ok", "skipped") else []) + (
         ["skipped"] if r["status"] == "skipped" else [])
     cells = []
-    for header, text, value in zip(headers(r), texts, values):
+    for header, text, value in zip(heads, texts, values):
         attrs = f' data-v="{escape(str(value))}"' if present(value) else ' data-v=""'
         if titles.get(header):
             attrs += f' title="{escape(titles[header])}"'
         css = ["num"] if header not in ("variant", "devices", "batch", "status") else []
         css += ["best"] if (i, header) in best else []
-        css += ["error"] if header == headers(r)[4] and r["status"] != "ok" else []
+        css += ["error"] if header == heads[4] and r["status"] != "ok" else []
         content = escape(text)
         if header == "variant" and twins:
             content += (f' <button type="button" class="toggle" aria-expanded="false" title="show the synthetic-input '
@@ -152,13 +153,13 @@ def _row(r: dict, i: int, best: set, index: dict, records: list, ranges: dict, k
 def _titles(r: dict, index: dict, records: list, ranges: dict) -> dict[str, str]:
     """Each figure's interval (or range over runs), as a tooltip."""
     key, own = r["key"], ranges.get(r["key"], {})
-    titles = {}
+    titles, throughput = {}, headers(r)[4]
     runs = own.get("throughput.median")
     if runs and runs[2] > 1:
-        titles[headers(r)[4]] = (f"median of {runs[2]} run medians; range over runs {r['ci_low']:,.0f} to "
+        titles[throughput] = (f"median of {runs[2]} run medians; range over runs {r['ci_low']:,.0f} to "
                               f"{r['ci_high']:,.0f}; runs: {', '.join(f'{m:,.0f}' for m in runs[3])}")
     else:
-        titles[headers(r)[4]] = (f"median over the windows; 95 % interval {r['ci_low']:,.0f} to {r['ci_high']:,.0f} "
+        titles[throughput] = (f"median over the windows; 95 % interval {r['ci_low']:,.0f} to {r['ci_high']:,.0f} "
                               "(raw windows in results.jsonl)")
     low, high = r["ci_low"] / r["throughput"], r["ci_high"] / r["throughput"]
     for column in metrics.columns(r):

@@ -28,7 +28,8 @@ from bench.results.fast_path import load as load_audit
 @dataclass(frozen=True)
 class Block:
     """One piece of the report: heading (text, level), text (markdown inline), bullets and notes (lines),
-    headline ((title, its lines) per group), verdict ((title, sentences) per group), table (a DataFrame of cells), results (the configurations whose
+    headline ((title, its lines) per group), verdict ((title, sentences) per group), table (a DataFrame of cells),
+    results (the configurations whose
     results table it is), image (a PNG's path)."""
     kind: str
     content: object
@@ -67,7 +68,7 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
     blocks = [_heading("dtbench report", 1)]
     paragraphs, notes = verdict.summary(configs, runs, fast_path.warnings(store.dicts(), audit))
     if paragraphs:
-        blocks += [_heading("Verdict", 2), Block("headline", headline.headlines(configs, runs)),
+        blocks += [_heading("Verdict", 2), Block("headline", headline.headlines(configs, measured)),
                    Block("verdict", (paragraphs, notes))]
     blocks += [
         _text(f"{len(runs)} runs in `{store.jsonl.name}`"

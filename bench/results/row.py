@@ -119,13 +119,13 @@ class ResultRow:
     @classmethod
     def from_dict(cls, data: dict) -> "ResultRow":
         data = migrate(data)
-        known = {f.name for f in dataclasses.fields(cls)} - {"unknown"}
-        unknown = {k: v for k, v in data.items() if k not in known}
-        return cls(**{k: v for k, v in data.items() if k in known}, unknown=unknown)
+        unknown = unknown_fields(data)
+        return cls(**{k: v for k, v in data.items() if k not in unknown}, unknown={k: data[k] for k in unknown})
 
 
 def unknown_fields(data: dict) -> set[str]:
-    return set(data) - {f.name for f in dataclasses.fields(ResultRow)}
+    """The fields of a stored row this version does not know (its own `unknown` is never a stored field)."""
+    return set(data) - ({f.name for f in dataclasses.fields(ResultRow)} - {"unknown"})
 
 
 def migrate(data: dict) -> dict:
