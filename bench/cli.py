@@ -1,5 +1,5 @@
-"""`python -m bench`: its options (list, run, sweep, maxbatch, peak, report, data, regress, overhead), parsed and
-handed to the command (bench.commands); a bad request is one line and exit 2."""
+"""`python -m bench`: its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead),
+parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench import commands, metrics
 from bench.interrupt import Interrupted, stop_on_signals
+from bench.metrics.cost import price
 from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
@@ -191,6 +192,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
     metrics.add_options(p)
     p.set_defaults(func=commands.cmd_report)
+
+    p = sub.add_parser("compare", help="several machines' results folders side by side: compare.md and compare.html",
+                       description="Lays several machines' results folders side by side, each machine named by "
+                                   "the environment its rows recorded: per configuration (variant, device count, task) "
+                                   "its throughput per device, its ratio to the fastest on the same machine, test "
+                                   "accuracy, and samples per dollar and energy per sample where known. Never a ratio "
+                                   "across machines.")
+    p.add_argument("dirs", type=Path, nargs="*", metavar="DIR", help="two or more results folders, one per machine")
+    p.add_argument("--out", type=Path, default=Path("results/compare"),
+                   help="where compare.md and compare.html go (default results/compare, rewritten each time)")
+    p.add_argument("--price-per-device-hour", dest="prices", type=price, nargs="+", metavar="USD",
+                   help="what one device of each machine costs an hour, one price per DIR in their order, after "
+                        "the folders: samples per dollar in the table")
+    p.set_defaults(func=commands.cmd_compare)
 
     p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "
                                     "writes one as an image folder (DIR/train/<class>/*, DIR/test/<class>/*)")

@@ -216,6 +216,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Several machines' results folders side by side (bench.analysis.compare): compare.md and compare.html."""
+    folders = [Path(d) for d in args.dirs]
+    if len(folders) < 2:
+        raise SpecError("bench compare needs two or more results folders, one per machine: e.g. python -m bench "
+                        "compare results/reference-cpu results/reference-h100-default")
+    twice = [str(d) for d in folders if sum(d.resolve() == other.resolve() for other in folders) > 1]
+    if twice:
+        raise SpecError(f"{twice[0]} is given more than once: name each machine's folder once")
+    if args.prices and len(args.prices) != len(folders):
+        raise SpecError(f"--price-per-device-hour has {len(args.prices)} prices for {len(folders)} folders: give "
+                        "one per folder, in the folders' order")
+    from bench.analysis import compare
+
+    path = compare.write(folders, args.out, args.prices)
+    print(path.read_text())
+    print(f"written to {path} and {path.with_suffix('.html')}")
+    return 0
+
+
 def print_verdict(directory: Path, settings: dict | None = None) -> None:
     """The answer last on the console, where the eye lands when the command ends: the full verdict, then its
     headline (at most three lines a group)."""

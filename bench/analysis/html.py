@@ -25,7 +25,7 @@ RUN_FIGURES = {"step ms": "step_time_ms.median", "startup s": "startup_s", "test
 PROPORTIONAL = ("per device", "TFLOP/s", "MFU", "of meas. peak")
 
 
-def render(blocks: list, runs: pd.DataFrame) -> str:
+def render(blocks: list, runs: pd.DataFrame, title: str = "dtbench report") -> str:
     ranges = _run_ranges(runs)
     body = []
     for block in blocks:
@@ -55,7 +55,7 @@ def render(blocks: list, runs: pd.DataFrame) -> str:
                         f"<figcaption>{escape(content.name)}</figcaption></figure>")
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<link rel=\"icon\" href=\"data:,\"><title>dtbench report</title>"
+            f"<link rel=\"icon\" href=\"data:,\"><title>{escape(title)}</title>"
             f"<style>{STYLE}</style></head>\n<body><main>\n" + "\n".join(_figures_in_grids(body))
             + f"\n</main><script>{SCRIPT}</script></body></html>\n")
 
