@@ -69,9 +69,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         chosen = interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
         spec = dataclasses.replace(spec, interface=chosen)
-    reason = spec.inapplicable()
-    if reason:
-        raise SpecError(f"{reason}: choose another variant or fewer devices")
     from bench.worker import data
     from bench.run import sweep
     from bench.run.execute import execute
@@ -92,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fields) -> RunSpec:
     """The one run `bench run` and `bench maxbatch` ask for, checked the same way for both: the topology, one
-    value of each approach option, the task."""
+    value of each approach option, the task, and that the variant runs there."""
     variant = get_variant(args.variant)
     if args.devices < 1 or args.nodes < 1:
         raise SpecError("--devices and --nodes must be at least 1")
@@ -103,8 +100,11 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
     task = request.task_from(args, device_type).replace(**shardings[0])
     task.validate()
-    return RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
+    spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                    args.cores_per_slot, args.timeout, **spec_fields)
+    if reason := spec.inapplicable():
+        raise SpecError(f"{reason}: choose another variant or fewer devices")
+    return spec
 
 
 def cmd_maxbatch(args: argparse.Namespace) -> int:
@@ -123,8 +123,6 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         raise SpecError("on a CPU the search needs a memory to fill: pass --memory-limit MiB (each rank's), "
                         "e.g. --memory-limit 3000")
     spec = one_run(args, device_type, "maxbatch", memory_limit_mb=args.memory_limit)
-    if reason := spec.inapplicable():
-        raise SpecError(f"{reason}: choose another variant or fewer devices")
     from bench.run import sweep
     from bench.studies import maxbatch
 

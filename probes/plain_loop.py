@@ -5,7 +5,6 @@ same way (warm-up, then windows bounded by a device sync). Prints one JSON line.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -13,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bench.spec.rank_spec import RankSpec
 from bench.worker import data as cache
 from probes.windows import Windows
 from torch_impl.data import to_model_input
@@ -20,26 +20,26 @@ from torch_impl.model import build_model
 
 
 def main(spec_path: str) -> None:
-    spec = json.loads(open(spec_path).read())
-    task = spec["task"]
-    cores = spec["node_plans"][0]["cpu_slots"][0]
+    spec = RankSpec.load(spec_path)
+    task = spec.task
+    cores = spec.node_plans[0].cpu_slots[0]
     os.sched_setaffinity(0, cores)
     torch.set_num_threads(len(cores))
-    cuda = spec["device_type"] == "cuda"
+    cuda = spec.device_type == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    arrays = cache.load(spec["data_path"], mmap=False)
+    arrays = cache.load(spec.data_path, mmap=False)
     images = torch.from_numpy(np.ascontiguousarray(arrays["train_x"]))
     labels = torch.from_numpy(np.ascontiguousarray(arrays["train_y"]))
     model = build_model(task).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=task["lr"], momentum=task["momentum"],
-                                weight_decay=task["weight_decay"])
-    batch = task["global_batch"]
+    optimizer = torch.optim.SGD(model.parameters(), lr=task.lr, momentum=task.momentum,
+                                weight_decay=task.weight_decay)
+    batch = task.global_batch
 
     def sync():
         if cuda:
             torch.cuda.synchronize(device)
 
-    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task["seed"]))
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task.seed))
     windows = Windows(task, sync)
     for step in range(windows.steps):
         first = (step * batch) % (len(order) - batch + 1)

@@ -11,15 +11,16 @@ pipeline rather than the harness.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from bench.spec.rank_spec import RankSpec
+
 
 def main(spec_path: str) -> None:
-    spec = json.loads(open(spec_path).read())
-    task = spec["task"]
-    cores = spec["node_plans"][0]["cpu_slots"][0]
+    spec = RankSpec.load(spec_path)
+    task = spec.task
+    cores = spec.node_plans[0].cpu_slots[0]
     os.sched_setaffinity(0, cores)
     import tensorflow as tf  # after pinning: TensorFlow sizes its pools when it starts
     tf.config.threading.set_intra_op_parallelism_threads(len(cores))
@@ -30,15 +31,15 @@ def main(spec_path: str) -> None:
     from probes.windows import Windows
     from tf_impl.model import build_model
 
-    arrays = cache.load(spec["data_path"], mmap=False)
-    batch = task["global_batch"]
+    arrays = cache.load(spec.data_path, mmap=False)
+    batch = task.global_batch
     train_x, train_y = tf.constant(arrays["train_x"]), tf.constant(arrays["train_y"])
-    images = (tf.data.Dataset.range(len(arrays["train_y"])).shuffle(len(arrays["train_y"]), seed=task["seed"])
+    images = (tf.data.Dataset.range(len(arrays["train_y"])).shuffle(len(arrays["train_y"]), seed=task.seed)
               .repeat().batch(batch, drop_remainder=True)
               .map(lambda at: (tf.gather(train_x, at), tf.gather(train_y, at)), num_parallel_calls=tf.data.AUTOTUNE)
               .prefetch(tf.data.AUTOTUNE))
     model = build_model(task)
-    optimizer = keras.optimizers.SGD(learning_rate=task["lr"], momentum=task["momentum"])
+    optimizer = keras.optimizers.SGD(learning_rate=task.lr, momentum=task.momentum)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function

@@ -1,17 +1,19 @@
 """The plain loops' clock: warm-up, then windows of `window_steps` steps bounded by the caller's device sync,
-as the harness's StepClock times them (none of its pauses, turns or profiling). Standard library only."""
+as the harness's StepClock times them (none of its pauses, turns or profiling). Standard library and the task's dataclass only."""
 from __future__ import annotations
 
 import json
 import time
 from typing import Callable
 
+from bench.spec.task import TaskSpec
+
 
 class Windows:
-    def __init__(self, task: dict, sync: Callable[[], object]):
-        self.warmup, self.window_steps, self.sync = task["warmup_steps"], task["window_steps"], sync
-        self.steps = self.warmup + self.window_steps * task["windows"]  # what the loop trains
-        self.samples_per_window = task["global_batch"] * self.window_steps
+    def __init__(self, task: TaskSpec, sync: Callable[[], object]):
+        self.warmup, self.window_steps, self.sync = task.warmup_steps, task.window_steps, sync
+        self.steps = self.warmup + self.window_steps * task.windows  # what the loop trains
+        self.samples_per_window = task.global_batch * self.window_steps
         self.seconds: list[float] = []
         self._done, self._start = -self.warmup, None
 

@@ -68,7 +68,7 @@ KERAS_COUNT = """
 import sys
 from bench.spec.task import PRESETS
 from tf_impl.model import build_model, count_parameters
-print(count_parameters(build_model(PRESETS[sys.argv[1]].to_dict())))
+print(count_parameters(build_model(PRESETS[sys.argv[1]])))
 """
 
 
@@ -83,4 +83,4 @@ def test_keras_and_torch_models_have_equal_parameter_counts(task):
     keras = subprocess.run([sys.executable, "-c", KERAS_COUNT, task], cwd=REPO, capture_output=True, text=True,
                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
     assert keras.returncode == 0, keras.stderr
-    assert int(keras.stdout.split()[-1]) == count_parameters(build_model(PRESETS[task].to_dict()))
+    assert int(keras.stdout.split()[-1]) == count_parameters(build_model(PRESETS[task]))

@@ -123,10 +123,13 @@ def test_discovery_script_without_visibility_lists_what_nvidia_smi_lists(tmp_pat
 
 
 def test_worker_takes_the_engines_choice_over_its_local_rank(tmp_path, monkeypatch):
+    from bench.spec.rank_spec import RankSpec
+    from bench.spec.task import PRESETS
     from bench.worker import Worker
 
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"task": {}, "run_dir": str(tmp_path)}))
+    spec.write_text(RankSpec("run-x", "torch-ddp", PRESETS["quick"], "cuda", nodes=1, devices_per_node=4, world_size=4,
+                             run_dir=str(tmp_path)).to_json())
     monkeypatch.setenv("LOCAL_RANK", "3")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
     monkeypatch.delenv("DTBENCH_CUDA_DEVICE", raising=False)

@@ -31,7 +31,7 @@ def test_the_file_pipeline_draws_the_in_memory_batches():
 
     task = get_task("quick", input="files", loader_workers=2)
     data.prepare(task)
-    train, _ = files.folder_splits(task.to_dict(), data.images_root(task))
+    train, _ = files.folder_splits(task, data.images_root(task))
     loader = torch_data.train_loader(train, 64, 1, 2, 0, workers=2)
     assert loader.num_workers == 2 and loader.persistent_workers
     pairs = list(zip(loader, memory_batches(task)))
@@ -51,7 +51,7 @@ def test_a_val_split_folder_read_as_files_holds_out_what_memory_holds_out(tmp_pa
             Image.new("L", (8, 8), i * 20 + (cls == "b")).save(tmp_path / cls / f"{i}.png")
     task = imagefolder.describe(get_task("quick", dataset="imagefolder", data_dir=str(tmp_path), val_split=0.2))
     memory = imagefolder.read(task)
-    train, test = files.folder_splits(task.to_dict(), str(tmp_path))
+    train, test = files.folder_splits(task, str(tmp_path))
     assert np.array_equal(np.stack([x.numpy() for x, _ in test]), memory["test_x"])
     assert [y for _, y in train] == memory["train_y"].tolist()
 
@@ -70,7 +70,7 @@ def test_the_image_folder_reader_skips_what_every_pipeline_skips(tmp_path):
                 Image.new("L", (8, 8), i).save(tmp_path / split / cls / f"{i}.png")
             Image.new("L", (8, 8), 9).save(tmp_path / split / cls / "nested" / "9.png")
     task = imagefolder.describe(get_task("quick", dataset="imagefolder", data_dir=str(tmp_path)))
-    train, _ = files.folder_splits(task.to_dict(), str(tmp_path))
+    train, _ = files.folder_splits(task, str(tmp_path))
     assert train.classes == ["a", "b"] and [y for _, y in train.samples] == imagefolder.read(task)["train_y"].tolist()
 
 
@@ -108,7 +108,7 @@ def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_exported_from(s3_se
     for split in ("train", "test"):
         assert [k.rsplit("/", 1)[-1] for k in remote.files[split]] == [f.rsplit("/", 1)[-1] for f in local.files[split]]
         assert np.array_equal(remote.labels[split], local.labels[split])
-    train, test = files.s3_splits(task.to_dict(), s3_digits)  # s3torchconnector's map-style datasets
+    train, test = files.s3_splits(task, s3_digits)  # s3torchconnector's map-style datasets
     arrays = data.load(data.prepare(get_task("quick")))
     for index in (0, 7, len(test) - 1):
         image, label = test[index]

@@ -39,6 +39,28 @@ def test_torch_ddp_static_is_torch_ddps_module_told_static_graph_in_its_spec(tmp
         assert json.loads(written.read_text())["approach"] == told
 
 
+def test_a_rank_loads_the_spec_the_harness_wrote_into_the_same_typed_fields(tmp_path):
+    from bench.run.execute import write_spec
+    from bench.spec.rank_spec import RankSpec
+
+    spec, _ = plan("torch-ddp", tmp_path, scaling="weak", per_device_batch=32)
+    loaded = RankSpec.load(write_spec(spec, spec.check(EIGHT_GPUS), "run-x", tmp_path, None))
+    assert loaded.task == spec.task and loaded.world_size == 8 and loaded.variant == "torch-ddp"
+    assert [p.cuda_visible for p in loaded.node_plans] == [list("0123"), list("4567")]
+    assert loaded.plan_of(1).cpu_slots == [[8, 9], [10, 11], [12, 13], [14, 15]]
+    doc = json.loads((tmp_path / "spec.json").read_text())
+    with pytest.raises(TypeError, match="batch_sise"):  # a field no rank knows fails by name, on load
+        RankSpec.from_dict({**doc, "task": {**doc["task"], "batch_sise": 3}})
+
+
+def test_an_approach_setting_its_module_does_not_take_fails_by_name():
+    from torch_impl.ddp import DDPSettings
+
+    assert DDPSettings(**dict(get_variant("torch-ddp-static").approach)).static_graph
+    with pytest.raises(TypeError, match="static_grpah"):
+        DDPSettings(static_grpah=True)
+
+
 def test_accelerate_config_file_per_node(tmp_path):
     _, procs = plan("accelerate", tmp_path)
     [[(path, _)], [(path1, _)]] = [p.files for p in procs]

@@ -15,8 +15,9 @@ STEPS_PER_EPOCH, EPOCHS = 10, 3
 # One weight, a gradient that depends on it and on the step: the rate each step, then the weight after it.
 TORCH = """
 import json, sys, torch
+from bench.spec.task import TaskSpec
 from torch_impl.recipe import make_optimizer, make_scheduler
-task, spe, epochs = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+task, spe, epochs = TaskSpec(**json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 model = torch.nn.Linear(1, 1, bias=False)
 torch.nn.init.constant_(model.weight, 1.0)
 optimizer = make_optimizer(model, task)
@@ -35,8 +36,9 @@ TENSORFLOW = """
 import json, sys
 import tensorflow as tf
 from tf_impl.keras_flavour import LEGACY, keras
+from bench.spec.task import TaskSpec
 from tf_impl.recipe import make_optimizer
-task, spe, epochs = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+task, spe, epochs = TaskSpec(**json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 optimizer = make_optimizer(task, spe, epochs)
 weight = tf.Variable([[1.0]]) if LEGACY else keras.Variable([[1.0]])
 

@@ -1,6 +1,7 @@
 """The layout a newcomer relies on: each approach one package named by the variants table, the harness free of
 approach names and import cycles, what runs in a rank apart from the launcher, small modules."""
 import ast
+import re
 from pathlib import Path
 
 
@@ -84,6 +85,24 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
                "bench.results", "bench.engines")
     for name in rank_side:
         assert not {t for t in imports_of(name, found[name], set(found)) if t.startswith(harness)}, name
+
+
+def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
+    found = modules()
+    for name in ("bench.spec.rank_spec", "bench.spec.task"):
+        assert imports_of(name, found[name], set(found)) <= {"bench.spec", "bench.spec.task"}, name
+
+
+def test_no_rank_reads_the_run_spec_by_string_key():
+    """A rank reads spec.json through bench.spec.rank_spec's dataclasses: a renamed field fails at attribute
+    access, where a linter and a reader see it, not as a KeyError or a silent None inside a rank."""
+    lookup = re.compile(r"""\b(spec|task|worker\.spec|worker\.task|self\.spec|self\.task)(\[["']|\.get\()""")
+    rank_side = [p for package in ("bench/worker", *sorted(p.name for p in REPO.glob("*_impl")), "probes")
+                 for p in (REPO / package).rglob("*.py") if p.name not in ("launch.py", "options.py")]
+    assert len(rank_side) > 40
+    hits = [f"{p.relative_to(REPO)}:{n}" for p in rank_side for n, line in enumerate(p.read_text().splitlines(), 1)
+            if lookup.search(line)]
+    assert hits == []
 
 
 def test_every_approach_is_named_by_the_table_and_started_by_an_approach_launcher():

@@ -25,7 +25,7 @@ import sys
 from bench.spec.task import get_task
 from tf_impl.flops import flops_per_sample
 from tf_impl.model import build_model
-print(flops_per_sample(build_model(get_task(sys.argv[1]).to_dict())))
+print(flops_per_sample(build_model(get_task(sys.argv[1]))))
 """
 
 
@@ -40,7 +40,7 @@ def test_flops_of_the_small_cnn_match_the_layer_formulas():
     forward = [conv_flops(3, 1, 16, 8), conv_flops(3, 16, 32, 4), 2 * 128 * 64, 2 * 64 * 10]
     # Backward: weight and input gradients, but the first layer's input (the images) needs none.
     expected = 2 * forward[0] + sum(3 * f for f in forward[1:])
-    assert flops_per_sample(get_task("quick").to_dict()) == expected == 532224
+    assert flops_per_sample(get_task("quick")) == expected == 532224
 
 
 def test_counting_flops_leaves_the_random_state_as_it_was():
@@ -50,7 +50,7 @@ def test_counting_flops_leaves_the_random_state_as_it_was():
 
     torch.manual_seed(123)
     before = torch.random.get_rng_state()
-    flops_per_sample(get_task("default").to_dict())
+    flops_per_sample(get_task("default"))
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
@@ -62,7 +62,7 @@ def test_keras_and_torch_flop_counts_agree_for_parameter_equal_models(task):
     keras = subprocess.run([sys.executable, "-c", KERAS_FLOPS, task], cwd=REPO, capture_output=True, text=True,
                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **CPU})
     assert keras.returncode == 0, keras.stderr
-    torch_count = flops_per_sample(get_task(task).to_dict())
+    torch_count = flops_per_sample(get_task(task))
     assert float(keras.stdout.split()[-1]) == pytest.approx(torch_count, rel=0.02)
 
 

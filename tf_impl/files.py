@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bench.spec.rank_spec import RankSpec
+from bench.spec.task import TaskSpec
 from bench.worker import imagefolder, s3
 
 # The first bytes of every format decode_image reads: a file without them is named before TF's decoder
@@ -17,15 +19,13 @@ from bench.worker import imagefolder, s3
 MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"BM")
 
 
-def listing(spec: dict) -> imagefolder.Listing:
-    from bench.spec.task import TaskSpec
-
-    return imagefolder.listing(TaskSpec(**spec["task"]), spec["images"])
+def listing(spec: RankSpec) -> imagefolder.Listing:
+    return imagefolder.listing(spec.task, spec.images)
 
 
-def image_loader(task: dict, root: str):
+def image_loader(task: TaskSpec, root: str):
     """file (a path, or a key under the S3 prefix) -> uint8 HWC image of the task's channels and side."""
-    side, channels = task["image_size"], task["channels"]
+    side, channels = task.image_size, task.channels
     read = _s3_reader(root) if imagefolder.is_remote(root) else tf.io.read_file
 
     def load(file):

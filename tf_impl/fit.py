@@ -6,8 +6,8 @@ The run's clock rides a Keras callback that hooks only the start of each batch a
 callback with `on_train_batch_end` makes Keras convert every step's logs to Python floats (a device sync per
 step), which neither the custom loop nor a user's plain `fit` does. The step before a batch's start is the one
 that has just ended. Under Keras 2 (tf-multiworker-fit, tf_impl/keras_flavour.py) the same code runs: only the
-loss tracker's place and the reading of its variables differ. Import this module only after `train.configure()`
-has pinned the process (it imports Keras).
+loss tracker's place and the reading of its variables differ. Import this module only after `configure()`
+(tf_impl/configure.py) has pinned the process (it imports Keras).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from bench.spec.task import TaskSpec
 from bench.worker import LossCurve, StepClock, Worker
 from tf_impl import mlflow_model
 from tf_impl import train as loop
@@ -30,17 +31,17 @@ from tf_impl.recipe import make_optimizer
 def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task with `model.fit` under `strategy`; this process is worker `worker_index` of `num_workers`."""
     task = worker.task
-    global_batch = task["global_batch"]
+    global_batch = task.global_batch
     source = None if worker.synthetic else loop.InputSource(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
-        (task["epochs"], source.train_count // global_batch)
+        (task.epochs, source.train_count // global_batch)
     with strategy.scope():
         network = build_model(task)
         model = Normalised(network)
         optimizer = make_optimizer(task, steps_per_epoch, epochs)
         # No training metrics: the custom loop computes none either, so the two differ in the loop alone.
         model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      jit_compile=bool(task["compile"]))
+                      jit_compile=bool(task.compile))
     # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
     eval_functions = loop.evaluation_functions(
         strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none"), num_workers)
@@ -50,7 +51,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     backup.set_model(model)
     first_epoch = worker.restore(backup)  # 0, or the epoch after a resumed run's last checkpoint
     batches = synthetic_dataset(strategy, task) if source is None else \
-        loop.train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch, range(first_epoch, epochs))
+        loop.train_dataset(strategy, source, task.seed, global_batch, steps_per_epoch, range(first_epoch, epochs))
 
     def sync() -> None:
         """Read the step counter: the read waits for the last step's update (and its all-reduce) to be done."""
@@ -74,10 +75,10 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     clocked = ClockedFit(worker, clock, worker.loss_curve(first_epoch * steps_per_epoch), loss_tracker(model), epochs,
                          evaluate_exactly if source else None,
                          (eval_functions[1], steps_per_epoch) if LEGACY else None,
-                         backup if task.get("checkpoint_every_epoch") else None, finish)
+                         backup if task.checkpoint_every_epoch else None, finish)
     clock.start()
     model.fit(batches, epochs=epochs, initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
-              callbacks=[clocked] + ([backup] if task.get("checkpoint_every_epoch") else []), verbose=0)
+              callbacks=[clocked] + ([backup] if task.checkpoint_every_epoch else []), verbose=0)
     return clocked.result
 
 
@@ -96,12 +97,12 @@ def read(variable, strategy):
     return tf.add_n([tf.identity(v) for v in strategy.experimental_local_results(variable)])
 
 
-def synthetic_dataset(strategy, task: dict):
+def synthetic_dataset(strategy, task: TaskSpec):
     """One random batch per replica, repeated: fit takes its batches from a dataset, so its synthetic twin still
     passes through tf.data (the custom loop's twin feeds a batch already on the devices)."""
     def per_worker(ctx: "tf.distribute.InputContext"):
-        size = ctx.get_per_replica_batch_size(task["global_batch"])
-        return tf.data.Dataset.from_tensors(loop.random_batch(task, size, task["seed"] + ctx.input_pipeline_id)).repeat()
+        size = ctx.get_per_replica_batch_size(task.global_batch)
+        return tf.data.Dataset.from_tensors(loop.random_batch(task, size, task.seed + ctx.input_pipeline_id)).repeat()
 
     return strategy.distribute_datasets_from_function(per_worker)
 

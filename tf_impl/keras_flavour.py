@@ -3,7 +3,7 @@ TF_USE_LEGACY_KERAS=1) where the variant's launch environment sets it. tf-multiw
 fails under MultiWorkerMirroredStrategy (keras-team/keras#20585); every other variant keeps Keras 3.
 
 The model, recipe and fit modules import `keras` from here; so does the row's `keras` field. Import it only once
-`train.configure()` has pinned the process (it imports Keras).
+`configure()` (tf_impl/configure.py) has pinned the process (it imports Keras).
 """
 from __future__ import annotations
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 
+import tensorflow as tf
+from tensorflow.python.util import _pywrap_util_port  # the switch TensorFlow itself reads (IsMklEnabled)
+
 from bench.worker.kernels import as_shipped, instruction_sets, tf_onednn_on_by_default
 from tf_impl.fast_path import ONEDNN_ENV
 
 
 def report() -> dict:
-    import tensorflow as tf
-    from tensorflow.python.util import _pywrap_util_port  # the switch TensorFlow itself reads (IsMklEnabled)
 
     build = tf.sysconfig.get_build_info()
     gpu = bool(tf.config.list_logical_devices("GPU"))

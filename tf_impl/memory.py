@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 
 from bench.worker import peak_rss_mb
 
@@ -9,7 +10,6 @@ from bench.worker import peak_rss_mb
 def model_state_bytes(model, optimizer) -> dict:
     """Bytes of one replica's model state: the variables (every replica holds a mirrored copy) and the
     optimizer's slots; TensorFlow's gradients live only inside the step (None: not resident)."""
-    import tensorflow as tf
     def size(variables) -> int:
         return int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in variables if len(v.shape)))
 
@@ -18,7 +18,6 @@ def model_state_bytes(model, optimizer) -> dict:
 
 
 def peak_memory_mb() -> float:
-    import tensorflow as tf
     gpus = tf.config.list_logical_devices("GPU")
     if gpus:
         return max(tf.config.experimental.get_memory_info(g.name)["peak"] for g in gpus) / 2**20

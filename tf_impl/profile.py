@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
 from bench.worker import Worker
 from bench.worker.profile import Span, summary
 
@@ -32,20 +35,16 @@ class TFProfiler:
         self.result: dict | None = None
 
     def start(self) -> None:
-        import tensorflow as tf
         options = tf.profiler.experimental.ProfilerOptions(host_tracer_level=2, python_tracer_level=0,
                                                            device_tracer_level=1)
         tf.profiler.experimental.start(str(self.logdir), options=options)
 
     def mark(self) -> None:
-        import tensorflow as tf
 
         self._marker = tf.profiler.experimental.Trace(MARKER)
         self._marker.__enter__()
 
     def stop(self, steps: int) -> None:
-        import tensorflow as tf
-        from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
         self._marker.__exit__(None, None, None)
         tf.profiler.experimental.stop()

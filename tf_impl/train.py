@@ -3,108 +3,41 @@
 A variant makes its strategy (the default one, MirroredStrategy, MultiWorkerMirroredStrategy) and calls `train`:
 `strategy.run` inside a `tf.function`, the loss averaged over the global batch (`tf.nn.compute_average_loss`).
 `model.fit` is tf_impl/fit.py (tf-mirrored-fit, tf-multiworker-fit). Same SGD, learning
-rate, seed policy and on-device normalisation as the PyTorch variants. TensorFlow and Keras are imported inside
-the functions, never at the top: only once configure() has pinned the process and sized TensorFlow's pools.
+rate, seed policy and on-device normalisation as the PyTorch variants. Imported once tf_impl/configure.py has
+pinned the process and sized TensorFlow's pools (tf_impl/rank.py).
 """
 from __future__ import annotations
 
-import os
-import sys
+import tensorflow as tf
+from tensorflow.python.util import _pywrap_util_port  # the switch TensorFlow itself reads (IsMklEnabled)
 
-
-from bench.worker import Worker, cpu_model
+from bench.spec.rank_spec import RankSpec
+from bench.spec.task import TaskSpec
+from bench.worker import Worker
 from bench.worker import data as cache
-from bench.worker.gpus import gpus_not_seen
+from tf_impl import mlflow_model
+from tf_impl.checkpoint import TFCheckpoint
+from tf_impl.flops import flops_per_sample
+from tf_impl.keras_flavour import keras
+from tf_impl.memory import model_state_bytes, peak_memory_mb
+from tf_impl.model import build_model, count_parameters
+from tf_impl.profile import TFProfiler
+from tf_impl.recipe import make_optimizer
 
 EVAL_BATCH = cache.EVAL_BATCH
 
 
-def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True):
-    """Import TensorFlow with thread pools sized to this process's cores; return the module. A process that
-    trains on no GPU of its own (tf-ps's chief and parameter servers) passes `trains_on_gpus=False`."""
-    # tf.data decodes files on its own threads: the compute pool keeps the slot's size. (Shrunk, TensorFlow's
-    # reductions split differently and training drifted from the in-memory run's by 0.9 points here.)
-    threads = worker.pin(loader_processes=False)
-    import tensorflow as tf
-
-    from tf_impl.keras_flavour import keras  # Keras 3, or Keras 2 where the variant's launch asks for it
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    # Collectives need an inter-op thread of their own beside the compute.
-    tf.config.threading.set_inter_op_parallelism_threads(max(2, threads))
-    if worker.device_type == "cpu" and logical_cpus > 1:
-        [cpu] = tf.config.list_physical_devices("CPU")
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
-    if worker.device_type == "cuda" and trains_on_gpus:
-        require_gpus(worker)
-    precision = worker.task["precision"]
-    if precision != "fp32":
-        keras.mixed_precision.set_global_policy({"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision])
-    return tf
-
-
-def require_gpus(worker: Worker) -> None:
-    """Asked for CUDA, train on the GPUs the harness gave this process or not at all: never on the CPU
-    beside PyTorch rows on GPUs (tensorflow-cpu, or a GPU build that cannot find its CUDA libraries)."""
-    import tensorflow as tf
-    given = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-    seen = tf.config.list_physical_devices("GPU")
-    if len(seen) < max(1, len(given)):
-        build = tf.sysconfig.get_build_info()
-        raise GPUsNotSeen(gpus_not_seen(worker.spec["variant"], given, len(seen), f"TensorFlow {tf.__version__}",
-                                        build.get("cuda_version") if build.get("is_cuda_build") else None,
-                                        sys.executable))
-
-
-class GPUsNotSeen(RuntimeError):
-    pass
-
-
-def device_info(strategy) -> dict:
-    import tensorflow as tf
-    from tf_impl import kernels
-    from tf_impl.keras_flavour import FLAVOUR
-    info = {"framework_version": tf.__version__, "keras": FLAVOUR, "kernels": kernels.report(),
-            "threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "replicas": strategy.num_replicas_in_sync, "devices": _replica_devices(strategy)}
-    build = tf.sysconfig.get_build_info()
-    names = [tf.config.experimental.get_device_details(g).get("device_name", g.name)
-             for g in tf.config.list_physical_devices("GPU")]
-    info.update(tf_cuda_build=build.get("cuda_version"), tf_cudnn_build=build.get("cudnn_version"), gpus_seen=names)
-    if names:
-        info.update(device_name=names[0], cuda=build.get("cuda_version"), cudnn=build.get("cudnn_version"))
-    else:
-        info.update(device_name=cpu_model())
-    return info
-
-
-def _replica_devices(strategy) -> list[str]:
-    try:
-        return list(strategy.extended.worker_devices)
-    except RuntimeError:  # the default strategy has no device list: it runs where TF places ops
-        return ["default"]
-
-
 def normalise(images):
-    import tensorflow as tf
     return (tf.cast(images, tf.float32) / 255.0 - cache.PIXEL_MEAN) / cache.PIXEL_STD
 
 
 def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
-    import tensorflow as tf
-    from tf_impl import mlflow_model
-    from tf_impl.checkpoint import TFCheckpoint
-    from tf_impl.flops import flops_per_sample
-    from tf_impl.memory import model_state_bytes, peak_memory_mb
-    from tf_impl.model import count_parameters
-    from tf_impl.profile import TFProfiler
-
     task = worker.task
-    global_batch = task["global_batch"]
+    global_batch = task.global_batch
     source = None if worker.synthetic else InputSource(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
-        (task["epochs"], source.train_count // global_batch)
+        (task.epochs, source.train_count // global_batch)
     model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy, steps_per_epoch, epochs)
     eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     # Every worker waits until the chief has written (a one-number sum across workers).
@@ -117,7 +50,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         def step():
             return train_step_on(*device_batch)
     else:
-        batches = iter(train_dataset(strategy, source, task["seed"], global_batch, steps_per_epoch,
+        batches = iter(train_dataset(strategy, source, task.seed, global_batch, steps_per_epoch,
                                      range(first_epoch, epochs)))
 
         def step():
@@ -155,29 +88,21 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
                          **({"profile": profiler.result} if profiler else {}))
 
 
-def fast_path(task: dict) -> dict:
+def fast_path(task: TaskSpec) -> dict:
     """What TensorFlow's performance guide asks for and this run has: oneDNN's CPU kernels (set before the import:
     tf_impl.fast_path); NHWC is Keras' own layout; TF32
     is on by default on GPUs; XLA (`jit_compile`) with --compile; tf.data prefetching (and parallel
     decoding of files with --loader-workers)."""
-    import tensorflow as tf
-    from tensorflow.python.util import _pywrap_util_port
     gpu = bool(tf.config.list_logical_devices("GPU"))
     return {"onednn": bool(_pywrap_util_port.IsMklEnabled()), "channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
-            "prefetch": True, "compile": bool(task["compile"]), "parallel_decode": task.get("loader_workers") or 0}
+            "prefetch": True, "compile": bool(task.compile), "parallel_decode": task.loader_workers}
 
 
-def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
+def build_training(task: TaskSpec, strategy, steps_per_epoch: int, epochs: int):
     """The model, its optimizer (on the task's schedule over `epochs` x `steps_per_epoch` steps), the loss
     and the distributed training step, as a tf.function taking the batch iterator and as one taking a
     batch already on the devices."""
-    import tensorflow as tf
-    import keras
-    # Import keras, so only here: after configure() has pinned this process and sized its pools.
-    from tf_impl.model import build_model
-    from tf_impl.recipe import make_optimizer
-
-    global_batch, fp16 = task["global_batch"], task["precision"] == "fp16"
+    global_batch, fp16 = task.global_batch, task.precision == "fp16"
     with strategy.scope():
         model = build_model(task)
         optimizer = make_optimizer(task, steps_per_epoch, epochs)
@@ -195,7 +120,7 @@ def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
             scaled = optimizer.scale_loss(loss) if fp16 else loss
         return loss, tape.gradient(scaled, model.trainable_variables)
 
-    if task["compile"]:
+    if task.compile:
         # XLA for the forward and backward pass. The update stays outside: under MirroredStrategy it
         # all-reduces across the replicas' devices, which one XLA cluster cannot span.
         loss_and_gradients = tf.function(loss_and_gradients, jit_compile=True)
@@ -217,22 +142,21 @@ def build_training(task: dict, strategy, steps_per_epoch: int, epochs: int):
     return model, optimizer, loss_fn, train_step, tf.function(train_step_on)
 
 
-def synthetic_batch(strategy, task: dict):
+def synthetic_batch(strategy, task: TaskSpec):
     """Each replica's share of one random global batch, made on its own device (uint8 NHWC, int64 labels)."""
-    per_replica = task["global_batch"] // strategy.num_replicas_in_sync
+    per_replica = task.global_batch // strategy.num_replicas_in_sync
 
     def make(ctx: "tf.distribute.ValueContext"):
-        return random_batch(task, per_replica, task["seed"] + ctx.replica_id_in_sync_group)
+        return random_batch(task, per_replica, task.seed + ctx.replica_id_in_sync_group)
 
     return strategy.experimental_distribute_values_from_function(make)
 
 
-def random_batch(task: dict, size: int, seed: int):
+def random_batch(task: TaskSpec, size: int, seed: int):
     """`size` random images of the task's shape (uint8 NHWC) and labels (int64), drawn from `seed` alone."""
-    import tensorflow as tf
-    side, channels = task["image_size"], task["channels"]
+    side, channels = task.image_size, task.channels
     images = tf.random.stateless_uniform((size, side, side, channels), seed=(seed, 0), maxval=256, dtype=tf.int32)
-    labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task["classes"], dtype=tf.int64)
+    labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task.classes, dtype=tf.int64)
     return tf.cast(images, tf.uint8), labels
 
 
@@ -240,17 +164,17 @@ class InputSource:
     """The run's images for tf.data: the cached arrays, or files (a folder or an S3 prefix) decoded in the
     pipeline by `loader_workers` parallel map calls (0: one at a time)."""
 
-    def __init__(self, spec: dict):
-        task = spec["task"]
-        self.workers = int(task.get("loader_workers") or 0)
-        if task.get("input") in ("files", "s3"):
+    def __init__(self, spec: RankSpec):
+        task = spec.task
+        self.workers = task.loader_workers
+        if task.input in ("files", "s3"):
             from tf_impl import files
 
             found = files.listing(spec)
-            self.load = files.image_loader(task, spec["images"])
+            self.load = files.image_loader(task, spec.images)
             self.train, self.test = [(found.files[s], found.labels[s]) for s in ("train", "test")]
         else:
-            arrays = cache.load(spec["data_path"], mmap=False)
+            arrays = cache.load(spec.data_path, mmap=False)
             self.load = None
             self.train, self.test = [(arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "test")]
 
@@ -260,7 +184,6 @@ class InputSource:
 
     def batches(self, indices, split: tuple, batch: int):
         """The images and labels at `indices` (a dataset of sample indices), batched."""
-        import tensorflow as tf
         images, labels = tf.constant(split[0]), tf.constant(split[1])
         if self.load is None:  # in memory: gather whole batches
             return indices.batch(batch, drop_remainder=True).map(
@@ -272,7 +195,6 @@ class InputSource:
 
     def test_batches(self, num_workers: int, worker_index: int):
         """Worker w's share of the test set (samples w, w+W, ...), in batches of EVAL_BATCH."""
-        import tensorflow as tf
         if self.load is None:
             xs, ys = self.test[0][worker_index::num_workers], self.test[1][worker_index::num_workers]
             return ((tf.constant(xs[s:s + EVAL_BATCH]), tf.constant(ys[s:s + EVAL_BATCH]))
@@ -286,7 +208,6 @@ class InputSource:
 def train_dataset(strategy, source: InputSource, seed: int, global_batch: int, steps_per_epoch: int, epochs: range):
     """The batches of `epochs`; each epoch's order is drawn from (seed, epoch) alone, so that a resumed run
     reads on exactly where the run it continues stopped."""
-    import tensorflow as tf
     def per_worker(ctx: "tf.distribute.InputContext"):
         mine = tf.range(ctx.input_pipeline_id, source.train_count, ctx.num_input_pipelines)  # this pipeline's shard
         per_replica = ctx.get_per_replica_batch_size(global_batch)
@@ -304,7 +225,6 @@ def train_dataset(strategy, source: InputSource, seed: int, global_batch: int, s
 
 def evaluate(eval_batch, sum_across_workers, batches, worker_index: int, train_loss_sum: float, steps: int) -> dict:
     """Exact accuracy: worker w evaluates samples w, w+W, ... (`batches`); the sums are all-reduced."""
-    import tensorflow as tf
     correct = loss = count = 0.0
     for images, labels in batches:
         c, l = eval_batch(images, labels)
@@ -319,7 +239,6 @@ def evaluate(eval_batch, sum_across_workers, batches, worker_index: int, train_l
 
 def evaluation_functions(strategy, model, loss_fn, num_workers: int):
     """The evaluation's tf.functions: one test batch's (correct, loss sum), and a sum across workers."""
-    import tensorflow as tf
 
     @tf.function
     def eval_batch(images, labels):

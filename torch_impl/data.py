@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
+from bench.spec.rank_spec import RankSpec
+from bench.spec.task import TaskSpec
 from bench.worker import data as cache
 from bench.worker.kernels import CHANNELS_LAST_ENV, as_shipped
 from torch_impl.fast_path import CHANNELS_LAST
@@ -55,14 +57,14 @@ class ExactShardSampler(Sampler[int]):
         return len(self.indices)
 
 
-def load_splits(spec: dict) -> tuple[Dataset, Dataset]:
+def load_splits(spec: RankSpec) -> tuple[Dataset, Dataset]:
     """(train, test) of the run's input: the cached arrays, an image folder, or an S3 prefix."""
-    task = spec["task"]
-    if task.get("input") in ("files", "s3"):
+    task = spec.task
+    if task.input in ("files", "s3"):
         from torch_impl import files
 
-        return (files.s3_splits if task["input"] == "s3" else files.folder_splits)(task, spec["images"])
-    arrays = cache.load(spec["data_path"], mmap=False)
+        return (files.s3_splits if task.input == "s3" else files.folder_splits)(task, spec.images)
+    arrays = cache.load(spec.data_path, mmap=False)
     return (InMemoryImages(arrays["train_x"], arrays["train_y"]),
             InMemoryImages(arrays["test_x"], arrays["test_y"]))
 
@@ -92,12 +94,12 @@ def eval_loader(dataset: Dataset, rank: int, world_size: int, pin_memory: bool =
                       **loader_options(dataset, workers, pin_memory))
 
 
-def synthetic_batches(task: dict, batch: int, device: torch.device, steps: int, rank: int):
+def synthetic_batches(task: TaskSpec, batch: int, device: torch.device, steps: int, rank: int):
     """One fixed random batch on the device, reused: throughput without an input pipeline."""
-    gen = torch.Generator().manual_seed(task["seed"] + rank)
-    side, ch = task["image_size"], task["channels"]
+    gen = torch.Generator().manual_seed(task.seed + rank)
+    side, ch = task.image_size, task.channels
     images = torch.randint(0, 256, (batch, side, side, ch), dtype=torch.uint8, generator=gen).to(device)
-    labels = torch.randint(0, task["classes"], (batch,), generator=gen).to(device)
+    labels = torch.randint(0, task.classes, (batch,), generator=gen).to(device)
     return [(images, labels)] * steps
 
 

@@ -12,6 +12,7 @@ of the all-reduce with the backward pass.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -26,18 +27,24 @@ from torch_impl.train import set_threads
 warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
 
 
+@dataclass(frozen=True)
+class DDPSettings:
+    """What the variants table may set for this module (Variant.approach)."""
+    static_graph: bool = False  # torch-ddp-static
+
+
 def train(spec_path: str) -> dict:
     """One rank of a run. Under torchrun it makes the process group from torchrun's environment;
     under an engine (`bench.engines.api.run`) the group already exists and is the engine's to close."""
     worker = Worker(spec_path)
-    static_graph = bool(worker.approach.get("static_graph"))  # torch-ddp-static
+    settings = DDPSettings(**worker.approach)  # a setting this module does not take fails here, by name
     with worker.session():
         set_threads(worker.pin())
         rank, world_size, device = loop.join_process_group(worker)
         model = loop.place(build_model(worker.task), device)
         # Gradients live in the all-reduce buckets: no copy in and out of them each step.
         ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
-                        gradient_as_bucket_view=True, static_graph=static_graph)
+                        gradient_as_bucket_view=True, static_graph=settings.static_graph)
         return loop.train(worker, DDPRank(ddp_model, model, device, rank, world_size, independent=worker.independent))
 
 

@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import Dataset, Subset
 from torchvision import datasets, transforms
 
+from bench.spec.task import TaskSpec
 from bench.worker import imagefolder, s3
 
 
@@ -24,8 +25,8 @@ class HWC:
         return image.permute(1, 2, 0)
 
 
-def image_transform(task: dict) -> transforms.Compose:
-    side = task["image_size"]
+def image_transform(task: TaskSpec) -> transforms.Compose:
+    side = task.image_size
     return transforms.Compose([transforms.Resize((side, side), transforms.InterpolationMode.BILINEAR),
                                transforms.PILToTensor(), HWC()])
 
@@ -66,8 +67,8 @@ class NameOrderedImageFolder(datasets.ImageFolder):
 class S3Decode:
     """s3torchconnector's transform: an object reader -> (uint8 HWC image, label), labels by class folder."""
 
-    def __init__(self, task: dict, classes: list[str]):
-        self.channels, self.side = task["channels"], task["image_size"]
+    def __init__(self, task: TaskSpec, classes: list[str]):
+        self.channels, self.side = task.channels, task.image_size
         self.label = {name: index for index, name in enumerate(classes)}
 
     def __call__(self, reader):
@@ -75,13 +76,10 @@ class S3Decode:
         return torch.from_numpy(image), self.label[reader.key.rsplit("/", 2)[-2]]
 
 
-def folder_splits(task: dict, root: str) -> tuple[Dataset, Dataset]:
+def folder_splits(task: TaskSpec, root: str) -> tuple[Dataset, Dataset]:
     """(train, test) ImageFolders of a folder; without test/ the seeded --val-split of every class."""
-    from bench.spec.task import TaskSpec
-
-    spec = TaskSpec(**task)
-    found = imagefolder.splits(spec.replace(data_dir=root))
-    opener, transform = ImageOpener(task["channels"]), image_transform(task)
+    found = imagefolder.splits(task.replace(data_dir=root))
+    opener, transform = ImageOpener(task.channels), image_transform(task)
 
     def folder(path: Path) -> NameOrderedImageFolder:
         return NameOrderedImageFolder(str(path), transform=transform, loader=opener)
@@ -89,16 +87,15 @@ def folder_splits(task: dict, root: str) -> tuple[Dataset, Dataset]:
     if "all" not in found:
         return folder(found["train"]), folder(found["test"])
     whole = folder(found["all"])
-    test = imagefolder.holdout(np.asarray(whole.targets), task["val_split"], task["seed"])
+    test = imagefolder.holdout(np.asarray(whole.targets), task.val_split, task.seed)
     return Subset(whole, np.flatnonzero(~test).tolist()), Subset(whole, np.flatnonzero(test).tolist())
 
 
-def s3_splits(task: dict, url: str) -> tuple[Dataset, Dataset]:
+def s3_splits(task: TaskSpec, url: str) -> tuple[Dataset, Dataset]:
     """(train, test) of an S3 prefix through s3torchconnector: map-style datasets of the listed objects."""
-    from bench.spec.task import TaskSpec
     from s3torchconnector import S3ClientConfig, S3MapDataset
 
-    found = imagefolder.listing(TaskSpec(**task), url)
+    found = imagefolder.listing(task, url)
     bucket, prefix = s3.split_url(url)
     endpoint = s3.endpoint()
     config = S3ClientConfig(force_path_style=endpoint is not None)

@@ -11,15 +11,16 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from bench.spec.task import TaskSpec
 from torch_impl.model import build_model
 
 
-def flops_per_sample(task: dict, batch: int = 2) -> float:
+def flops_per_sample(task: TaskSpec, batch: int = 2) -> float:
     """Forward + backward FLOPs per training sample of the task's model."""
     with torch.random.fork_rng(devices=[]):  # build_model seeds the generator: leave it as it was
         with torch.device("meta"):
             model = build_model(task)
-            images = torch.empty(batch, task["channels"], task["image_size"], task["image_size"])
+            images = torch.empty(batch, task.channels, task.image_size, task.image_size)
             labels = torch.zeros(batch, dtype=torch.long)
         with FlopCounterMode(display=False) as counter:
             F.cross_entropy(model(images), labels).backward()

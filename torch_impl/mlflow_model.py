@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bench.spec.task import TaskSpec
 from bench.worker import Worker
 
 
@@ -34,7 +35,7 @@ def save(worker: Worker, state: dict[str, torch.Tensor] | None) -> None:
         worker.save_model(lambda directory: save_model(worker.task, state, directory))
 
 
-def save_model(task: dict, state: dict[str, torch.Tensor], directory: Path) -> str:
+def save_model(task: TaskSpec, state: dict[str, torch.Tensor], directory: Path) -> str:
     import mlflow.pytorch
     import numpy as np
 
@@ -46,9 +47,9 @@ def save_model(task: dict, state: dict[str, torch.Tensor], directory: Path) -> s
     fresh.eval()
     # Two images (a batch of one would fix the batch dimension in the traced graph): its signature, its trace.
     # Zeros: MLflow keeps the example as JSON beside the model (random 224px images made 15 MB of ResNet-50's 120).
-    example = np.zeros((2, task["channels"], task["image_size"], task["image_size"]), dtype=np.float32)
+    example = np.zeros((2, task.channels, task.image_size, task.image_size), dtype=np.float32)
     requirements = [f"torch=={torch.__version__.split('+')[0]}"]
-    if task["model"] == "resnet50":
+    if task.model == "resnet50":
         import timm
 
         requirements.append(f"timm=={timm.__version__}")

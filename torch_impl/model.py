@@ -4,6 +4,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bench.spec.task import TaskSpec
+
 
 class SmallCNN(nn.Module):
     """Two 3x3 conv blocks and two dense layers, in the style of the PyTorch MNIST examples."""
@@ -37,20 +39,20 @@ class MnistCNN(nn.Module):
         return self.net(x)
 
 
-def build_model(task: dict) -> nn.Module:
+def build_model(task: TaskSpec) -> nn.Module:
     """The task's model, initialised from the task's seed (identical on every rank)."""
-    torch.manual_seed(task["seed"])
-    args = (task["channels"], task["classes"], task["image_size"])
-    if task["model"] == "small-cnn":
+    torch.manual_seed(task.seed)
+    args = (task.channels, task.classes, task.image_size)
+    if task.model == "small-cnn":
         return SmallCNN(*args)
-    if task["model"] == "mnist-cnn":
+    if task.model == "mnist-cnn":
         return MnistCNN(*args)
-    if task["model"] == "resnet50":
+    if task.model == "resnet50":
         import timm  # only here: timm pulls in torchvision
 
-        return timm.create_model("resnet50", pretrained=False, num_classes=task["classes"],
-                                 in_chans=task["channels"])
-    raise ValueError(f"unknown model {task['model']!r}")
+        return timm.create_model("resnet50", pretrained=False, num_classes=task.classes,
+                                 in_chans=task.channels)
+    raise ValueError(f"unknown model {task.model!r}")
 
 
 def count_parameters(model: nn.Module) -> int:

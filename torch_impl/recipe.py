@@ -15,30 +15,29 @@ from torch.optim import lr_scheduler
 from bench.spec.task import TaskSpec
 
 
-def make_optimizer(model: nn.Module, task: dict) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, task: TaskSpec) -> torch.optim.Optimizer:
     """SGD with momentum, Adam or AdamW at the task's peak rate (the scheduler scales it per step).
     weight_decay is torch's: an L2 term in the gradient for SGD and Adam, decoupled for AdamW."""
-    lr, decay = task["lr"] * task["lr_scale"], task["weight_decay"]
-    if task["optimizer"] == "adam":
+    lr, decay = task.lr * task.lr_scale, task.weight_decay
+    if task.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay)
-    if task["optimizer"] == "adamw":
+    if task.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay)
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=task["momentum"], weight_decay=decay)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=task.momentum, weight_decay=decay)
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, task: dict, steps_per_epoch: int,
+def make_scheduler(optimizer: torch.optim.Optimizer, task: TaskSpec, steps_per_epoch: int,
                    epochs: int) -> lr_scheduler.LRScheduler:
     """The task's schedule over `epochs` x `steps_per_epoch` optimizer steps."""
-    spec = TaskSpec(**task)
-    total, warmup = epochs * steps_per_epoch, spec.lr_warmup_steps(steps_per_epoch)
-    if spec.schedule == "step":
-        main = lr_scheduler.StepLR(optimizer, step_size=spec.lr_step_epochs * steps_per_epoch, gamma=spec.lr_gamma)
-    elif spec.schedule == "cosine":
+    total, warmup = epochs * steps_per_epoch, task.lr_warmup_steps(steps_per_epoch)
+    if task.schedule == "step":
+        main = lr_scheduler.StepLR(optimizer, step_size=task.lr_step_epochs * steps_per_epoch, gamma=task.lr_gamma)
+    elif task.schedule == "cosine":
         main = lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total - warmup))
     else:
         main = lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     if not warmup:
         return main
-    start = lr_scheduler.LinearLR(optimizer, start_factor=spec.warmup_start_factor, end_factor=1.0,
+    start = lr_scheduler.LinearLR(optimizer, start_factor=task.warmup_start_factor, end_factor=1.0,
                                   total_iters=warmup)
     return lr_scheduler.SequentialLR(optimizer, [start, main], milestones=[warmup])

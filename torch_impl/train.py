@@ -3,9 +3,8 @@
 A variant builds its model the way its approach does (DDP, DataParallel, FSDP, DeepSpeed's engine, Fabric, no
 wrapper) and hands the loop one small `Approach`: the wrapped model and the module inside it, the collectives
 the loop needs (a device-sync-and-barrier for the clock's window boundaries, a sum-all-reduce for exact
-evaluation), and its step where it has one of its own. The epoch loop, the batch loop and the clock calls are
-here; Accelerate's loop (accelerate_impl/train.py) runs its own step and evaluation through the same
-`run_epochs` and `finish`.
+evaluation), its step where it has one of its own, and where a wrapper owns the data too (Accelerate's
+prepared loaders), its input and evaluation. The epoch loop, the batch loop and the clock calls are here.
 """
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
+from bench.spec.task import TaskSpec
 from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
 from bench.worker.kernels import as_shipped
 from torch_impl import data, kernels, memory, mlflow_model, own_time
@@ -39,6 +39,7 @@ class Approach:
     channels_last = True        # False where the approach needs contiguous parameters (FSDP2, ZeRO)
     has_own_step = False        # its wrapper runs backward and the update (`step`): DeepSpeed's engine, Fabric
     every_visible_gpu = False   # one process drives every visible GPU (DataParallel): its memory is theirs
+    compiles_itself = False     # its wrapper applies --compile (Accelerate's dynamo plugin)
 
     def __init__(self, model: nn.Module, raw_model: nn.Module, device: torch.device, rank: int = 0,
                  world_size: int = 1, optimizer: torch.optim.Optimizer | None = None):
@@ -59,6 +60,29 @@ class Approach:
 
     def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError  # only where has_own_step
+
+    def input(self, worker: Worker, batch: int, pin_memory: bool) -> tuple[DataLoader, DataLoader, Callable[[int], None]]:
+        """(train loader, test loader, the train order's set_epoch): the same data-order policy for every
+        variant (`data.train_loader`), and this rank's exact share of the test set."""
+        train_set, test_set = data.load_splits(worker.spec)
+        loader = data.train_loader(train_set, batch, self.rank, self.world_size, worker.task.seed, pin_memory,
+                                   worker.loader_workers)
+        # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
+        test_loader = data.eval_loader(test_set, self.rank, self.world_size, self.device.type == "cuda",
+                                       worker.loader_workers)
+        return loader, test_loader, loader.sampler.set_epoch
+
+    def evaluate(self, test_loader: DataLoader, amp_dtype: torch.dtype | None, running_loss: "RunningLoss") -> dict:
+        return evaluate(self.raw_model, test_loader, self.device, amp_dtype, self.all_reduce_sum, running_loss,
+                        self.lockstep_eval)
+
+    def schedule(self, scheduler: torch.optim.lr_scheduler.LRScheduler) -> torch.optim.lr_scheduler.LRScheduler:
+        """The task's schedule as the wrapper steps it."""
+        return scheduler
+
+    def checkpoint(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, scheduler):
+        """Model, optimizer, scaler and schedule saved the approach's own way (bench.worker.Checkpoint)."""
+        return TorchCheckpoint(self.raw_model, optimizer, scaler, self.device, self.rank, self.sync, scheduler)
 
     def model_state(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
         """Bytes of the model state this rank holds (memory.model_state_bytes)."""
@@ -85,45 +109,38 @@ class Distributed(Approach):
 def train(worker: Worker, approach: Approach) -> dict:
     """Train the task under `approach`."""
     task, device, model, raw_model = worker.task, approach.device, approach.model, approach.raw_model
-    batch = task["global_batch"] // approach.world_size  # what this process loads per step
+    batch = task.global_batch // approach.world_size  # what this process loads per step
     settings = {**fast_path(device, task), **({} if approach.channels_last else {"channels_last": False})}
     optimizer = make_optimizer(model, task) if approach.optimizer is None else approach.optimizer
-    amp_dtype = None if approach.precision_in_model else AMP_DTYPES.get(task["precision"])
-    scaler = torch.amp.GradScaler(device.type, enabled=task["precision"] == "fp16")
-    if task["compile"]:  # the wrapped model, as torch.compile's docs for DDP say; compiled at step 1
+    amp_dtype = None if approach.precision_in_model else AMP_DTYPES.get(task.precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=task.precision == "fp16")
+    if task.compile and not approach.compiles_itself:  # the wrapped model, as torch.compile's docs for DDP say
         model = torch.compile(model)
     step = approach.step if approach.has_own_step else functools.partial(
         train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=approach.no_sync)
     if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
         loader = data.synthetic_batches(task, batch, device, worker.timed_steps, approach.rank)
-        test_set, epochs = None, 1
+        test_loader, set_epoch, epochs = None, None, 1
     else:
-        train_set, test_set = data.load_splits(worker.spec)
-        loader = data.train_loader(train_set, batch, approach.rank, approach.world_size, task["seed"],
-                                   settings["pin_memory"], worker.loader_workers)
-        epochs = task["epochs"]
-    scheduler = make_scheduler(optimizer, task, len(loader), epochs)
-    checkpoint = TorchCheckpoint(raw_model, optimizer, scaler, device, approach.rank, approach.sync, scheduler)
+        loader, test_loader, set_epoch = approach.input(worker, batch, settings["pin_memory"])
+        epochs = task.epochs
+    scheduler = approach.schedule(make_scheduler(optimizer, task, len(loader), epochs))
+    checkpoint = approach.checkpoint(optimizer, scaler, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
     profiler = TorchProfiler(worker, device) if worker.profile_windows else None
     # A rank's own time is its forward, except where the forward all-gathers the parameters (lockstep).
-    clock = worker.clock(task["global_batch"], approach.sync, steps=(epochs - first_epoch) * len(loader),
+    clock = worker.clock(task.global_batch, approach.sync, steps=(epochs - first_epoch) * len(loader),
                          on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu),
                          profiler=profiler, own_timer=None if approach.lockstep_eval else own_time.keep(device))
     running_loss = RunningLoss(device)
-    # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
-    test_loader = None if test_set is None else data.eval_loader(
-        test_set, approach.rank, approach.world_size, device.type == "cuda", worker.loader_workers)
-    evaluate_exactly = None if test_set is None else (
-        lambda: evaluate(raw_model, test_loader, device, amp_dtype, approach.all_reduce_sum, running_loss,
-                         approach.lockstep_eval))
+    evaluate_exactly = None if test_loader is None else (
+        lambda: approach.evaluate(test_loader, amp_dtype, running_loss))
 
     model.train()
     clock.start()
     # The data order is the epoch's: a resumed run reads on where it was.
     evaluation, epochs_run = run_epochs(worker, clock, loader, step, scheduler, running_loss,
-                                        range(first_epoch, epochs), evaluate_exactly, checkpoint,
-                                        None if test_set is None else loader.sampler.set_epoch)
+                                        range(first_epoch, epochs), evaluate_exactly, checkpoint, set_epoch)
     if worker.logs_model:  # --mlflow: rank 0 saves the trained model; no rank leaves before it is written
         mlflow_model.save(worker, approach.full_state_dict())
         approach.sync()
@@ -164,7 +181,7 @@ def finish(worker: Worker, clock, evaluation: dict | None, epochs_run: int, devi
                          **({"profile": profiler.result} if profiler else {}))
 
 
-def fast_path(device: torch.device, task: dict) -> dict:
+def fast_path(device: torch.device, task: TaskSpec) -> dict:
     """PyTorch's performance-guide settings for this device, switched on (--as-shipped: left as torch ships
     them), and what the row records."""
     cuda = device.type == "cuda" and not as_shipped()
@@ -173,8 +190,8 @@ def fast_path(device: torch.device, task: dict) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls and convolutions on TF32 tensor cores
         torch.backends.cudnn.allow_tf32 = True
     return {"channels_last": data.channels_last(device), "cudnn_benchmark": cuda, "tf32": cuda,
-            "pin_memory": cuda, "compile": bool(task["compile"]),
-            "persistent_workers": bool(task.get("loader_workers"))}
+            "pin_memory": cuda, "compile": bool(task.compile),
+            "persistent_workers": bool(task.loader_workers)}
 
 
 def cast_inputs(model: nn.Module, dtype: torch.dtype) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from pathlib import Path
 
 from bench.engines import api
+from bench.spec.rank_spec import RankSpec
 from bench.spec.variants import ENGINES, get_variant
 
 
@@ -22,13 +22,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", required=True, choices=ENGINES)
     parser.add_argument("--address", help="an existing cluster: Ray address, Spark master, Dask scheduler")
     args = parser.parse_args(argv)
-    spec = json.loads(Path(args.spec).read_text())
-    module, name = get_variant(spec["variant"]).engine_entry.split(":")
+    spec = RankSpec.load(args.spec)
+    module, name = get_variant(spec.variant).engine_entry.split(":")
     train = getattr(importlib.import_module(module), name)
     try:
-        api.run(train, args.spec, devices=spec["world_size"], nodes=spec["nodes"], engine=args.engine,
-                device_type=spec["device_type"], address=args.address, run_dir=Path(spec["run_dir"]) / "engine",
-                node_gpus=[plan["cuda_visible"] for plan in spec["node_plans"]] if spec["device_type"] == "cuda" else None)
+        api.run(train, args.spec, devices=spec.world_size, nodes=spec.nodes, engine=args.engine,
+                device_type=spec.device_type, address=args.address, run_dir=Path(spec.run_dir) / "engine",
+                node_gpus=[plan.cuda_visible for plan in spec.node_plans] if spec.device_type == "cuda" else None)
     except api.RankFailed as exc:
         print(f"{args.engine}: {exc}", file=sys.stderr)
         return 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import shlex
 import shutil
@@ -32,6 +31,7 @@ from bench.run.reaper import Reaper
 from bench.run.runspec import RunSpec
 from bench.run import sampler, stacks
 from bench.spec.devices import Machine, Placement
+from bench.spec.rank_spec import NodePlan, RankSpec
 from bench.worker import CHECKPOINT_DIR, FAULT_ENV
 from bench.worker.turns import DUET_NOTE, TURNS_ENV
 
@@ -59,22 +59,17 @@ def new_run_id(spec: RunSpec) -> str:
 
 def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, data_path: Path | None) -> Path:
     """The spec every process of the run reads (`bench.worker.Worker`)."""
-    doc = {
-        "run_id": run_id, "variant": spec.variant.name, "approach": dict(spec.variant.approach),
-        "task": spec.task.to_dict(),
-        "data_path": str(data_path) if data_path else None, "device_type": spec.device_type,
-        # --input files | s3: the image folder or s3://bucket/prefix the input pipeline reads (never credentials)
-        "images": data.images_root(spec.task),
-        "nodes": spec.nodes, "devices_per_node": spec.devices_per_node, "world_size": spec.world_size,
-        "run_dir": str(run_dir), "oversubscribed": placement.oversubscribed, "independent": spec.independent,
-        "engine": spec.engine, "memory_limit_mb": spec.memory_limit_mb, "profile": spec.profile,
-        "log_model": spec.log_model,
-        "resume_from": str(spec.resume_from / CHECKPOINT_DIR) if spec.resume_from else None,
-        "node_plans": [{"node_rank": p.node_rank, "cuda_visible": p.cuda_visible, "cpu_slots": p.cpu_slots}
-                       for p in placement.nodes],
-    }
+    doc = RankSpec(
+        run_id=run_id, variant=spec.variant.name, approach=dict(spec.variant.approach), task=spec.task,
+        data_path=str(data_path) if data_path else None, device_type=spec.device_type,
+        images=data.images_root(spec.task),
+        nodes=spec.nodes, devices_per_node=spec.devices_per_node, world_size=spec.world_size,
+        run_dir=str(run_dir), oversubscribed=placement.oversubscribed, independent=spec.independent,
+        engine=spec.engine, memory_limit_mb=spec.memory_limit_mb, profile=spec.profile, log_model=spec.log_model,
+        resume_from=str(spec.resume_from / CHECKPOINT_DIR) if spec.resume_from else None,
+        node_plans=tuple(NodePlan(p.node_rank, p.cuda_visible, p.cpu_slots) for p in placement.nodes))
     path = run_dir / "spec.json"
-    path.write_text(json.dumps(doc, indent=1))
+    path.write_text(doc.to_json())
     return path
 
 

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
+from bench.spec.rank_spec import RankSpec
+from bench.spec.task import TaskSpec
 from bench.worker import faults, stacks
 from bench.worker.clock import OwnTimer, Profiler, StepClock
 from bench.worker.faults import FAULT_ENV  # noqa: F401  (the harness names it)
@@ -74,7 +76,7 @@ class LossCurve:
             self.pending.append((self.step, clock.train_seconds(), loss))
 
     def flush(self) -> None:
-        samples_per_step = self.worker.task["global_batch"]
+        samples_per_step = self.worker.task.global_batch
         for step, seconds, loss in self.pending:
             self.worker.record("loss", step=step, samples=step * samples_per_step, train_s=seconds, loss=float(loss))
         self.pending = []
@@ -85,9 +87,9 @@ class Worker:
 
     def __init__(self, spec_path: str | os.PathLike | None = None):
         path = Path(spec_path or os.environ[SPEC_ENV])
-        self.spec: dict = json.loads(path.read_text())
-        self.task: dict = self.spec["task"]
-        self.run_dir = Path(self.spec["run_dir"])
+        self.spec = RankSpec.load(path)
+        self.task: TaskSpec = self.spec.task
+        self.run_dir = Path(self.spec.run_dir)
         env = os.environ
         # Set by the launcher (torchrun, accelerate launch, or the harness for TF workers); 0 alone.
         self.rank = int(env.get("RANK", 0))
@@ -95,20 +97,20 @@ class Worker:
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
         stacks.write_on_signal(self.run_dir, f"rank{self.rank}")
-        if self.spec.get("memory_limit_mb"):  # bench maxbatch on a CPU: an allocation past it fails (ENOMEM)
-            limit = int(self.spec["memory_limit_mb"] * 2**20)
+        if self.spec.memory_limit_mb:  # bench maxbatch on a CPU: an allocation past it fails (ENOMEM)
+            limit = int(self.spec.memory_limit_mb * 2**20)
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         self._time_to_accuracy: float | None = None
         self._loss_curve: LossCurve | None = None
 
     @property
     def device_type(self) -> str:
-        return self.spec["device_type"]
+        return self.spec.device_type
 
     @property
     def profile_windows(self) -> int:
         """--profile: the windows after the warm-up that run under the framework's profiler (0: none)."""
-        return PROFILED_WINDOWS if self.spec.get("profile") else 0
+        return PROFILED_WINDOWS if self.spec.profile else 0
 
     @property
     def profile_dir(self) -> Path:
@@ -117,22 +119,22 @@ class Worker:
     @property
     def timed_steps(self) -> int:
         """Warm-up, the profiled windows and every timing window: the fewest steps a run must train."""
-        return self.task["warmup_steps"] + self.task["window_steps"] * (self.profile_windows + self.task["windows"])
+        return self.task.warmup_steps + self.task.window_steps * (self.profile_windows + self.task.windows)
 
     @property
     def synthetic(self) -> bool:
         """Batches made on the device (a synthetic dataset, or a real one's synthetic twin): no evaluation."""
-        return self.task["dataset"] == "synthetic" or self.task.get("input") == "synthetic"
+        return self.task.synthetic
 
     @property
     def independent(self) -> bool:
         """Gradient synchronisation off: only the timed windows matter, replicas diverge, no evaluation."""
-        return bool(self.spec.get("independent"))
+        return self.spec.independent
 
     @property
     def approach(self) -> dict:
         """The settings the variants table gives this approach's module (Variant.approach)."""
-        return self.spec.get("approach") or {}
+        return self.spec.approach
 
     def cuda_device(self, device_count: int) -> int:
         """The GPU index this rank trains on: the one its engine chose, or the one its launcher's
@@ -147,8 +149,7 @@ class Worker:
         fewer than one). `loader_processes=False`: the loader decodes on threads of the framework's own
         (tf.data) beside the compute pool, which keeps its size (and so the compute's float order)."""
         # On a real multi-host run the spec holds only this host's node.
-        [plan] = [p for p in self.spec["node_plans"] if p["node_rank"] == self.node_rank]
-        slots = plan["cpu_slots"]
+        slots = self.spec.plan_of(self.node_rank).cpu_slots
         cores = slots[self.local_rank % len(slots)]
         os.sched_setaffinity(0, cores)
         workers = self.loader_workers
@@ -159,7 +160,7 @@ class Worker:
 
     @property
     def loader_workers(self) -> int:
-        return int(self.task.get("loader_workers") or 0)
+        return self.task.loader_workers
 
 
     def record(self, event: str, **fields) -> None:
@@ -184,14 +185,14 @@ class Worker:
         windows (`profile_windows`)."""
         t = self.task
         profiled = self.profile_windows if profiler is not None else 0
-        windows = min(t["windows"], (steps - t["warmup_steps"]) // t["window_steps"] - profiled)
-        if windows < min(MIN_WINDOWS, t["windows"]):
+        windows = min(t.windows, (steps - t.warmup_steps) // t.window_steps - profiled)
+        if windows < min(MIN_WINDOWS, t.windows):
             raise ValueError(f"the task trains {steps} steps but warm-up and {profiled + MIN_WINDOWS} windows need "
-                             f"{t['warmup_steps'] + (profiled + MIN_WINDOWS) * t['window_steps']}: raise epochs or "
+                             f"{t.warmup_steps + (profiled + MIN_WINDOWS) * t.window_steps}: raise epochs or "
                              "lower window_steps")
-        if windows < t["windows"]:
-            self.record("windows", planned=t["windows"], timed=windows, steps=steps)
-        self._clock = StepClock(t["warmup_steps"], t["window_steps"], windows, samples_per_step, sync,
+        if windows < t.windows:
+            self.record("windows", planned=t.windows, timed=windows, steps=steps)
+        self._clock = StepClock(t.warmup_steps, t.window_steps, windows, samples_per_step, sync,
                                 on_first_step=lambda: self.record("first_step"),
                                 on_step=lambda step: faults.inject(self.rank, step, self._clock),
                                 turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
@@ -201,7 +202,7 @@ class Worker:
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:
         """The loop's loss log (`add(loss, clock)` after every step); a resumed run counts on from its steps."""
-        self._loss_curve = LossCurve(self, self.task.get("loss_every_steps") or 10, steps_done)
+        self._loss_curve = LossCurve(self, self.task.loss_every_steps, steps_done)
         return self._loss_curve
 
     @property
@@ -211,7 +212,7 @@ class Worker:
     def restore(self, checkpoint: Checkpoint) -> int:
         """A resumed run (`--resume-from`): load the last checkpoint of the run it continues, timed;
         return the epoch to start at (0 for a fresh run)."""
-        directory = self.spec.get("resume_from")
+        directory = self.spec.resume_from
         if not directory:
             return 0
         started = time.perf_counter()
@@ -223,7 +224,7 @@ class Worker:
     def logs_model(self) -> bool:
         """--mlflow: the trained model is saved for the harness to log. Not in independent runs: their replicas
         diverged, there is no one trained model."""
-        return bool(self.spec.get("log_model")) and not self.independent
+        return self.spec.log_model and not self.independent
 
     def save_model(self, save: Callable[[Path], str]) -> None:
         """Rank 0, after training: `save(directory)` writes the trained model with its MLflow flavour's
@@ -263,17 +264,17 @@ class Worker:
             self._loss_curve.flush()
         if clock.stop:
             return None
-        if checkpoint is not None and self.task.get("checkpoint_every_epoch"):
+        if checkpoint is not None and self.task.checkpoint_every_epoch:
             self._checkpoint(checkpoint, epoch + 1, last=epoch + 1 == epochs)
         evaluation = None
         if evaluate is not None and not self.independent:
             started = time.perf_counter()
             evaluation = evaluate()
             eval_s = time.perf_counter() - started
-            target = self.task.get("target_accuracy")
+            target = self.task.target_accuracy
             if self._time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
                 self._time_to_accuracy = clock.train_seconds()
-            seen = self._loss_curve.step * self.task["global_batch"] if self._loss_curve else None
+            seen = self._loss_curve.step * self.task.global_batch if self._loss_curve else None
             self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, eval_s=eval_s,
                         **evaluation)
         if epoch + 1 < epochs:
