@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from bench.analysis import plots, report, sections
+from bench.analysis import plots, report, step_breakdown
 from bench.results import aggregate, allreduce
 from bench.results import ResultStore
 from bench.results.frame import frame
@@ -78,7 +78,7 @@ def test_report_has_every_row_every_plot_and_the_analysis(store):
 def test_breakdown_figures():
     rows = [row("torch-ddp", 2, 7000.0, step=18.0), row("torch-ddp", 2, 9000.0, independent=True, step=14.0)]
     table = [{"world_size": 2, "nodes": 1, "size_bytes": s, "seconds": t} for s, t in ((262144, 0.001), (1048576, 0.002))]
-    [entry] = sections.breakdown(configurations(rows), table)
+    [entry] = step_breakdown.entries(configurations(rows), table)
     assert entry["compute_ms"] == 14.0
     assert entry["comm_cost"] == pytest.approx(1 - 7000 / 9000)
     grad_bytes = 105866 * 4  # between the two sizes: time interpolated linearly
@@ -191,5 +191,5 @@ def test_a_twin_shares_its_runs_hue_and_unmeasured_figures_draw_no_bar(store):
     assert len(set(palette.values())) == len(palette)  # one colour per approach
     report.write_report(store.directory)
     assert (store.directory / "default-fp32-strong-verdict.png").stat().st_size > 10_000
-    entries = sections.breakdown(configurations(store.rows()), [])
+    entries = step_breakdown.entries(configurations(store.rows()), [])
     assert [e["compute_ms"] for e in entries] == [14.0, None]  # tf-mirrored has no no-sync twin: no bar, not 0

@@ -11,7 +11,7 @@ import pytest
 
 from bench.run import sampler
 from bench.spec import devices
-from bench.analysis.sections import over_time_table
+from bench.analysis import over_time
 from bench.results.frame import frame
 from helpers import CPU, bench, result_row, rows
 
@@ -123,6 +123,6 @@ def test_the_report_shows_one_figure_where_ranks_differ_below_its_last_digit(tmp
     summary = {"ranks": [0, 1], "peak_rss_mb": [689.6, 690.2], "mean_cpu_pct": [37.0, 41.0],
                "mean_slot_busy_pct": [86.0, 86.0], "sampler_cpu_fraction": 0.0016}
     runs = frame([result_row(world=2, timeseries=summary).to_dict()])
-    [line] = over_time_table(runs, tmp_path).to_dict("records")
+    [line] = over_time.table(runs, tmp_path).to_dict("records")
     assert line["peak RSS / rank (MiB)"] == "690" and line["CPU / rank (% of a core)"] == "37–41"
     assert line["GPU util (%)"] == "-" and line["plot"] == "(run folder not here)"

@@ -21,10 +21,10 @@ import pandas as pd
 
 from bench.analysis import html
 from bench.analysis.repeats import Runs, measured_runs, ratio
-from bench.analysis.report import Block, markdown
-from bench.analysis.tables import fmt
+from bench.analysis.report import markdown
 from bench.analysis.verdict import ranks
-from bench.metrics import present
+from bench.metrics import fmt, present
+from bench.metrics.blocks import Block
 from bench.metrics.cost import PRICE
 from bench.results import ResultStore, aggregate, peak
 from bench.results.frame import frame

@@ -1,10 +1,11 @@
 """Which kernels each framework trained with, from its rows (environment["kernels"], recorded by every rank when
-it joined), the fast-path audit's table (bench.studies.audit), and the warnings a verdict carries when a framework
+it joined), the fast-path audit's section (bench.studies.audit), and the warnings a verdict carries when a framework
 ran off its fast path."""
 from __future__ import annotations
 
 import pandas as pd
 
+from bench.metrics.blocks import Block, table_section
 from bench.results.fast_path import off_the_fast_path
 
 
@@ -59,6 +60,15 @@ def audit_table(audit: list[dict]) -> pd.DataFrame:
         "here": off_the_fast_path(r) and "the other setting is faster" or (
             "failed: " + "; ".join(r["errors"]) if r.get("errors") else "dtbench's setting holds"),
     } for r in audit])
+
+
+def section(audit: list[dict]) -> list[Block]:
+    return table_section("Fast path on this machine", 2, (
+        "Each switch that decides a framework's kernels, measured here on and off: the framework's plain "
+        "single-device loop on this task with synthetic input, two runs a side (on, off, off, on), each run's "
+        "median over its windows; the ratio's range is over the two pairs. Measured once per machine (CPU, its "
+        "instruction sets, library versions) and reused. A switch counts as faster the other way only where "
+        "both pairs say so by more than 5 %; the verdict then names it."), audit_table(audit) if audit else None)
 
 
 def warnings(rows: list[dict], audit: list[dict]) -> list[str]:

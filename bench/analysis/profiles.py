@@ -1,12 +1,14 @@
 """Where the profiled step goes (`--profile`): each configuration's latest profiled run cut into the same
 categories for every framework (bench.worker.profile), and why the verdict's winner is faster than each
-approach it beats, category by category, with the operations that take the most time on each side.
+approach it beats, category by category, with the operations that take the most time on each side; and the
+report's section that shows both.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis.tables import fmt
+from bench.metrics import fmt
+from bench.metrics.blocks import Block, heading, table_section, text
 from bench.results.key import RunKey
 from bench.worker.profile import CATEGORIES
 
@@ -59,6 +61,24 @@ def why_faster(groups: list, profiles: dict[RunKey, dict]) -> list[str]:
             if o is not None:
                 sentences.append(_explain(group.title, group.winner["series"], w, comparison.other["series"], o))
     return sentences
+
+
+def section(configs: pd.DataFrame, profiles: dict[RunKey, dict], groups: list) -> list[Block]:
+    """The breakdown of each profiled configuration, and why the verdict's winners (`groups`:
+    bench.analysis.verdict.groups) are faster."""
+    blocks = table_section("Where the profiled step goes", 3, (
+        "The framework's own profiler (torch.profiler, tf.profiler) over 2 windows after the warm-up, outside the "
+        "timed windows; ms per step of the configuration's last profiled run. Each instant of the step goes to the "
+        "category running then (compute first, then input, then communication): an all-reduce in flight while "
+        "the backward pass computes is hidden and counts in backward; communication = exposed, with nothing else "
+        "running; framework = inside the framework's calls with no operation running (dispatch, Python, "
+        "the executor); idle = nothing recorded. The parts add up to the profiled step; the profiler's cost is "
+        "that step against the unprofiled windows'. Open a trace in https://ui.perfetto.dev (torch) or "
+        "TensorBoard's profile plugin (TensorFlow)."), table(configs, profiles))
+    reasons = why_faster(groups, profiles) if blocks else []
+    if reasons:
+        blocks += [heading("Why the winner is faster here", 3), text(*[f"- {r}" for r in reasons])]
+    return blocks
 
 
 def unprofiled_scale(profile: dict) -> float:

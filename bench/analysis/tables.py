@@ -1,4 +1,5 @@
-"""The results table (console and report.md), its best cells, the run-to-run spread and the footnotes.
+"""The results table (console and report.md), its best cells, the run-to-run spread, Keras fit against the custom
+loop and the footnotes.
 
 Everything here reads the configurations frame (`aggregate.configurations`): one line per run key,
 repeats folded. Tables are DataFrames of formatted cells, printed with pandas (`to_markdown`).
@@ -9,13 +10,10 @@ import pandas as pd
 
 from bench import metrics
 from bench.analysis.repeats import Runs, ratio
-from bench.metrics import present
+from bench.metrics import fmt, present
+from bench.metrics.blocks import Block, table_section
 from bench.results.key import RunKey
 from bench.spec.variants import VARIANTS
-
-
-def fmt(value, spec: str = ".0f", none: str = "-") -> str:
-    return format(value, spec) if present(value) else none
 
 
 LABELS = ("variant", "devices", "batch", "status")  # then the metrics' columns (bench.metrics)
@@ -85,6 +83,14 @@ def spread_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.Data
     return pd.DataFrame(body, columns=headers) if body else None
 
 
+def spread_section(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Block]:
+    return table_section("Run-to-run spread", 3, (
+        "Each configuration's run medians across its repeats: max / min and the coefficient of variation, "
+        "against how tightly each run's windows pin its own median (the 95 % interval's half-width). Runs "
+        "whose intervals do not overlap disagree: the machine moved between them, and the verdict does not "
+        "rank that configuration on them."), spread_table(configs, measured))
+
+
 def fit_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.DataFrame | None:
     """Each Keras-fit configuration against its custom loop on the same devices, task and input: throughput
     of each, their ratio with its 95 % interval (a tie where it includes 1), and both test accuracies."""
@@ -103,6 +109,14 @@ def fit_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.DataFra
     headers = ["fit", "custom loop", "devices", "fit samples/s", "loop samples/s", "fit / loop [95% CI]", "reading",
                "fit test acc.", "loop test acc."]
     return pd.DataFrame(body, columns=headers) if body else None
+
+
+def fit_section(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Block]:
+    return table_section("Keras fit against the custom loop", 3, (
+        "The same strategy, model, recipe, input order and exact evaluation, trained through `model.compile` + "
+        "`model.fit` (what most TensorFlow users run) and through the custom loop (`strategy.run` in a "
+        "`tf.function`): what fit costs or saves is their ratio. The interval is from the repeats (the "
+        "windows when each ran once); where it includes 1 the two tie on this machine."), fit_table(configs, measured))
 
 
 def _cpu_limits(r: dict) -> list[str]:

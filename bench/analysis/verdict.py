@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import sections
+from bench.analysis import input_pipelines, stragglers
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
-from bench.metrics import present
+from bench.metrics import memory, present
 from bench.results.key import RunKey
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
@@ -80,7 +80,7 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     by_key = {r["key"]: r for r in records}
     frame = configs[GROUP_BY].assign(
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
-        setting=[(k.dataset, k.recipe, sections.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
+        setting=[(k.dataset, k.recipe, input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
                  for k in configs["key"]])
     frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
     batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
@@ -253,8 +253,8 @@ def summary(configs: pd.DataFrame, runs: pd.DataFrame,
         notes.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
                      "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
                      "before acting on a close ranking.")
-    notes += sections.straggler_lines(sections.stragglers(configs))
-    notes += sections.device0_lines(sections.memory_entries(configs))
+    notes += stragglers.lines(stragglers.found(configs))
+    notes += memory.device0_lines(memory.entries(configs))
     notes.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
                  "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
                  f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "

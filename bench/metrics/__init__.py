@@ -2,14 +2,15 @@
 
 A metric declares what it adds to the configurations frame (`bench.results.aggregate.configurations`): how its
 columns fold over repeated runs, what it derives from the folded line (once, when a report is made), its columns
-in the results table, the command-line options it reads, and the fact the verdict states about a winner.
+in the results table, its section of the report under each task's results table (its table and what the table
+says), the command-line options it reads, and the fact the verdict states about a winner.
 
 - throughput: the headline (samples/s, its interval) and per device.
 - scaling: scaling efficiency against the variant's own 1-device run and against the framework's plain loop.
 - timing: step time, start-up.
 - accuracy: test accuracy over the whole test set, the samples evaluated, time to the target accuracy.
-- utilisation: TFLOP/s, MFU (the data-sheet peak), the fraction of the measured peak.
-- memory: the peaks, folded as the largest over runs.
+- memory: the peaks, folded as the largest over runs; the model state per rank.
+- utilisation: TFLOP/s, MFU (the data-sheet peak), the fraction of the measured peak, and where the rest goes.
 - cost: what a configuration's training costs at a price per device-hour (`--price-per-device-hour`).
 """
 from __future__ import annotations
@@ -22,12 +23,20 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:  # pandas only where figures are folded: the command line imports the metrics' options
     import pandas as pd
 
+    from bench.metrics.blocks import Block
+    from bench.results.key import RunKey
+
 
 def present(value) -> bool:
     """A figure is there: not None, NaN or pandas' NA (a list or a dict is there)."""
     import pandas as pd
 
     return value is not None and not (pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def fmt(value, spec: str = ".0f", none: str = "-") -> str:
+    """A figure as a table's cell prints it: `none` where it is not there."""
+    return format(value, spec) if present(value) else none
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,16 @@ class Context:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One part of the report (a task at a precision and a scaling): what a metric's section reads there."""
+    configs: pd.DataFrame  # the part's lines of the configurations frame: its results table
+    profiles: dict = field(default_factory=dict)  # each run key's latest profile (bench.analysis.profiles.latest)
+    # Two run keys' throughput ratio with its 95 % interval (bench.analysis.repeats.Ratio), None unless both were
+    # measured: the report's statistics, handed in because bench.metrics may not import the analysis.
+    ratio: Callable[[RunKey, RunKey], object | None] = lambda key, other: None
+
+
+@dataclass(frozen=True)
 class Metric:
     name: str
     columns: tuple[Column, ...] = ()
@@ -70,11 +89,14 @@ class Metric:
     # Its figures from the folded lines (the whole frame: an efficiency reads another configuration's line).
     derive: Callable[[pd.DataFrame, Context], None] | None = None
     options: tuple[Option, ...] = ()
+    # Its section under each task's results table: its blocks, [] where the part has nothing of it to show.
+    section: Callable[[Part], list[Block]] | None = None
     # A fact about a group's winner for the verdict's sentence, or None.
     fact: Callable[[dict], str | None] | None = None
 
 
-MODULES = ("throughput", "scaling", "timing", "accuracy", "utilisation", "memory", "cost")
+# The order of the results table's columns and of the sections under it.
+MODULES = ("throughput", "scaling", "timing", "accuracy", "memory", "utilisation", "cost")
 REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"bench.metrics.{m}").METRIC for m in MODULES)
 
 
@@ -92,6 +114,10 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
     for metric in REGISTRY:
         if metric.derive:
             metric.derive(folded, context)
+
+
+def sections(part: Part) -> list[Block]:
+    return [block for m in REGISTRY if m.section for block in m.section(part)]
 
 
 def facts(winner: dict) -> list[str]:

@@ -1,8 +1,17 @@
 """Memory: the peaks a configuration reached (resident per rank; on CUDA allocated per device, device 0's and the
-others'), folded over repeated runs as the largest: what must fit is the worst run."""
+others'), folded over repeated runs as the largest: what must fit is the worst run. Its section: the model state
+each rank holds against the same variant on one device, and a device 0 that peaks above the others."""
 from __future__ import annotations
 
-from bench.metrics import Metric, present
+from typing import TYPE_CHECKING
+
+from bench.metrics import Metric, Part, fmt, present
+from bench.metrics.blocks import Block, table_section, text
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DEVICE0_AHEAD = 0.10  # device 0's peak this far above every other device's is named under the table
 
 
 def fact(winner: dict) -> str | None:
@@ -10,5 +19,61 @@ def fact(winner: dict) -> str | None:
     return f"{peak:,.0f} MiB per device" if present(peak) else None
 
 
+def entries(configs: pd.DataFrame) -> list[dict]:
+    """Configurations that counted their model state: per rank, against the same variant on one device."""
+    records = [r for r in configs.to_dict("records") if r["status"] == "ok" and present(r["model_state_mb"])
+               and not r["key"].independent and r["key"].input in ("memory", "synthetic")]
+    by_key = {r["key"]: r for r in records}
+    return [{"row": r, "of_one_device": r["model_state_mb"] / one["model_state_mb"]
+             if (one := by_key.get(r["key"].one_device())) and one["model_state_mb"] else None} for r in records]
+
+
+def table(found: list[dict]) -> pd.DataFrame:
+    import pandas as pd
+
+    body = [[e["row"]["series"], str(e["row"]["world_size"]), fmt(e["row"]["model_state_mb"], ".2f"),
+             e["row"]["model_state_parts"] if present(e["row"]["model_state_parts"]) else "-",
+             fmt(e["of_one_device"], ".2f"), fmt(e["row"]["device_peak_mb"], ",.0f"),
+             fmt(e["row"]["throughput"], ",.0f")] for e in found]
+    headers = ["variant", "devices", "model state / rank (MiB)", "params · grads · optimizer (rank 0)",
+               "x one device's", "peak / device (MiB)", "throughput (samples/s)"]
+    cells = pd.DataFrame(body, columns=headers)
+    if any(present(e["row"]["device0_peak_mb"]) for e in found):
+        cells.insert(6, "device 0 · others' largest (MiB)", [_device0_cell(e["row"]) for e in found])
+    return cells
+
+
+def _device0_cell(row: dict) -> str:
+    if not present(row["device0_peak_mb"]):
+        return "-"
+    first, rest = row["device0_peak_mb"], row["other_devices_peak_mb"]
+    ahead = round(first / rest - 1, 2) if rest else None
+    return f"{first:,.0f} · {rest:,.0f}" + ("" if ahead is None else f" ({ahead:+.0%})" if ahead else " (±0%)")
+
+
+def device0_lines(found: list[dict]) -> list[str]:
+    """The configurations whose device 0 peaked well above the others: DataParallel's, which keeps the
+    module and gathers the outputs and the loss there, so its device 0 bounds the batch it can hold."""
+    return [f"{r['series']} on {r['world_size']} devices: device 0 peaked at {r['device0_peak_mb']:,.0f} MiB, "
+            f"the others at most {r['other_devices_peak_mb']:,.0f} ({r['device0_peak_mb'] / r['other_devices_peak_mb'] - 1:+.0%}); "
+            "the batch it can hold is bounded by device 0."
+            for r in (e["row"] for e in found)
+            if present(r["device0_peak_mb"]) and present(r["other_devices_peak_mb"]) and r["other_devices_peak_mb"] > 0
+            and r["device0_peak_mb"] > (1 + DEVICE0_AHEAD) * r["other_devices_peak_mb"]]
+
+
+def section(part: Part) -> list[Block]:
+    held = entries(part.configs)
+    return table_section("Memory per device", 3, (
+        "Model state = the parameters, gradients and optimizer state resident on a rank, each storage "
+        "counted once (an FSDP shard as the rank holds it; ZeRO's fp32 master copy of the rank's "
+        "partition shown as + master and counted in the total; TensorFlow's gradients live only inside "
+        "the step: -; tf-ps's state is on its parameter servers); x one device's = against the same variant on one device (sharding shows as "
+        "< 1). Peak / device = the CUDA allocator's peak after warm-up, on a CPU the process's peak "
+        "RSS (framework and data included); device 0 · others' largest (GPUs, several devices) = the first "
+        "device's peak against the largest of the rest: DataParallel keeps the module and gathers the outputs on "
+        "its device 0."), table(held) if held else None) + [text(line) for line in device0_lines(held)]
+
+
 METRIC = Metric("memory", repeats=tuple((c, "max") for c in ("peak_memory_mb", "device_peak_mb", "device0_peak_mb",
-                                                              "other_devices_peak_mb")), fact=fact)
+                                                              "other_devices_peak_mb")), fact=fact, section=section)

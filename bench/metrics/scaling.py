@@ -1,5 +1,6 @@
 """Scaling efficiency: throughput on N devices over N times the same configuration's on one device, and over N
-times the framework's plain single-device loop (its baseline variant) - the one rule of bench.results.key."""
+times the framework's plain single-device loop (its baseline variant) - the one rule of bench.results.key; and
+what gradient synchronisation costs a configuration, against its no-sync twin."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -32,6 +33,18 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
                for k, t, ok in zip(folded["key"], folded["throughput"], folded["ok"])]
     folded["scaling_efficiency"] = [own for own, _ in scaling]
     folded["scaling_efficiency_vs_single"] = [single for _, single in scaling]
+
+
+def communication_cost(line: dict, no_sync: dict | None) -> float | None:
+    """What gradient synchronisation costs the throughput: 1 - throughput / its no-sync twin's."""
+    return 1 - line["throughput"] / no_sync["throughput"] if no_sync else None
+
+
+def communication_cell(cost: float | None) -> str:
+    if cost is None:
+        return "-"
+    # A no-sync run slower than its synced twin: run-to-run noise exceeds the communication cost.
+    return f"{100 * cost:.0f}%" + (" (noise)" if cost < 0 else "")
 
 
 def fact(winner: dict) -> str | None:

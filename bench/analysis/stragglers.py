@@ -1,0 +1,59 @@
+"""Stragglers: per configuration whose ranks timed their own work (bench.run.fold.rank_times), each rank's own
+time a step and how far the slowest is behind the median rank; one that is far behind holds every other rank back
+at each all-reduce."""
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.metrics import present
+from bench.metrics.blocks import Block, table_section, text
+
+STRAGGLER_BEHIND = 0.10  # a rank this far behind the median rank's own time is named as a straggler
+
+
+def found(configs: pd.DataFrame) -> list[dict]:
+    """Per configuration whose ranks timed their own work (bench.run.fold.rank_times): each rank's own time a
+    step, the slowest rank, how far it is behind the median rank, and whether that makes it a straggler."""
+    if "rank_times.behind_median" not in configs:
+        return []
+    out = []
+    for r in configs.to_dict("records"):
+        behind = r.get("rank_times.behind_median")
+        if not present(behind):
+            continue
+        own = {int(c.rsplit(".", 1)[1]): v for c, v in r.items() if c.startswith("rank_times.own_ms.") and present(v)}
+        out.append({"label": r["key"].label, "own_ms": dict(sorted(own.items())),
+                    "slowest": int(r["rank_times.slowest_rank"]), "behind": behind,
+                    "straggler": behind > STRAGGLER_BEHIND})
+    return out
+
+
+def table(timed: list[dict]) -> pd.DataFrame:
+    def own(ms: dict[int, float]) -> str:
+        shown = ", ".join(f"{rank}: {value:.2f}" for rank, value in list(ms.items())[:8])
+        return shown + (f" … ({len(ms)} ranks)" if len(ms) > 8 else "")
+
+    body = [[s["label"], own(s["own_ms"]), s["slowest"], f"{s['behind']:+.0%}",
+             "yes: a straggler" if s["straggler"] else "no"] for s in timed]
+    return pd.DataFrame(body, columns=["configuration", "own ms / step by rank", "slowest rank", "behind median",
+                                       f"more than {STRAGGLER_BEHIND:.0%} behind"])
+
+
+def lines(timed: list[dict]) -> list[str]:
+    """One sentence per straggler, naming it."""
+    return [f"{s['label']}: rank {s['slowest']} is a straggler, {s['behind']:.0%} behind the median rank "
+            f"({s['own_ms'][s['slowest']]:.2f} ms of its own a step against the median rank's "
+            f"{s['own_ms'][s['slowest']] / (1 + s['behind']):.2f}): it holds every other rank back at each "
+            "all-reduce." for s in timed if s["straggler"]]
+
+
+def section(configs: pd.DataFrame) -> list[Block]:
+    timed = found(configs)
+    blocks = table_section("Stragglers", 2, (
+        "A rank's own time a step is the part in which it waits for no other rank: its wait for the next "
+        "batch and its forward pass (on GPUs, CUDA events around it). Window times cannot show a straggler: "
+        "each step all-reduces and each window ends in a barrier, so they are equal on every rank. A "
+        f"configuration whose slowest rank is more than {STRAGGLER_BEHIND:.0%} behind the median rank is "
+        "named. Not measured where the forward all-gathers parameters (FSDP, ZeRO-3) or the step is one "
+        "graph (TensorFlow)."), table(timed) if timed else None)
+    return blocks + [text(*lines(timed))] if any(s["straggler"] for s in timed) else blocks
