@@ -43,10 +43,13 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int, deepspeed
     plugin = spec.task.accelerate_plugin
     sections: dict = {}
     if plugin == "fsdp":
+        blocks = FSDP_BLOCKS.get(spec.task.model)
+        # The blocks torch-fsdp shards one by one (torch_impl.fsdp.shard_units), by class name; a library's or
+        # your own model by Accelerate's size rule (a module of 100k parameters or more is a unit).
+        wrap = ({"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_transformer_layer_cls_to_wrap": blocks}
+                if blocks else {"fsdp_auto_wrap_policy": "SIZE_BASED_WRAP", "fsdp_min_num_params": 100_000})
         sections["fsdp_config"] = {
-            "fsdp_version": 2, "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-            # The blocks torch-fsdp shards one by one (torch_impl.fsdp.shard_units), by class name.
-            "fsdp_transformer_layer_cls_to_wrap": FSDP_BLOCKS[spec.task.model],
+            "fsdp_version": 2, **wrap,
             "fsdp_reshard_after_forward": True, "fsdp_offload_params": False,
             "fsdp_state_dict_type": "SHARDED_STATE_DICT", "fsdp_cpu_ram_efficient_loading": False,
             "fsdp_activation_checkpointing": False}

@@ -87,7 +87,17 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", choices=DATASETS, help="override the task's dataset; imagefolder reads --data-dir")
     p.add_argument("--val-split", type=float, help="imagefolder without test/ or val/: this fraction of each class, "
                                                    "seeded, is the test set")
-    p.add_argument("--image-size", type=int, help="imagefolder: resize to this side (default: the folder's)")
+    p.add_argument("--image-size", type=int, help="train at this side: a bundled dataset is resized on the device, "
+                                                   "an image folder's files as they are decoded (default: the "
+                                                   "dataset's, or the folder's first image)")
+    p.add_argument("--channels", type=int, choices=(1, 3), help="train on 1 or 3 channels: grey images repeated into "
+                                                                 "3 for a model that needs them (default: the dataset's)")
+    p.add_argument("--model", help="override the task's model: small-cnn, mnist-cnn, resnet50 (both frameworks), "
+                                   "timm:NAME or torchvision:NAME (PyTorch's approaches), keras:NAME (a "
+                                   "keras.applications model, TensorFlow's); random weights, nothing downloaded")
+    p.add_argument("--model-module", metavar="PKG.MODULE:FUNCTION",
+                   help="your own model: FUNCTION(channels=, classes=, image_size=) returns a torch.nn.Module or a "
+                        "Keras model; the approaches of its framework train it")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")

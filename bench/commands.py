@@ -11,7 +11,7 @@ from pathlib import Path
 from bench import metrics
 from bench.run import plan
 from bench.run.runspec import RunSpec
-from bench.spec import devices, options, request
+from bench.spec import devices, model_check, models, options, request
 from bench.spec.task import PRESETS, SpecError, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
 
@@ -100,6 +100,11 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
     task = request.task_from(args, device_type).replace(**shardings[0])
     task.validate()
+    # A library's model is refused by name, before it is built; your own module once built (its framework is
+    # what it returns).
+    for framework_of in (lambda: models.parse(task.model).framework, lambda: model_check.check(task)):
+        if refused := models.refusal(task.model, framework_of(), variant):
+            raise SpecError(f"{refused}: choose an approach of its framework (bench list)")
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                    args.cores_per_slot, args.timeout, **spec_fields)
     if reason := spec.inapplicable():
@@ -151,6 +156,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
+    framework = model_check.check(task)  # a library's or your own model: its framework's approaches train it
+    if args.variants in ("all", ""):
+        variants = [v for v in variants if models.refusal(task.model, framework, v) is None]
+    elif refused := next(filter(None, (models.refusal(task.model, framework, v) for v in variants)), None):
+        raise SpecError(f"{refused}: name approaches of its framework, or drop --variants")
     counts = plan.device_counts(args.max_devices)
     named = options.given(args)
     options.refuse_untaken(named, variants)

@@ -89,8 +89,8 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
 
 def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
     found = modules()
-    for name in ("bench.spec.rank_spec", "bench.spec.task"):
-        assert imports_of(name, found[name], set(found)) <= {"bench.spec", "bench.spec.task"}, name
+    for name in ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models"):
+        assert imports_of(name, found[name], set(found)) <= {"bench.spec", "bench.spec.task", "bench.spec.models"}, name
 
 
 def test_no_rank_reads_the_run_spec_by_string_key():

@@ -16,7 +16,8 @@ from tf_impl.keras_flavour import keras
 def flops_per_sample(model: keras.Model) -> float:
     total, first = 0.0, True
     for layer in _layers(model):
-        if isinstance(layer, keras.layers.Conv2D):
+        # A depthwise kernel (h, w, channels, multiplier) counts as a full one: h x w x channels x multiplier.
+        if isinstance(layer, (keras.layers.Conv2D, keras.layers.DepthwiseConv2D)):
             positions = math.prod(layer.output.shape[1:3])  # output height x width (NHWC)
         elif isinstance(layer, keras.layers.Dense):
             positions = 1

@@ -33,7 +33,8 @@ def save_model(task: TaskSpec, network, directory: Path) -> str:
     fresh = build_model(task, keras)  # Keras 3 whichever Keras trained it (tf-multiworker-fit: Keras 2)
     fresh.set_weights(network.get_weights())
     # The signature from two images; no example kept (MLflow would store it as JSON beside the model).
-    example = np.zeros((2, task.image_size, task.image_size, task.channels), dtype=np.float32)
+    side, channels = task.input_shape
+    example = np.zeros((2, side, side, channels), dtype=np.float32)
     signature = infer_signature(example, keras.ops.convert_to_numpy(fresh(example)))
     directory.mkdir(parents=True)  # mlflow.keras expects the folder (it writes an input example there first)
     # Requirements named: MLflow would otherwise load the model in a subprocess to infer them (seconds).

@@ -20,7 +20,8 @@ def flops_per_sample(task: TaskSpec, batch: int = 2) -> float:
     with torch.random.fork_rng(devices=[]):  # build_model seeds the generator: leave it as it was
         with torch.device("meta"):
             model = build_model(task)
-            images = torch.empty(batch, task.channels, task.image_size, task.image_size)
+            side, channels = task.input_shape  # what the model is fed (it resizes to the task's size itself)
+            images = torch.empty(batch, channels, side, side)
             labels = torch.zeros(batch, dtype=torch.long)
         with FlopCounterMode(display=False) as counter:
             F.cross_entropy(model(images), labels).backward()

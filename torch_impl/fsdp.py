@@ -16,15 +16,22 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from bench.worker import Worker
 from torch_impl import train as loop
-from torch_impl.model import build_model
+from torch_impl.model import Resized, build_model
 from torch_impl.train import AMP_DTYPES, set_threads
 
 
 def shard_units(model: nn.Module) -> list[nn.Module]:
-    """The blocks each sharded on their own (all-gathered one at a time): ResNet's bottlenecks, else the
-    model's top-level layers that hold parameters."""
+    """The blocks each sharded on their own (all-gathered one at a time): a ResNet's residual blocks, a
+    transformer's or an EfficientNet's `blocks`, a ConvNeXt's `stages` (the names timm and torchvision give their
+    repeated blocks), else the model's top-level layers that hold parameters."""
+    model = model.model if isinstance(model, Resized) else model
     if hasattr(model, "layer1"):
-        return [block for name in ("layer1", "layer2", "layer3", "layer4") for block in getattr(model, name)]
+        return [block for name in ("layer1", "layer2", "layer3", "layer4") if hasattr(model, name)
+                for block in getattr(model, name)]
+    for name in ("blocks", "stages"):
+        repeated = getattr(model, name, None)
+        if isinstance(repeated, (nn.Sequential, nn.ModuleList)) and len(repeated) > 1:
+            return [block for block in repeated if any(p.requires_grad for p in block.parameters())]
     layers = list(model.children())
     if len(layers) == 1:  # one Sequential: its layers
         layers = list(layers[0].children())

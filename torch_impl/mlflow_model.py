@@ -47,12 +47,17 @@ def save_model(task: TaskSpec, state: dict[str, torch.Tensor], directory: Path) 
     fresh.eval()
     # Two images (a batch of one would fix the batch dimension in the traced graph): its signature, its trace.
     # Zeros: MLflow keeps the example as JSON beside the model (random 224px images made 15 MB of ResNet-50's 120).
-    example = np.zeros((2, task.channels, task.image_size, task.image_size), dtype=np.float32)
+    side, channels = task.input_shape
+    example = np.zeros((2, channels, side, side), dtype=np.float32)
     requirements = [f"torch=={torch.__version__.split('+')[0]}"]
-    if task.model == "resnet50":
+    if task.model == "resnet50" or task.model.startswith("timm:"):
         import timm
 
         requirements.append(f"timm=={timm.__version__}")
+    if task.model.startswith("torchvision:"):
+        import torchvision
+
+        requirements.append(f"torchvision=={torchvision.__version__.split('+')[0]}")
     # Requirements named: MLflow would otherwise load the model in a subprocess to infer them (seconds).
     mlflow.pytorch.save_model(fresh, str(directory), serialization_format="pt2", input_example=example,
                               pip_requirements=requirements)

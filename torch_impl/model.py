@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bench.spec import models
 from bench.spec.task import TaskSpec
 
 
@@ -40,21 +41,86 @@ class MnistCNN(nn.Module):
 
 
 def build_model(task: TaskSpec) -> nn.Module:
-    """The task's model, initialised from the task's seed (identical on every rank)."""
+    """The task's model, initialised from the task's seed (identical on every rank): a built-in one, a timm or
+    torchvision model, or the user's own (bench.spec.models), with random weights. Where the input pipeline
+    hands it images of another size or channel count (a bundled dataset at --image-size / --channels), the
+    first layer resizes them on the device."""
     torch.manual_seed(task.seed)
+    name = models.parse(task.model)
     args = (task.channels, task.classes, task.image_size)
-    if task.model == "small-cnn":
-        return SmallCNN(*args)
-    if task.model == "mnist-cnn":
-        return MnistCNN(*args)
-    if task.model == "resnet50":
-        import timm  # only here: timm pulls in torchvision
+    if name.builtin:
+        model = BUILT_IN[task.model](*args)
+    elif name.source == "timm":
+        model = _timm(name.name, *args)
+    elif name.source == "torchvision":
+        model = _torchvision(name.name, *args)
+    elif name.source == models.OWN:
+        model = models.builder(name.name)(channels=task.channels, classes=task.classes, image_size=task.image_size)
+        if not isinstance(model, nn.Module):
+            raise models.ModelNameError(f"--model-module {name.name} returned a {type(model).__name__}, not a "
+                                        "torch.nn.Module: the TensorFlow approaches train Keras models")
+    else:
+        raise models.ModelNameError(f"{task.model} is a {name.source} model: PyTorch's approaches train timm:, "
+                                    "torchvision: and built-in models")
+    if task.input_shape != (task.image_size, task.channels):
+        return Resized(model, task.image_size, task.channels)
+    return model
 
-        return timm.create_model("resnet50", pretrained=False, num_classes=task.classes,
-                                 in_chans=task.channels)
-    raise ValueError(f"unknown model {task.model!r}")
+
+class Resized(nn.Module):
+    """The model behind a resize to its input size (bilinear) and grey repeated into 3 channels, on the device."""
+
+    def __init__(self, model: nn.Module, image_size: int, channels: int):
+        super().__init__()
+        self.model, self.size, self.channels = model, image_size, channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] != self.channels:
+            x = x.expand(-1, self.channels, -1, -1)
+        if x.shape[-1] != self.size:
+            x = nn.functional.interpolate(x, size=(self.size, self.size), mode="bilinear", align_corners=False)
+        return self.model(x)
+
+
+def _timm(name: str, channels: int, classes: int, image_size: int) -> nn.Module:
+    import timm  # only here: timm pulls in torchvision
+
+    if not timm.is_model(name):
+        raise models.ModelNameError(f"timm:{name}: timm {timm.__version__} has no such model (timm.list_models("
+                                    f"'*{name.split('_')[0]}*') lists the near ones)")
+    build = dict(pretrained=False, num_classes=classes, in_chans=channels)
+    try:  # a transformer's patch grid follows the image size; a CNN takes any size and no such argument
+        return timm.create_model(name, img_size=image_size, **build)
+    except TypeError:
+        return timm.create_model(name, **build)
+
+
+def _torchvision(name: str, channels: int, classes: int, image_size: int) -> nn.Module:
+    import torchvision
+
+    if name not in torchvision.models.list_models():
+        raise models.ModelNameError(f"torchvision:{name}: torchvision {torchvision.__version__} has no such model "
+                                    "(torchvision.models.list_models() lists them)")
+    if channels != 3:
+        raise models.ModelNameError(f"torchvision:{name} takes 3-channel images: add --channels 3")
+    return torchvision.models.get_model(name, weights=None, num_classes=classes)
+
+
+def _timm_resnet50(channels: int, classes: int, image_size: int) -> nn.Module:
+    import timm
+
+    return timm.create_model("resnet50", pretrained=False, num_classes=classes, in_chans=channels)
+
+
+BUILT_IN = {"small-cnn": SmallCNN, "mnist-cnn": MnistCNN, "resnet50": _timm_resnet50}
 
 
 def count_parameters(model: nn.Module) -> int:
     # ds_numel: a ZeRO-3 parameter's full size (its tensor is empty between the gathers)
     return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+
+
+if __name__ == "__main__":  # the request's check (bench.spec.model_check)
+    import sys
+
+    sys.exit(models.check_build(lambda task: build_model(TaskSpec(**task)), count_parameters, sys.argv[1:]))

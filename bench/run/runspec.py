@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.results.key import RunKey, config_key, settings_differ
 from bench.run.interface import Interface
-from bench.spec import devices, options
+from bench.spec import devices, models, options
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
@@ -109,6 +109,8 @@ class RunSpec:
                            "as_shipped": self.as_shipped})
 
     def inapplicable(self) -> str | None:
+        if refused := models.refusal(self.task.model, models.parse(self.task.model).framework, self.variant):
+            return refused
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
 
     def check_resumable(self) -> None:

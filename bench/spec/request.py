@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.spec import devices
+from bench.spec import devices, models
 from bench.spec.task import DATASET_SHAPES, FILE_INPUTS, INPUTS, SpecError, TaskSpec, get_task
 from bench.spec.variants import check_engine
 
@@ -42,24 +42,30 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
     [first_mode, *more_modes] = input_modes(args)
     data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
+    if args.model and args.model_module:
+        raise SpecError("--model and --model-module each name the model: give one")
+    model = f"{models.OWN}:{args.model_module}" if args.model_module else args.model
     task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
                     windows=args.windows, loss_every_steps=args.loss_every, data_dir=data_dir, compile=compiled, **first_mode,
                     checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
                     warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
-                    dataset=args.dataset, val_split=args.val_split)
+                    dataset=args.dataset, val_split=args.val_split, model=model)
     for mode in more_modes:
         task.replace(**mode).validate()
     if task.dataset == "imagefolder":  # classes, channels and size come from the folder
         from bench.worker import imagefolder
 
         task = imagefolder.describe(task, args.image_size)
-    elif args.image_size or args.val_split:
-        raise SpecError("--image-size and --val-split go with --dataset imagefolder --data-dir DIR")
+    elif args.val_split:
+        raise SpecError("--val-split goes with --dataset imagefolder --data-dir DIR")
     elif args.dataset in DATASET_SHAPES:  # another bundled dataset: its own image size, channels and classes
         side, channels, classes = DATASET_SHAPES[args.dataset]
         task = task.replace(image_size=side, channels=channels, classes=classes)
+    # A model that needs another size or 3 channels: the bundled datasets resized on the device, files as decoded.
+    task = task.replace(**{k: v for k, v in (("image_size", args.image_size), ("channels", args.channels)) if v})
+    task.validate()
     for mode in [first_mode, *more_modes]:
         if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images
             from bench.worker import data

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from bench.spec import models
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -22,7 +24,6 @@ WEAK_SCALING_WARMUP_EPOCHS = 0.5
 DATASETS = ("fashion-mnist", "digits", "synthetic", "imagefolder")
 # (side, channels, classes) of the bundled datasets, for --dataset on a preset made for another
 DATASET_SHAPES = {"fashion-mnist": (28, 1, 10), "digits": (8, 1, 10)}
-MODELS = ("small-cnn", "mnist-cnn", "resnet50")
 # Where a step's images come from: the cached dataset in memory; image files through the framework's own
 # file pipeline (torchvision ImageFolder + DataLoader, tf.data); the same files from an S3-compatible
 # object store (--data-url); or (the input pipeline's cost left out) one batch made on the device.
@@ -90,6 +91,16 @@ class TaskSpec:
         return self.dataset == "synthetic" or self.input == "synthetic"
 
     @property
+    def input_shape(self) -> tuple[int, int]:
+        """(side, channels) of the images as the input pipeline hands them to the model. A bundled dataset in
+        memory keeps its own; the model resizes it on the device to (image_size, channels) where they differ
+        (--image-size, --channels). Files are decoded, and synthetic batches made, at the task's size."""
+        if self.input == "memory" and self.dataset in DATASET_SHAPES:
+            side, channels, _ = DATASET_SHAPES[self.dataset]
+            return side, channels
+        return self.image_size, self.channels
+
+    @property
     def reads_files(self) -> bool:
         """Images decoded from files (local or S3) by the framework's input pipeline, every epoch."""
         return self.input in FILE_INPUTS
@@ -133,8 +144,13 @@ class TaskSpec:
     def validate(self) -> None:
         if self.dataset not in DATASETS:
             raise SpecError(f"unknown dataset {self.dataset!r}: choose one of {', '.join(DATASETS)}")
-        if self.model not in MODELS:
-            raise SpecError(f"unknown model {self.model!r}: choose one of {', '.join(MODELS)}")
+        try:
+            models.parse(self.model)
+        except models.ModelNameError as exc:
+            raise SpecError(str(exc)) from None
+        if self.image_size < 1 or self.channels not in (1, 3):
+            raise SpecError(f"images of {self.image_size} pixels and {self.channels} channels: give --image-size 1 or "
+                            "more and --channels 1 or 3")
         if self.precision not in PRECISIONS:
             raise SpecError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
         if self.input not in INPUTS:

@@ -145,6 +145,9 @@ FAMILIES = {"torch": "PyTorch", "deepspeed": "PyTorch wrappers", "lightning-fabr
 # every process the harness starts for it (before the framework is imported) unless the run is --as-shipped.
 # PyTorch's switches (cuDNN autotuning, TF32, channels_last) are set inside its ranks (torch_impl.train.fast_path).
 FAST_PATH_ENVIRONMENT = {"tensorflow-cpu": "tf_impl.fast_path:environment"}
+# Per framework (bench.spec.models), the module that builds a task's model once when a request names one
+# (`python -m MODULE TASK_JSON`): a name that does not build is refused before anything starts.
+MODEL_CHECK = {"torch": "torch_impl.model", "tensorflow": "tf_impl.model"}
 
 
 @dataclass(frozen=True)

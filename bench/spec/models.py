@@ -1,0 +1,134 @@
+"""The model a task trains, by name: a built-in one (both frameworks build it layer for layer), a model of the
+libraries users already have, or the user's own builder. Standard library only: the harness and the ranks read it.
+
+- `small-cnn`, `mnist-cnn`, `resnet50`: built by torch_impl/model.py and tf_impl/model.py alike.
+- `timm:NAME` (any `timm.create_model` name) and `torchvision:NAME` (`torchvision.models.get_model`): PyTorch's.
+- `keras:NAME` (any `keras.applications` constructor, e.g. `keras:EfficientNetB0`): TensorFlow's.
+- `module:PKG.MODULE:FUNCTION` (`--model-module`): `FUNCTION(channels=, classes=, image_size=)` returns a
+  `torch.nn.Module` or a Keras model; its framework is what it returns.
+
+Every model is built with random weights: nothing is downloaded.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+BUILT_IN = ("small-cnn", "mnist-cnn", "resnet50")
+# Each library's framework (the `framework` of the variants table's approaches that can train it).
+LIBRARIES = {"timm": "torch", "torchvision": "torch", "keras": "tensorflow"}
+OWN = "module"
+# timm names that fetch a config or weights from a hub before building anything.
+REMOTE_PREFIXES = ("hf-hub:", "hf_hub:", "local-dir:")
+
+
+class ModelNameError(ValueError):
+    """A model name that cannot be built here: the message is one line naming the fix."""
+
+
+@dataclass(frozen=True)
+class ModelName:
+    source: str   # "built-in", a library of LIBRARIES, or "module"
+    name: str     # the built-in's, the library's own name, or PKG.MODULE:FUNCTION
+
+    @property
+    def framework(self) -> str | None:
+        """The framework that builds it: "torch", "tensorflow", or None (both: built-in, or not known before
+        the module is imported)."""
+        return LIBRARIES.get(self.source)
+
+    @property
+    def builtin(self) -> bool:
+        return self.source == "built-in"
+
+
+def parse(model: str) -> ModelName:
+    if model in BUILT_IN:
+        return ModelName("built-in", model)
+    source, _, name = model.partition(":")
+    if source == OWN:
+        module, _, function = name.rpartition(":")
+        if not module or not function.isidentifier():
+            raise ModelNameError(f"--model-module {name!r}: give PKG.MODULE:FUNCTION, e.g. mymodels.vit:build")
+        return ModelName(OWN, name)
+    if source not in LIBRARIES or not name:
+        raise ModelNameError(f"unknown model {model!r}: choose one of {', '.join(BUILT_IN)}, or a library's model as "
+                             "timm:NAME, torchvision:NAME or keras:NAME (e.g. timm:resnet18), or --model-module")
+    if name.startswith(REMOTE_PREFIXES):
+        raise ModelNameError(f"{model}: fetches its config or weights from a hub; dtbench downloads nothing: name "
+                             f"the architecture alone (e.g. timm:vit_tiny_patch16_224)")
+    return ModelName(source, name)
+
+
+def framework_of_approach(variant_framework: str) -> str:
+    """"torch" or "tensorflow": the framework whose models an approach of the variants table trains."""
+    return "tensorflow" if variant_framework.startswith("tensorflow") else "torch"
+
+
+def refusal(model: str, framework: str | None, variant) -> str | None:
+    """Why `variant` cannot train `model` (of `framework`; None: either), or None."""
+    trains = framework_of_approach(variant.framework)
+    if framework in (None, trains):
+        return None
+    named = f"--model-module {model.partition(':')[2]}" if model.startswith(f"{OWN}:") else model
+    return f"{named} is a {framework_name(framework)} model and {variant.name} trains {framework_name(trains)}'s"
+
+
+def framework_name(framework: str) -> str:
+    return {"torch": "PyTorch", "tensorflow": "TensorFlow"}.get(framework, framework)
+
+
+def builder(target: str) -> Callable:
+    """`--model-module PKG.MODULE:FUNCTION`: the user's function, imported (in a rank, or the request's check)."""
+    module, _, function = target.rpartition(":")
+    try:
+        return getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as exc:
+        raise ModelNameError(f"--model-module {target}: {exc} (the module must be importable from the repository "
+                             "or your PYTHONPATH)") from None
+
+
+def check_build(build: Callable, count: Callable, argv: list[str]) -> int:
+    """`python -m torch_impl.model TASK_JSON` (or tf_impl's): build the task's model once, the request's check
+    before anything starts, and print its parameter count or the one-line reason it cannot be built."""
+    import json
+
+    try:
+        model = build(json.loads(argv[0]))  # the task's fields: the caller makes its TaskSpec
+    except ModelNameError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 2
+    print(json.dumps({"parameters": count(model)}))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """`python -m bench.spec.models PKG.MODULE:FUNCTION CHANNELS CLASSES SIDE`: build the user's model once and
+    print its framework (read from what it returned; this process imports no framework of its own)."""
+    import json
+
+    target, channels, classes, side = argv[0], *map(int, argv[1:4])
+    try:
+        made = builder(target)(channels=channels, classes=classes, image_size=side)
+    except ModelNameError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 2
+    except Exception as exc:  # the user's code: its own error, on one line
+        print(json.dumps({"error": f"--model-module {target} failed: {type(exc).__name__}: {exc}".splitlines()[0]}))
+        return 2
+    modules = [cls.__module__ for cls in type(made).__mro__]
+    framework = ("torch" if any(m.startswith("torch.nn") for m in modules) else
+                 "tensorflow" if any(m.startswith(("keras", "tf_keras")) for m in modules) else None)
+    if framework is None:
+        print(json.dumps({"error": f"--model-module {target} returned a {type(made).__name__}: return a "
+                                   "torch.nn.Module or a Keras model"}))
+        return 2
+    print(json.dumps({"framework": framework}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
