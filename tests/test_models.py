@@ -27,16 +27,21 @@ def test_a_model_name_says_which_library_and_framework_builds_it():
     assert models.refusal("small-cnn", None, get_variant("tf-mirrored")) is None
 
 
+BUILDS = pytest.mark.slow  # refused once its framework has tried to build it (seconds); the others by name alone
+
+
 @pytest.mark.parametrize("variant,args,words", [
-    ("torch-ddp", ["--model", "timm:resnet_nope"], "timm:resnet_nope: timm"),
-    ("tf-single", ["--model", "keras:ResNetNope"], "keras:ResNetNope: keras"),
+    pytest.param("torch-ddp", ["--model", "timm:resnet_nope"], "timm:resnet_nope: timm", marks=BUILDS),
+    pytest.param("tf-single", ["--model", "keras:ResNetNope"], "keras:ResNetNope: keras", marks=BUILDS),
     ("torch-ddp", ["--model", "timm:hf-hub:timm/resnet18.a1_in1k"], "downloads nothing"),
     ("tf-single", ["--model", "timm:resnet18"], "timm:resnet18 is a PyTorch model and tf-single trains TensorFlow's"),
     ("torch-ddp", ["--model", "keras:EfficientNetB0"], "is a TensorFlow model and torch-ddp trains PyTorch's"),
-    ("tf-single", ["--model", "keras:EfficientNetB0"], "Input size must be at least 32x32"),
-    ("torch-ddp", ["--model", "torchvision:resnet18"], "takes 3-channel images: add --channels 3"),
+    pytest.param("tf-single", ["--model", "keras:EfficientNetB0"], "Input size must be at least 32x32", marks=BUILDS),
+    pytest.param("torch-ddp", ["--model", "torchvision:resnet18"], "takes 3-channel images: add --channels 3",
+                 marks=BUILDS),
     ("torch-ddp", ["--model-module", "examples.own_model:nope"], "--model-module examples.own_model:nope"),
-    ("tf-single", ["--model-module", "examples.own_model:torch_mlp"], "is a PyTorch model and tf-single"),
+    pytest.param("tf-single", ["--model-module", "examples.own_model:torch_mlp"], "is a PyTorch model and tf-single",
+                 marks=BUILDS),
     ("torch-ddp", ["--model", "timm:resnet18", "--model-module", "examples.own_model:torch_mlp"], "give one"),
 ])
 def test_a_model_that_cannot_be_built_here_is_one_line_and_exit_2(tmp_path, variant, args, words):
