@@ -100,15 +100,13 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
     task = request.task_from(args, device_type).replace(**shardings[0])
     task.validate()
-    # A library's model is refused by name, before it is built; your own module once built (its framework is
-    # what it returns).
-    for framework_of in (lambda: models.parse(task.model).framework, lambda: model_check.check(task)):
-        if refused := models.refusal(task.model, framework_of(), variant):
-            raise SpecError(f"{refused}: choose an approach of its framework (bench list)")
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                    args.cores_per_slot, args.timeout, **spec_fields)
-    if reason := spec.inapplicable():
+    if reason := spec.inapplicable():  # a library's model of the other framework among them, before it is built
         raise SpecError(f"{reason}: choose another variant or fewer devices")
+    # Your own module's framework is known once it is built: what it returns.
+    if refused := models.refusal(task.model, model_check.check(task), variant):
+        raise SpecError(f"{refused}: choose an approach of its framework (bench list)")
     return spec
 
 
