@@ -135,13 +135,20 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         remove_leftovers(to_start)
         stacks.remove_unused(run_dir)
         keep_temp(temp, run_dir / "tmp")
-        timeseries = series.save() if series else None  # every process gone first, interrupted runs too
+        # every process gone first, interrupted runs too
+        timeseries = series.save(reported_slots(fold.read_rank_records(run_dir))) if series else None
         if stopped:
             stopped.timeseries = timeseries
     return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
                     timeseries)
+
+
+def reported_slots(records: dict[int, list[dict]]) -> dict[int, list[int]]:
+    """rank -> the cores it reported being pinned to when it joined."""
+    return {rank: joined[-1]["cores"] for rank, events in records.items()
+            if (joined := [e for e in events if e.get("event") == "joined" and "cores" in e])}
 
 
 def start_sampler(spec: RunSpec, placement: Placement, run_dir: Path, started: list) -> sampler.Sampler | None:

@@ -39,7 +39,7 @@ class Sampler:
         self.roots, self.roots_are_ranks, self.run_dir, self.interval_s = roots, roots_are_ranks, run_dir, interval_s
         self.rows: list[tuple] = []
         self.cores: dict[int, list[int]] = {}   # rank -> the cores it may run on (its slot)
-        self._ranks: dict[int, int | None] = {}  # pid -> RANK from its environment (None: no RANK)
+        self._ranks: dict[int, int] = {}  # pid -> RANK from its environment
         self._processes: dict[int, psutil.Process] = {}
         self._trees: dict[int, list[psutil.Process]] = {}  # root pid -> it and its descendants, last walk
         self._stop = threading.Event()
@@ -63,10 +63,14 @@ class Sampler:
         if self._gpus:
             self._gpus.close()
 
-    def save(self) -> dict | None:
-        """Write the samples and draw the run's figure; the row's summary (None when nothing was sampled)."""
+    def save(self, reported_slots: dict[int, list[int]] | None = None) -> dict | None:
+        """Write the samples and draw the run's figure; the row's summary (None when nothing was sampled).
+        `reported_slots`: the cores each rank said it was pinned to once it joined; they replace what the
+        sampler saw from outside (a process read before its exec, or its pid's earlier owner, can mislead
+        it), which stays for a rank that never got that far."""
         if not self.rows:
             return None
+        self.cores.update(reported_slots or {})
         import pandas as pd
 
         from bench.run import sampler_plot  # matplotlib: imported only once there is something to draw
@@ -149,7 +153,9 @@ class Sampler:
                 rank = process.environ().get("RANK")
             except psutil.Error:
                 rank = None
-            self._ranks[process.pid] = int(rank) if rank is not None and rank.isdigit() else None
+            if rank is None or not rank.isdigit():
+                return None  # read again next time: a launcher's child shows the launcher's environment until its exec
+            self._ranks[process.pid] = int(rank)
         return self._ranks[process.pid]
 
 
