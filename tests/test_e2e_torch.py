@@ -3,6 +3,7 @@
 import pytest
 
 from bench.run.processes import processes_of_run
+from bench.spec.variants import VARIANTS
 from helpers import CPU, bench, configurations, rows
 
 
@@ -43,9 +44,13 @@ def test_dp_on_one_cpu_slot_says_so(out):
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
-    """The default sweep end to end: every variant (deepspeed at each ZeRO stage), 1 and 2 slots."""
-    result = bench("sweep", "--task", "quick", "--max-devices", "2", "--no-analysis", "--out", str(out), env=CPU,
-                   timeout=1400)
+    """A sweep end to end over every TensorFlow variant and the PyTorch ones of each kind (the replicated, the
+    sharded, the single-process), 1 and 2 slots. Every other PyTorch approach sweeps in test_models (a timm
+    model, 1 and 2 slots) and test_sharded_variants (each ZeRO stage and Fabric against DDP)."""
+    variants = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
+        v.framework.startswith("tensorflow") or v.name in ("torch-ddp", "torch-fsdp", "torch-dp"))]
+    result = bench("sweep", "--task", "quick", "--variants", ",".join(variants), "--max-devices", "2",
+                   "--no-analysis", "--out", str(out), env=CPU, timeout=1400)
     assert result.returncode == 0, result.stderr
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
     assert not any(r["independent"] for r in rows(out))  # --no-analysis: no no-sync runs
@@ -54,7 +59,7 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     assert by_key[("torch-fsdp", 2)]["status"] == "ok" and by_key[("torch-fsdp", 2)]["test_accuracy"] > 0.5
     assert all(r["status"] == "ok" for r in rows(out) if r["variant"] != "torch-dp"), \
         [(r["variant"], r["error"]) for r in rows(out) if r["status"] != "ok"]
-    assert {r["variant"] for r in rows(out)} >= {"deepspeed", "lightning", "tf-ps"}
+    assert {r["variant"] for r in rows(out)} == set(variants)
     assert by_key[("torch-dp", 2)]["status"] == "skipped"
     assert "not applicable" in by_key[("torch-dp", 2)]["error"]
     assert (out / "results.csv").exists() and (out / "report.md").exists()
