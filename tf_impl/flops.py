@@ -19,8 +19,8 @@ def flops_per_sample(model: keras.Model) -> float:
         # A depthwise kernel (h, w, channels, multiplier) counts as a full one: h x w x channels x multiplier.
         if isinstance(layer, (keras.layers.Conv2D, keras.layers.DepthwiseConv2D)):
             positions = math.prod(layer.output.shape[1:3])  # output height x width (NHWC)
-        elif isinstance(layer, keras.layers.Dense):
-            positions = 1
+        elif isinstance(layer, keras.layers.Dense):  # on an image (ConvNeXt's pointwise MLP): once per position
+            positions = math.prod(layer.output.shape[1:-1])
         else:
             continue
         forward = 2 * math.prod(layer.kernel.shape) * positions
