@@ -1,5 +1,5 @@
 # Thin wrappers over `python -m bench`. Both `make bench` and `make test` set themselves up first.
-#   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [ARGS=...]
+#   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [MODELS=a,b,...] [ARGS=...]
 #   make test        the whole suite (what CI runs)
 #   make test-fast   the tests that start no training run: the edit loop (under 2 minutes)
 #   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled;
@@ -15,6 +15,7 @@ NODES ?= 1
 VARIANTS ?= all
 TASK ?= default
 REPEATS ?= 1
+MODELS ?=
 OUT ?= results/latest
 ARGS ?=
 
@@ -78,7 +79,7 @@ test-tools:
 	  else echo "warning: $$missing missing and apt-get needs root: the tests that need them will skip"; fi; }
 
 bench: setup
-	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(OUT) $(ARGS)
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) $(if $(MODELS),--models $(MODELS)) --out $(OUT) $(ARGS)
 
 test: setup test-tools
 	$(PY) -m pytest $(ARGS)

@@ -92,9 +92,12 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                                                    "dataset's, or the folder's first image)")
     p.add_argument("--channels", type=int, choices=(1, 3), help="train on 1 or 3 channels: grey images repeated into "
                                                                  "3 for a model that needs them (default: the dataset's)")
-    p.add_argument("--model", help="override the task's model: small-cnn, mnist-cnn, resnet50 (both frameworks), "
+    p.add_argument("--model", help="override the task's model: a built-in one or one both frameworks' libraries "
+                                   "build, named once (efficientnet_b0, convnext_tiny ...: `bench list`), "
                                    "timm:NAME or torchvision:NAME (PyTorch's approaches), keras:NAME (a "
                                    "keras.applications model, TensorFlow's); random weights, nothing downloaded")
+    p.add_argument("--head-dropout", type=float, metavar="P",
+                   help="a library model's dropout before its classifier (timm's drop_rate, a Keras Dropout)")
     p.add_argument("--model-module", metavar="PKG.MODULE:FUNCTION",
                    help="your own model: FUNCTION(channels=, classes=, image_size=) returns a torch.nn.Module or a "
                         "Keras model; the approaches of its framework train it")
@@ -155,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_options(p)
     p.add_argument("--variants", default="all", help="comma-separated variant names (default all)")
     p.add_argument("--max-devices", type=int, default=2, help="largest device count (default 2)")
+    p.add_argument("--devices", metavar="N[,M...]",
+                   help="only these device counts (e.g. 8, or 1,8) instead of 1, 2, 4 ... --max-devices")
+    p.add_argument("--models", metavar="A,B,...",
+                   help="sweep each of these models (any --model name) in turn: a verdict and table per model, and "
+                        "throughput per device against model size")
     p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
     p.add_argument("--repeats", type=int, default=1,
                    help="run the whole sweep R times, round-robin; the report folds repeats (default 1)")

@@ -12,7 +12,7 @@ from bench import metrics
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices, model_check, models, options, request
-from bench.spec.task import PRESETS, SpecError, get_task
+from bench.spec.task import CPU_IMAGE_SIZE, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
 
 log = logging.getLogger("bench")
@@ -26,8 +26,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
     print("tasks:")
     for t in PRESETS.values():
-        print(f"  {t.name:10} {t.model:10} on {t.dataset:14} {t.image_size}px batch={t.global_batch} "
-              f"epochs={t.epochs} {t.precision}")
+        on_cpu = f" ({CPU_IMAGE_SIZE[t.name]}px on a CPU)" if t.name in CPU_IMAGE_SIZE else ""
+        print(f"  {t.name:16} {t.model:16} on {t.dataset:14} {t.image_size}px{on_cpu} batch={t.global_batch} "
+              f"epochs={t.epochs} {t.optimizer} {t.precision}")
+    print("models (--model): built in to both frameworks:", ", ".join(models.BUILT_IN))
+    print("  named once, timm's for PyTorch and keras.applications' for TensorFlow:", ", ".join(models.PAIRED))
+    print("  any other as timm:NAME, torchvision:NAME, keras:NAME, or your own with --model-module PKG.MODULE:FN")
     print("devices:")
     print(f"  cpu: {len(machine.cores)} cores available ({', '.join(map(str, machine.cores))})")
     if machine.gpus:
@@ -145,30 +149,44 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _approaches_for(task: TaskSpec, variants: list, refuse: bool) -> list:
+    """The variants that can train the task's model (a library's or your own is built once here to know its
+    framework); with `refuse`, a named variant that cannot is the request's one-line error instead."""
+    framework = model_check.check(task)
+    if refuse and (refused := next(filter(None, (models.refusal(task.model, framework, v) for v in variants)), None)):
+        raise SpecError(f"{refused}: name approaches of its framework, or drop --variants")
+    return [v for v in variants if models.refusal(task.model, framework, v) is None]
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     machine = request.sweep_machine(args)
     device_type = request.device_type(args, machine)
-    task = request.task_from(args, device_type)
-    if args.variants in ("all", ""):
+    if args.repeats < 1:
+        raise SpecError(f"repeats must be at least 1 (got {args.repeats})")
+    if args.models and (args.model or args.model_module):
+        raise SpecError("--models names every model of the sweep: drop --model / --model-module")
+    tasks = [request.task_from(argparse.Namespace(**{**vars(args), "model": name.strip()}), device_type)
+             for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type)]
+    named_variants = args.variants not in ("all", "")
+    if not named_variants:
         # The single-device baselines belong to the scaling analysis.
         variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
-    framework = model_check.check(task)  # a library's or your own model: its framework's approaches train it
-    if args.variants in ("all", ""):
-        variants = [v for v in variants if models.refusal(task.model, framework, v) is None]
-    elif refused := next(filter(None, (models.refusal(task.model, framework, v) for v in variants)), None):
-        raise SpecError(f"{refused}: name approaches of its framework, or drop --variants")
-    counts = plan.device_counts(args.max_devices)
+    counts = plan.given_counts(args.devices) if args.devices else plan.device_counts(args.max_devices)
     named = options.given(args)
     options.refuse_untaken(named, variants)
-    specs = plan.plan(variants, task, device_type, counts, args.nodes, engines=request.engines(args),
-                       variants_named=args.variants not in ("all", ""),
-                       cores_per_slot=args.cores_per_slot, timeout_s=args.timeout, analysis=args.analysis,
-                       repeats=args.repeats, compiled=args.compile, inputs=request.input_modes(args),
-                       shardings={v.name: options.modes(v, named, sweep=True) for v in variants})
+    specs = []
+    for task in tasks:  # round-robin over the models too, when repeated
+        trains = _approaches_for(task, variants, refuse=named_variants and len(tasks) == 1)
+        specs += plan.plan(trains, task, device_type, counts, args.nodes, engines=request.engines(args),
+                           variants_named=named_variants, cores_per_slot=args.cores_per_slot, timeout_s=args.timeout,
+                           analysis=args.analysis, compiled=args.compile, inputs=request.input_modes(args),
+                           shardings={v.name: options.modes(v, named, sweep=True) for v in trains})
+    task = tasks[0]
     specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
-                                 as_shipped=args.as_shipped, sample_every_s=args.sample_every) for spec in specs]
+                                 as_shipped=args.as_shipped, sample_every_s=args.sample_every)
+             for spec in specs] * args.repeats
     from bench.analysis import report
     from bench.run import resume, sweep
     from bench.studies import audit, microbench

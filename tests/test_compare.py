@@ -22,7 +22,7 @@ def row(variant: str, world: int, median: float, env: dict, device_type: str = "
     windows = [median * (1 + d) for d in (-0.02, -0.01, 0.0, 0.01, 0.02, -0.015, 0.015, -0.005, 0.005, 0.0)]
     return result_row(variant, world, median, device_type=device_type, environment=env, host="box",
                       device_name=env.get("gpu_model") if device_type == "cuda" else env["cpu_model"],
-                      task={"name": "quick", "global_batch": 64 * world, "precision": precision, "model": "cnn",
+                      task={"name": "quick", "global_batch": 64 * world, "precision": precision, "model": "small-cnn",
                             "dataset": "digits", "scaling": "weak"},
                       throughput={"median": median, "ci_low": median * 0.98, "ci_high": median * 1.02,
                                   "windows": windows},
@@ -52,7 +52,7 @@ def test_each_machine_is_named_by_its_recorded_environment(two):
     assert gpu.name == "4x NVIDIA A100-SXM4-40GB"
     described = compare.describe(gpu)
     assert "NVIDIA A100-SXM4-40GB" in described["GPU"] and "AMD EPYC 7763, 64 cores" == described["CPU"]
-    assert described["task, precision"] == "quick (cnn, digits), bf16, weak scaling"
+    assert described["task, precision"] == "quick (small-cnn, digits), bf16, weak scaling"
 
 
 def test_the_same_folder_twice_as_machines_keeps_them_apart_by_folder(tmp_path, two):

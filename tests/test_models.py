@@ -52,14 +52,16 @@ def test_a_model_that_cannot_be_built_here_is_one_line_and_exit_2(tmp_path, vari
     assert not (tmp_path / "runs").exists()  # refused before anything started
 
 
-COMMON = ("--task", "quick", "--epochs", "1", "--scaling", "strong", "--max-devices", "2", "--no-analysis",
-          "--sample-every", "0", "--channels", "3")
+COMMON = ("--task", "quick", "--epochs", "1", "--scaling", "strong", "--no-analysis", "--sample-every", "0",
+          "--channels", "3")
 
 
-def sweep(out, variants: str, *model: str) -> dict[tuple[str, int], dict]:
-    """`variants` on 1 and 2 CPU slots, the quick task's digits resized and made 3-channel on the device, one epoch
-    (each sweep inside a test's time limit): its rows by (variant, slots), each trained with exact accuracy."""
-    done = bench("sweep", "--variants", variants, *model, *COMMON, "--out", str(out), env=CPU, timeout=580)
+def sweep(out, variants: str, *model: str) -> dict[tuple[str, int, str], dict]:
+    """`variants` on 1 and 2 CPU slots (or --devices), the quick task's digits resized and made 3-channel on the
+    device, one epoch (each sweep inside a test's time limit): the folder's rows by (variant, slots, model), each
+    trained with exact accuracy."""
+    done = bench("sweep", "--variants", variants, *model, *COMMON, "--max-devices", "2", "--out", str(out), env=CPU,
+                 timeout=580)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = {}
     for row in rows(out):
@@ -69,23 +71,34 @@ def sweep(out, variants: str, *model: str) -> dict[tuple[str, int], dict]:
         assert row["status"] == "ok", (row["variant"], row["task"]["model"], row["error"])
         assert row["eval_samples"] == 397 and 0 <= row["test_accuracy"] <= 1  # every test image once, resized
         assert row["task"]["channels"] == 3 and row["flops_per_sample"] > 0
-        found[(row["variant"], row["world_size"])] = row
+        found[(row["variant"], row["world_size"], row["task"]["model"])] = row
     return found
 
 
 @pytest.mark.slow
 def test_every_pytorch_approach_trains_a_timm_model(tmp_path):
-    trained = sweep(tmp_path, ",".join(TORCH_APPROACHES), "--image-size", "16", "--zero-stage", "3",  # + parameters
-                    "--model", "timm:resnet18")
-    assert set(trained) == {(v, n) for v in TORCH_APPROACHES for n in (1, 2)
-                            if get_variant(v).max_devices is None or n == 1} - {("torch-dp", 2)}
-    assert {r["task"]["model"] for r in trained.values()} == {"timm:resnet18"}
+    """The approaches that spread over devices on 2 slots, the single-device ones on 1; then a sweep of another
+    model into the same folder: each model its own verdict, and the figure of throughput against model size."""
+    spread = [v for v in TORCH_APPROACHES if get_variant(v).max_devices is None and v != "torch-dp"]
+    trained = sweep(tmp_path, ",".join(spread), "--image-size", "16", "--zero-stage", "3",  # + parameters
+                    "--devices", "2", "--models", "timm:resnet18")
+    alone = sweep(tmp_path / "one", "torch-single,torch-dp", "--image-size", "16", "--devices", "1", "--model",
+                  "timm:resnet18")
+    assert set(trained) == {(v, 2, "timm:resnet18") for v in spread}
+    assert set(alone) == {("torch-single", 1, "timm:resnet18"), ("torch-dp", 1, "timm:resnet18")}
+    sweep(tmp_path, "torch-ddp,torch-fsdp", "--image-size", "16", "--devices", "2", "--models", "small-cnn")
+    report = (tmp_path / "report.md").read_text()
+    assert "2 CPU slots, quick task (timm:resnet18 at 16px 3ch)" in report  # a verdict per model
+    assert "2 CPU slots, quick task (at 16px 3ch)" in report
+    assert "### Throughput against model size" in report
+    assert (tmp_path / "quick-fp32-strong-model-size.png").exists()
 
 
 @pytest.mark.slow
 def test_fsdp_shards_a_transformers_own_blocks(tmp_path):
     trained = sweep(tmp_path, "torch-fsdp", "--image-size", "32", "--model", "timm:vit_tiny_patch16_224")
-    alone, held = (trained[("torch-fsdp", n)]["memory"]["model_state_bytes"] for n in (1, 2))
+    alone, held = (trained[("torch-fsdp", n, "timm:vit_tiny_patch16_224")]["memory"]["model_state_bytes"]
+                   for n in (1, 2))
     # Each of the two ranks holds half the parameters: the ViT's twelve blocks sharded, not one rank holding all.
     assert held["0"]["parameters"] == pytest.approx(held["1"]["parameters"], rel=0.01)
     # Within 5 %: each sharded parameter is padded to divide by the ranks (2.8 % for this ViT).
@@ -113,3 +126,53 @@ def test_tf_mirrored_trains_a_keras_application(tmp_path):
 def test_your_own_module_is_trained_by_the_approaches_of_its_framework(tmp_path, variant, function):
     row = run_on_two_slots(tmp_path, variant, "--model-module", f"examples.own_model:{function}")
     assert row["task"]["model"] == f"module:examples.own_model:{function}" and row["variant"] == variant
+
+
+def test_a_name_both_libraries_have_is_each_frameworks_own_build():
+    name = models.parse("efficientnet_b2")
+    assert (name.source, name.framework, name.library) == ("paired", None, True)
+    assert models.refusal("efficientnet_b2", None, get_variant("tf-mirrored")) is None
+    assert models.refusal("efficientnet_b2", None, get_variant("torch-fsdp")) is None
+    assert models.PAIRED["efficientnet_b2"] == ("efficientnet_b2", "EfficientNetB2")
+
+
+def test_the_seeds_presets_carry_their_recipes_and_train_small_on_a_cpu():
+    from bench.spec.task import CPU_IMAGE_SIZE, get_task
+
+    effnet, resnet, databricks = (get_task(n) for n in ("efficientnet-b2", "resnet18", "databricks-mnist"))
+    assert (effnet.model, effnet.optimizer, effnet.head_dropout, effnet.image_size) == (
+        "efficientnet_b2", "adam", 0.5, 224)
+    assert (resnet.model, resnet.optimizer, resnet.momentum) == ("torchvision:resnet18", "sgd", 0.9)
+    assert (databricks.model, databricks.momentum, databricks.lr) == ("databricks-cnn", 0.5, 0.01)
+    assert CPU_IMAGE_SIZE == {"efficientnet-b2": 32, "resnet18": 32}
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--head-dropout", "0.5"], "--head-dropout goes with a library's model"),
+    (["--model", "timm:resnet18", "--head-dropout", "1.5"], "--head-dropout 1.5 must be at least 0 and below 1"),
+])
+def test_a_head_dropout_the_model_cannot_take_is_one_line_and_exit_2(tmp_path, args, words):
+    done = bench("run", "--variant", "torch-ddp", "--task", "quick", *args, "--out", str(tmp_path), env=CPU)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"error: {done.stderr.split('error: ')[1]}"
+                                                                         .strip()]
+    assert words in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,side,channels", [("efficientnet_b2", 32, 3), ("convnext_tiny", 32, 3),
+                                                 ("databricks-cnn", 28, 1)])
+def test_both_frameworks_build_a_name_they_share_to_the_same_parameter_count(model, side, channels):
+    """Each framework's build, in a process of its own (timm and TensorFlow never share one)."""
+    import json
+    import subprocess
+    import sys
+
+    from bench import REPO_ROOT
+    from bench.spec.task import get_task
+
+    task = json.dumps(get_task("quick", model=model, image_size=side, channels=channels,
+                               head_dropout=0.5 if model != "databricks-cnn" else 0.0).to_dict())
+    counts = [json.loads(subprocess.run([sys.executable, "-m", f"{framework}_impl.model", task], cwd=REPO_ROOT,
+                                        capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+              for framework in ("torch", "tf")]
+    assert counts[0] == counts[1] and counts[0]["parameters"] > 20_000

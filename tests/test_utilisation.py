@@ -21,11 +21,11 @@ from bench.worker.clock import StepClock
 from helpers import CPU, REPO, bench, result_row
 
 KERAS_FLOPS = """
-import sys
+import json, sys
 from bench.spec.task import get_task
 from tf_impl.flops import flops_per_sample
 from tf_impl.model import build_model
-print(flops_per_sample(build_model(get_task(sys.argv[1]))))
+print(flops_per_sample(build_model(get_task(sys.argv[1], **json.loads(sys.argv[2])))))
 """
 
 
@@ -55,14 +55,19 @@ def test_counting_flops_leaves_the_random_state_as_it_was():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["quick", "default", "mnist-cnn"])
-def test_keras_and_torch_flop_counts_agree_for_parameter_equal_models(task):
+@pytest.mark.parametrize("task,model", [
+    ("quick", {}), ("default", {}), ("mnist-cnn", {}), ("databricks-mnist", {}),
+    # Depthwise and grouped convolutions, and dense layers over every position (ConvNeXt's MLP): torch's own
+    # formula counts a grouped convolution's weight gradient once per group.
+    *(("quick", {"model": m, "image_size": 32, "channels": 3}) for m in ("efficientnet_b0", "convnext_tiny",
+                                                                         "mobilenetv2_100"))])
+def test_keras_and_torch_flop_counts_agree_for_parameter_equal_models(task, model):
     from torch_impl.flops import flops_per_sample
 
-    keras = subprocess.run([sys.executable, "-c", KERAS_FLOPS, task], cwd=REPO, capture_output=True, text=True,
-                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **CPU})
+    keras = subprocess.run([sys.executable, "-c", KERAS_FLOPS, task, json.dumps(model)], cwd=REPO,
+                           capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **CPU})
     assert keras.returncode == 0, keras.stderr
-    torch_count = flops_per_sample(get_task(task))
+    torch_count = flops_per_sample(get_task(task, **model))
     assert float(keras.stdout.split()[-1]) == pytest.approx(torch_count, rel=0.02)
 
 

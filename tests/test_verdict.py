@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bench.analysis import repeats, verdict
+from bench.analysis import model_pairs, repeats, verdict
 from bench.results import aggregate
 from bench.results import ResultStore
 from bench.results.frame import frame
@@ -116,3 +116,37 @@ def test_the_beaten_are_listed_from_the_closest_ratio_down_not_by_their_median_r
     rows += [run("torch-ddp", m, repeat=i) for i, m in enumerate((884.0, 885.0, 886.0, 885.0, 885.0))]
     [text, *_] = lines(rows)
     assert "tf-mirrored beats torch-ddp by 1.13x [" in text and "and accelerate by 1.14x [" in text, text
+
+
+def paired(variant, median, params, flops, model="efficientnet_b0"):
+    row = run(variant, median, model=model, params=params)
+    row.flops_per_sample = flops
+    return row
+
+
+def test_two_frameworks_builds_of_one_name_are_ranked_together_only_when_they_are_the_same_model():
+    same = lines([paired("torch-ddp", 2000.0, 4_020_000, 30e6), paired("tf-mirrored", 1000.0, 4_050_000, 31e6)])
+    assert "torch-ddp beats tf-mirrored by 2.00x" in same[0]
+    apart = lines([paired("torch-ddp", 2000.0, 4_020_000, 30e6), paired("torch-fsdp", 1000.0, 4_020_000, 30e6),
+                   paired("tf-mirrored", 1500.0, 4_050_000, 40e6), paired("tf-multiworker", 1400.0, 4_050_000, 40e6)])
+    torch_side = next(line for line in apart if "PyTorch's build" in line)
+    tf_side = next(line for line in apart if "TensorFlow's build" in line)
+    assert "not the same model as the other framework's: FLOPs per sample 25% apart" in torch_side
+    assert "torch-ddp beats torch-fsdp" in torch_side and "tf-mirrored" not in torch_side
+    assert "tf-mirrored" in tf_side and "torch-ddp" not in tf_side
+    runs = frame([r.to_dict() for r in [paired("torch-ddp", 2000.0, 4_020_000, 30e6),
+                                         paired("tf-mirrored", 1500.0, 4_050_000, 40e6)]])
+    [table] = [b.content for b in model_pairs.section(aggregate.configurations(runs)) if b.kind == "table"]
+    assert table.to_dict("records") == [{
+        "model": "efficientnet_b0", "PyTorch params": "4,020,000", "TensorFlow params": "4,050,000",
+        "PyTorch MFLOPs/sample": "30.0", "TensorFlow MFLOPs/sample": "40.0",
+        "ranked together": "no: not the same model (FLOPs per sample 25% apart)"}]
+
+
+def test_runs_of_two_models_on_one_task_never_fold_together_and_each_model_has_its_verdict():
+    rows = [run("torch-ddp", 2000.0), run("torch-fsdp", 1000.0),
+            run("torch-ddp", 500.0, model="timm:resnet18"), run("torch-fsdp", 700.0, model="timm:resnet18")]
+    text = lines(rows)
+    assert any(t.startswith("2 CPU slots, default task, fp32") and "torch-ddp beats torch-fsdp" in t for t in text)
+    assert any(t.startswith("2 CPU slots, default task (timm:resnet18)") and "torch-fsdp beats torch-ddp"
+               in t for t in text)

@@ -18,8 +18,9 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
     keras.utils.set_random_seed(task.seed)
     side, channels, classes = task.image_size, task.channels, task.classes
     name = models.parse(task.model)
-    if name.source == "keras":
-        return _resized(keras, task, _application(keras, name.name, side, channels, classes))
+    if name.source in ("keras", "paired"):
+        application = models.PAIRED[name.name][1] if name.source == "paired" else name.name
+        return _resized(keras, task, _application(keras, application, side, channels, classes, task.head_dropout))
     if name.source == models.OWN:
         return _resized(keras, task, _own(keras, name.name, channels, classes, side))
     if not name.builtin:
@@ -41,6 +42,14 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
         x = layers.Flatten()(x)
         x = layers.Dense(128, activation="relu")(x)
         x = layers.Dropout(0.5)(x)
+    elif task.model == "databricks-cnn":
+        x = layers.Conv2D(10, 5)(inputs)
+        x = layers.ReLU()(layers.MaxPooling2D(2)(x))
+        x = layers.SpatialDropout2D(0.5)(layers.Conv2D(20, 5)(x))
+        x = layers.ReLU()(layers.MaxPooling2D(2)(x))
+        x = layers.Flatten()(x)
+        x = layers.Dense(50, activation="relu")(x)
+        x = layers.Dropout(0.5)(x)
     else:  # resnet50
         # Keras' ResNet-50 (v1.5-style strides differ from timm's; see README), without its classifier.
         backbone = keras.applications.ResNet50(weights=None, include_top=False, input_tensor=inputs, pooling="avg")
@@ -50,8 +59,9 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
     return _resized(keras, task, keras.Model(inputs, outputs, name=task.model))
 
 
-def _application(keras, name: str, side: int, channels: int, classes: int):
-    """A keras.applications model with random weights, the task's input shape and classes, float32 logits."""
+def _application(keras, name: str, side: int, channels: int, classes: int, dropout: float = 0.0):
+    """A keras.applications model with random weights, the task's input shape and classes, float32 logits: its
+    backbone pooled, then (`dropout`) a Dropout, then the classifier, as timm builds its head."""
     build = getattr(keras.applications, name, None)
     if not callable(build) or not name[:1].isupper():
         raise models.ModelNameError(f"keras:{name}: keras {keras.__version__} has no such application (the "
@@ -60,7 +70,8 @@ def _application(keras, name: str, side: int, channels: int, classes: int):
         backbone = build(weights=None, include_top=False, input_shape=(side, side, channels), pooling="avg")
     except ValueError as exc:  # e.g. a minimum input size, or 3 channels only
         raise models.ModelNameError(f"keras:{name}: {str(exc).splitlines()[0]} (--image-size, --channels)") from None
-    outputs = keras.layers.Dense(classes, dtype="float32")(backbone.output)
+    x = keras.layers.Dropout(dropout)(backbone.output) if dropout else backbone.output
+    outputs = keras.layers.Dense(classes, dtype="float32")(x)
     return keras.Model(backbone.input, outputs, name=name)
 
 

@@ -40,6 +40,22 @@ class MnistCNN(nn.Module):
         return self.net(x)
 
 
+class DatabricksCNN(nn.Module):
+    """The PyTorch MNIST example Databricks' HorovodRunner guide trains: conv10 5x5, max-pool, conv20 5x5 with
+    channel dropout, max-pool, fc50, dropout, fc10."""
+
+    def __init__(self, channels: int, classes: int, image_size: int):
+        super().__init__()
+        side = ((image_size - 4) // 2 - 4) // 2
+        self.net = nn.Sequential(
+            nn.Conv2d(channels, 10, 5), nn.MaxPool2d(2), nn.ReLU(),
+            nn.Conv2d(10, 20, 5), nn.Dropout2d(0.5), nn.MaxPool2d(2), nn.ReLU(), nn.Flatten(),
+            nn.Linear(20 * side * side, 50), nn.ReLU(), nn.Dropout(0.5), nn.Linear(50, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def build_model(task: TaskSpec) -> nn.Module:
     """The task's model, initialised from the task's seed (identical on every rank): a built-in one, a timm or
     torchvision model, or the user's own (bench.spec.models), with random weights. Where the input pipeline
@@ -50,8 +66,9 @@ def build_model(task: TaskSpec) -> nn.Module:
     args = (task.channels, task.classes, task.image_size)
     if name.builtin:
         model = BUILT_IN[task.model](*args)
-    elif name.source == "timm":
-        model = _timm(name.name, *args)
+    elif name.source in ("timm", "paired"):
+        model = _timm(models.PAIRED[name.name][0] if name.source == "paired" else name.name, *args,
+                      drop_rate=task.head_dropout)
     elif name.source == "torchvision":
         model = _torchvision(name.name, *args)
     elif name.source == models.OWN:
@@ -82,13 +99,13 @@ class Resized(nn.Module):
         return self.model(x)
 
 
-def _timm(name: str, channels: int, classes: int, image_size: int) -> nn.Module:
+def _timm(name: str, channels: int, classes: int, image_size: int, drop_rate: float = 0.0) -> nn.Module:
     import timm  # only here: timm pulls in torchvision
 
     if not timm.is_model(name):
         raise models.ModelNameError(f"timm:{name}: timm {timm.__version__} has no such model (timm.list_models("
                                     f"'*{name.split('_')[0]}*') lists the near ones)")
-    build = dict(pretrained=False, num_classes=classes, in_chans=channels)
+    build = dict(pretrained=False, num_classes=classes, in_chans=channels, drop_rate=drop_rate)
     try:  # a transformer's patch grid follows the image size; a CNN takes any size and no such argument
         return timm.create_model(name, img_size=image_size, **build)
     except TypeError:
@@ -112,7 +129,7 @@ def _timm_resnet50(channels: int, classes: int, image_size: int) -> nn.Module:
     return timm.create_model("resnet50", pretrained=False, num_classes=classes, in_chans=channels)
 
 
-BUILT_IN = {"small-cnn": SmallCNN, "mnist-cnn": MnistCNN, "resnet50": _timm_resnet50}
+BUILT_IN = {"small-cnn": SmallCNN, "mnist-cnn": MnistCNN, "databricks-cnn": DatabricksCNN, "resnet50": _timm_resnet50}
 
 
 def count_parameters(model: nn.Module) -> int:

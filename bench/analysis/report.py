@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench import metrics
-from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, over_time, plots,
-                            profiles, repeats, step_breakdown, stragglers, verdict)
+from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, model_pairs,
+                            model_size, over_time, plots, profiles, repeats, step_breakdown, stragglers, verdict)
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text
@@ -65,7 +65,7 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
         blocks += _task_section(directory, subset.reset_index(drop=True), microbenchmark, measured, profiled,
                                 f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
-    blocks += (over_time.section(runs, directory) + stragglers.section(configs) + checkpoints.section(runs)
+    blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + stragglers.section(configs) + checkpoints.section(runs)
                + fast_path.section(audit) + machine.sections(peak.load(directory), microbenchmark))
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))
@@ -94,6 +94,11 @@ def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[di
             + plots.draw_inputs(inputs, directory, prefix) + plots.draw_memory(memory.entries(subset), directory, prefix)
             + plots.draw_breakdown(steps, directory, prefix)
             + plots.draw_utilisation(utilisation.entries(part), directory, prefix))
+    sized, crossed = model_size.draw(subset, directory, prefix)
+    if sized:
+        blocks += [heading("Throughput against model size", 3), Block("bullets", crossed or [
+            "No crossover: each device count keeps its order of approaches across the models trained."]),
+            *(Block("image", png) for png in sized)]
     return blocks + [Block("image", png) for png in pngs]
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import input_pipelines, stragglers
+from bench.analysis import input_pipelines, model_pairs, stragglers
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
 from bench.metrics import memory, present
 from bench.results.key import RunKey
+from bench.spec import models
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
 # --accuracy-tolerance. The tasks' presets name a target accuracy but no tolerance.
@@ -80,16 +81,24 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     by_key = {r["key"]: r for r in records}
     frame = configs[GROUP_BY].assign(
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
-        setting=[(k.dataset, k.recipe, input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
+        setting=[(k.model, k.dataset, k.recipe, input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
                  for k in configs["key"]])
     frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
     batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
     out = []
     for _, members in frame.assign(batches=batches).groupby(["task_order", "setting", *GROUP_BY[3:]], sort=False):
         lines = [records[i] for i in members["i"]]
-        group = _group(lines, by_key, measured, several_batches=members["batches"].iloc[0] > 1)
-        if group.winner is not None or group.failed:
-            out.append(group)
+        apart = model_pairs.differences(lines)
+        # Two frameworks' builds of one name that are not the same model: each framework ranked on its own.
+        sides = ([[r for r in lines if model_pairs.framework(r["variant"]) == f] for f in ("torch", "tensorflow")]
+                 if apart else [lines])
+        for side in sides:
+            group = _group(side, by_key, measured, several_batches=members["batches"].iloc[0] > 1)
+            if apart:
+                group.title += (f", {models.framework_name(model_pairs.framework(side[0]['variant']))}'s build "
+                                f"(not the same model as the other framework's: {', '.join(apart)})")
+            if group.winner is not None or group.failed:
+                out.append(group)
     return out
 
 
@@ -125,7 +134,7 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
 def _title(r: dict, several_batches: bool) -> str:
     n, key = r["world_size"], r["key"]
     devices = f"{n} {'CPU slot' if r['device_type'] == 'cpu' else 'GPU'}{'s' if n > 1 else ''}"
-    task = f"{r['task']} task" + "".join(f" ({x})" for x in (key.dataset, key.recipe) if x)
+    task = f"{r['task']} task" + "".join(f" ({x})" for x in (key.model, key.dataset, key.recipe) if x)
     details = [r["precision"], f"{r['scaling']} scaling"]
     if several_batches:
         details.append(f"batch {r['global_batch']}")
@@ -135,7 +144,10 @@ def _title(r: dict, several_batches: bool) -> str:
 
 
 def _name(r: dict) -> str:
-    return r["series"] + (f" on {r['nodes']} nodes" if r["nodes"] > 1 else "")
+    """The configuration's series, less the model its group's title names."""
+    model = r["key"].model if "key" in r else ""
+    series = r["series"].replace(f" ({model})", "") if model else r["series"]
+    return series + (f" on {r['nodes']} nodes" if r["nodes"] > 1 else "")
 
 
 def _x(value: float) -> str:

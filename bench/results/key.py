@@ -31,6 +31,7 @@ class RunKey(NamedTuple):
     loader_workers: int = 0      # files | s3: the input pipeline's parallel decoders
     sharding: str = ""           # the ZeRO stage / Accelerate plugin the run chose: "ZeRO-2", "fsdp plugin"
     as_shipped: bool = False     # --as-shipped: the framework on its own defaults, not dtbench's fast path
+    model: str = ""              # the model and its input, where not the preset's: "timm:resnet18 at 32px 3ch"
 
     @property
     def world_size(self) -> int:
@@ -49,7 +50,8 @@ class RunKey(NamedTuple):
         modes = [m for m, on in (("asynchronous", self.asynchronous), (self.sharding, bool(self.sharding)),
                                  ("compiled", self.compile), ("no sync", self.independent),
                                  (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
-                                 (self.recipe, bool(self.recipe)), ("as shipped", self.as_shipped)) if on]
+                                 (self.model, bool(self.model)), (self.recipe, bool(self.recipe)),
+                                 ("as shipped", self.as_shipped)) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
 
     @property
@@ -82,7 +84,7 @@ def config_key(row: dict) -> RunKey:
                   bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
                   task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task),
                   int(task.get("loader_workers") or 0), options.label(row["variant"], task),
-                  bool(row.get("as_shipped")))
+                  bool(row.get("as_shipped")), model_override(task))
 
 
 def settings(task: dict) -> dict:
@@ -128,6 +130,25 @@ def dataset_override(task: dict) -> str:
         folder = (source or "").rstrip("/").rsplit("/", 1)[-1]
         return f"imagefolder:{folder}:{task.get('image_size')}px"
     return dataset
+
+
+def model_override(task: dict) -> str:
+    """The model, and the size and channels it is fed, where they are not the task preset's ("" otherwise): runs of
+    two models (or sizes) never fold together. A dataset override's own shape is the dataset's, not named here."""
+    from bench.spec.task import PRESETS
+
+    preset = PRESETS.get(task.get("name"))
+    if preset is None:
+        return ""
+    model = task.get("model", preset.model)
+    parts = [model] if model != preset.model else []
+    dropout = task.get("head_dropout", preset.head_dropout)
+    parts += [f"dropout {dropout:g}"] if dropout != preset.head_dropout else []
+    if not dataset_override(task) or task.get("dataset") == "synthetic":
+        side, channels = task.get("image_size", preset.image_size), task.get("channels", preset.channels)
+        parts += [f"at {side}px"] if side != preset.image_size else []
+        parts += [f"{channels}ch"] if channels != preset.channels else []
+    return " ".join(parts)
 
 
 def recipe_override(task: dict) -> str:

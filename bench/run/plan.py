@@ -21,6 +21,17 @@ def device_counts(max_devices: int) -> list[int]:
     return counts + [max_devices]
 
 
+def given_counts(devices: str) -> list[int]:
+    """--devices N[,M...]: the device counts named, ascending."""
+    try:
+        counts = sorted({int(n) for n in devices.split(",") if n.strip()})
+    except ValueError:
+        raise SpecError(f"--devices {devices!r}: give device counts, e.g. 8 or 1,8") from None
+    if not counts or counts[0] < 1:
+        raise SpecError(f"--devices {devices!r}: give device counts of at least 1, e.g. 8 or 1,8")
+    return counts
+
+
 def topology(devices: int, nodes: int) -> tuple[int, int]:
     """(nodes, devices per node) for a device count: split over `nodes` where it divides."""
     if nodes > 1 and devices >= nodes and devices % nodes == 0:

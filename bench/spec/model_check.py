@@ -16,10 +16,10 @@ TIMEOUT_S = 300
 
 
 def check(task: TaskSpec) -> str | None:
-    """The framework of the task's model ("torch", "tensorflow"), built once to be sure; None for a built-in
-    model, which both frameworks build."""
+    """The framework of the task's model ("torch", "tensorflow"), built once to be sure; None for a model both
+    frameworks build (built in, or named for both: their pinned libraries have it)."""
     name = models.parse(task.model)
-    if name.builtin:
+    if name.framework is None and name.source != models.OWN:
         return None
     framework = name.framework
     if framework is None:  # the user's module: its framework is what it returns

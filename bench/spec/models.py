@@ -1,7 +1,11 @@
 """The model a task trains, by name: a built-in one (both frameworks build it layer for layer), a model of the
 libraries users already have, or the user's own builder. Standard library only: the harness and the ranks read it.
 
-- `small-cnn`, `mnist-cnn`, `resnet50`: built by torch_impl/model.py and tf_impl/model.py alike.
+- `small-cnn`, `mnist-cnn`, `databricks-cnn`, `resnet50`: built by torch_impl/model.py and tf_impl/model.py alike.
+- a model both frameworks' libraries have, named once (`efficientnet_b0`, `convnext_tiny`, ... PAIRED): timm's
+  build for PyTorch's approaches, keras.applications' for TensorFlow's. Whether the two are the same model is
+  measured per run (parameters, counted FLOPs) before the verdict ranks one against the other
+  (bench.analysis.verdict, PAIR_TOLERANCE).
 - `timm:NAME` (any `timm.create_model` name) and `torchvision:NAME` (`torchvision.models.get_model`): PyTorch's.
 - `keras:NAME` (any `keras.applications` constructor, e.g. `keras:EfficientNetB0`): TensorFlow's.
 - `module:PKG.MODULE:FUNCTION` (`--model-module`): `FUNCTION(channels=, classes=, image_size=)` returns a
@@ -15,7 +19,16 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-BUILT_IN = ("small-cnn", "mnist-cnn", "resnet50")
+BUILT_IN = ("small-cnn", "mnist-cnn", "databricks-cnn", "resnet50")
+# Named once for both frameworks: (timm's name, keras.applications' constructor).
+PAIRED = {**{f"efficientnet_b{i}": (f"efficientnet_b{i}", f"EfficientNetB{i}") for i in range(8)},
+          "mobilenetv2_100": ("mobilenetv2_100", "MobileNetV2"), "convnext_tiny": ("convnext_tiny", "ConvNeXtTiny"),
+          "densenet121": ("densenet121", "DenseNet121"), "resnet101": ("resnet101", "ResNet101"),
+          "resnet152": ("resnet152", "ResNet152")}
+# How far the two frameworks' builds of one name may differ in parameters and in counted FLOPs per sample and
+# still be ranked as the same model. Keras' ResNet-50 (v1: strides on the 1x1 convolutions) has timm's (v1.5)
+# parameters and 5.7 % fewer FLOPs: not ranked against it.
+PAIR_TOLERANCE = 0.05
 # Each library's framework (the `framework` of the variants table's approaches that can train it).
 LIBRARIES = {"timm": "torch", "torchvision": "torch", "keras": "tensorflow"}
 OWN = "module"
@@ -29,7 +42,7 @@ class ModelNameError(ValueError):
 
 @dataclass(frozen=True)
 class ModelName:
-    source: str   # "built-in", a library of LIBRARIES, or "module"
+    source: str   # "built-in", "paired", a library of LIBRARIES, or "module"
     name: str     # the built-in's, the library's own name, or PKG.MODULE:FUNCTION
 
     @property
@@ -43,9 +56,17 @@ class ModelName:
         return self.source == "built-in"
 
 
+    @property
+    def library(self) -> bool:
+        """Built by a model library (timm, torchvision, Keras), either framework's or both."""
+        return self.source in LIBRARIES or self.source == "paired"
+
+
 def parse(model: str) -> ModelName:
     if model in BUILT_IN:
         return ModelName("built-in", model)
+    if model in PAIRED:
+        return ModelName("paired", model)
     source, _, name = model.partition(":")
     if source == OWN:
         module, _, function = name.rpartition(":")
@@ -53,8 +74,9 @@ def parse(model: str) -> ModelName:
             raise ModelNameError(f"--model-module {name!r}: give PKG.MODULE:FUNCTION, e.g. mymodels.vit:build")
         return ModelName(OWN, name)
     if source not in LIBRARIES or not name:
-        raise ModelNameError(f"unknown model {model!r}: choose one of {', '.join(BUILT_IN)}, or a library's model as "
-                             "timm:NAME, torchvision:NAME or keras:NAME (e.g. timm:resnet18), or --model-module")
+        raise ModelNameError(f"unknown model {model!r}: choose one of {', '.join(BUILT_IN)}, a model both frameworks "
+                             "build (`python -m bench list`), a library's model as timm:NAME, torchvision:NAME or "
+                             "keras:NAME (e.g. timm:resnet18), or --model-module")
     if name.startswith(REMOTE_PREFIXES):
         raise ModelNameError(f"{model}: fetches its config or weights from a hub; dtbench downloads nothing: name "
                              f"the architecture alone (e.g. timm:vit_tiny_patch16_224)")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from bench.spec import devices, models
-from bench.spec.task import DATASET_SHAPES, FILE_INPUTS, INPUTS, SpecError, TaskSpec, get_task
+from bench.spec.task import CPU_IMAGE_SIZE, DATASET_SHAPES, FILE_INPUTS, INPUTS, SpecError, TaskSpec, get_task
 from bench.spec.variants import check_engine
 
 
@@ -51,7 +51,7 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
                     warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
-                    dataset=args.dataset, val_split=args.val_split, model=model)
+                    dataset=args.dataset, val_split=args.val_split, model=model, head_dropout=args.head_dropout)
     for mode in more_modes:
         task.replace(**mode).validate()
     if task.dataset == "imagefolder":  # classes, channels and size come from the folder
@@ -64,7 +64,9 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
         side, channels, classes = DATASET_SHAPES[args.dataset]
         task = task.replace(image_size=side, channels=channels, classes=classes)
     # A model that needs another size or 3 channels: the bundled datasets resized on the device, files as decoded.
-    task = task.replace(**{k: v for k, v in (("image_size", args.image_size), ("channels", args.channels)) if v})
+    # The seeds' large models train at a small size on a CPU unless told.
+    image_size = args.image_size or (CPU_IMAGE_SIZE.get(task.name) if device_type == "cpu" else None)
+    task = task.replace(**{k: v for k, v in (("image_size", image_size), ("channels", args.channels)) if v})
     task.validate()
     for mode in [first_mode, *more_modes]:
         if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images

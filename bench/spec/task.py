@@ -66,6 +66,7 @@ class TaskSpec:
     lr_scale: float = 1.0                 # set by for_world: the factor the base lr is multiplied by
     loss_every_steps: int = 10            # rank 0 records the training loss this often (the loss curve)
     seed: int = 0
+    head_dropout: float = 0.0             # a library model's dropout before its classifier
     precision: str = "fp32"
     warmup_steps: int = 10
     window_steps: int = 20
@@ -174,6 +175,11 @@ class TaskSpec:
         if self.warmup_steps < 1:
             # The first step compiles kernels and grows allocators: never timed.
             raise SpecError(f"warmup_steps must be at least 1 (got {self.warmup_steps})")
+        if not 0 <= self.head_dropout < 1:
+            raise SpecError(f"--head-dropout {self.head_dropout} must be at least 0 and below 1, e.g. 0.5")
+        if self.head_dropout and not models.parse(self.model).library:
+            raise SpecError(f"--head-dropout goes with a library's model (timm:, keras:, or one named for both); "
+                            f"{self.model} has its own layers")
         if self.val_split is not None and not 0 < self.val_split < 1:
             raise SpecError(f"--val-split {self.val_split} must be between 0 and 1, e.g. 0.2")
         if self.per_device_batch is not None and self.per_device_batch < 1:
@@ -224,7 +230,29 @@ PRESETS: dict[str, TaskSpec] = {
         classes=1000, global_batch=256, epochs=1, lr=0.1, weight_decay=1e-4, warmup_steps=10,
         window_steps=20, windows=10, precision="fp32",
     ),
+    # The seeds' workloads, each with its own recipe, on Fashion-MNIST's real images resized on the device (exact
+    # accuracy on a CPU, where they train at CPU_IMAGE_SIZE) or at 224 px on a GPU.
+    # The TensorFlow seed: EfficientNet-B2 (timm's for PyTorch, keras.applications' for TensorFlow), a
+    # dropout-0.5 head, Adam.
+    "efficientnet-b2": TaskSpec(
+        name="efficientnet-b2", dataset="fashion-mnist", model="efficientnet_b2", image_size=224, channels=3,
+        classes=10, global_batch=64, epochs=1, optimizer="adam", lr=0.001, head_dropout=0.5, warmup_steps=10,
+        window_steps=20, windows=10,
+    ),
+    # The Dask seed: torchvision's ResNet-18, SGD with momentum 0.9 (PyTorch's approaches).
+    "resnet18": TaskSpec(
+        name="resnet18", dataset="fashion-mnist", model="torchvision:resnet18", image_size=224, channels=3,
+        classes=10, global_batch=64, epochs=1, lr=0.01, momentum=0.9, warmup_steps=10, window_steps=20, windows=10,
+    ),
+    # The Databricks seed: the PyTorch MNIST example of its day (two 5x5 convolutions, dropout), SGD momentum 0.5.
+    "databricks-mnist": TaskSpec(
+        name="databricks-mnist", dataset="fashion-mnist", model="databricks-cnn", image_size=28, channels=1,
+        classes=10, global_batch=64, epochs=2, lr=0.01, momentum=0.5, warmup_steps=10, window_steps=20,
+        windows=10, target_accuracy=0.8,
+    ),
 }
+# The side the seeds' large models train at on a CPU, where --image-size is not given (224 px on a GPU).
+CPU_IMAGE_SIZE = {"efficientnet-b2": 32, "resnet18": 32}
 
 
 def get_task(name: str, **overrides) -> TaskSpec:
