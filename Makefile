@@ -1,7 +1,7 @@
 # Thin wrappers over `python -m bench`. Both `make bench` and `make test` set themselves up first.
 #   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [MODELS=a,b,...] [ARGS=...]
 #   make test        the whole suite (what CI runs)
-#   make test-fast   the tests that start no training run: the edit loop (under 2 minutes)
+#   make test-fast   the tests that start no training run, on two pytest workers: the edit loop
 #   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled;
 #   DTBENCH_TF_PYTHON=/path/to/python names a TensorFlow GPU interpreter of your own).
 #   On a GPU box (nvidia-smi lists one) setup also makes .venv-tf with TensorFlow's GPU build.
@@ -84,8 +84,9 @@ bench: setup
 test: setup test-tools
 	$(PY) -m pytest $(ARGS)
 
+# Two workers: these tests start no training run, so they share the cores without timing anything.
 test-fast: setup test-tools
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PY) -m pytest -m "not slow" -n 2 $(ARGS)
 
 report:
 	$(PY) -m bench report $(OUT)
