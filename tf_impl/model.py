@@ -19,8 +19,8 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
     side, channels, classes = task.image_size, task.channels, task.classes
     name = models.parse(task.model)
     if name.source in ("keras", "paired"):
-        application = models.PAIRED[name.name][1] if name.source == "paired" else name.name
-        return _resized(keras, task, _application(keras, application, side, channels, classes, task.head_dropout))
+        return _resized(keras, task, _application(keras, name.library_name("tensorflow"), side, channels, classes,
+                                                  task.head_dropout))
     if name.source == models.OWN:
         return _resized(keras, task, _own(keras, name.name, channels, classes, side))
     if not name.builtin:

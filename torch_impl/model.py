@@ -67,8 +67,7 @@ def build_model(task: TaskSpec) -> nn.Module:
     if name.builtin:
         model = BUILT_IN[task.model](*args)
     elif name.source in ("timm", "paired"):
-        model = _timm(models.PAIRED[name.name][0] if name.source == "paired" else name.name, *args,
-                      drop_rate=task.head_dropout)
+        model = _timm(name.library_name("torch"), *args, drop_rate=task.head_dropout)
     elif name.source == "torchvision":
         model = _torchvision(name.name, *args)
     elif name.source == models.OWN:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.metrics import fmt
+from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
 from bench.spec.models import PAIR_TOLERANCE, framework_name, framework_of_approach, parse
 from bench.spec.variants import VARIANTS
@@ -23,7 +23,7 @@ def _sizes(lines: pd.DataFrame | list[dict]) -> dict[str, tuple[float | None, fl
         sizes = found.setdefault(framework(r["variant"]), [None, None])
         for i, column in enumerate(("params", "flops_per_sample")):
             value = r.get(column)
-            if sizes[i] is None and value is not None and value == value and value > 0:
+            if sizes[i] is None and present(value) and value > 0:
                 sizes[i] = float(value)
     return {f: (p, flops) for f, (p, flops) in found.items()}
 

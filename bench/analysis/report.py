@@ -65,7 +65,8 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
         blocks += _task_section(directory, subset.reset_index(drop=True), microbenchmark, measured, profiled,
                                 f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
-    blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + stragglers.section(configs) + checkpoints.section(runs)
+    blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + stragglers.section(configs)
+               + checkpoints.section(runs)
                + fast_path.section(audit) + machine.sections(peak.load(directory), microbenchmark))
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))

@@ -135,11 +135,11 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         remove_leftovers(to_start)
         stacks.remove_unused(run_dir)
         keep_temp(temp, run_dir / "tmp")
-        # every process gone first, interrupted runs too
-        timeseries = series.save(reported_slots(fold.read_rank_records(run_dir))) if series else None
+        records = fold.read_rank_records(run_dir)  # every process gone first, interrupted runs too
+        timeseries = series.save(reported_slots(records)) if series else None
         if stopped:
             stopped.timeseries = timeseries
-    return Launched(run_id, run_dir, placement, command, status, reason, fold.read_rank_records(run_dir),
+    return Launched(run_id, run_dir, placement, command, status, reason, records,
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
                     timeseries)

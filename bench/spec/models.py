@@ -56,6 +56,10 @@ class ModelName:
         return self.source == "built-in"
 
 
+    def library_name(self, framework: str) -> str:
+        """The name its library knows it by: for a name both have, the framework's own (timm's, keras')."""
+        return PAIRED[self.name][0 if framework == "torch" else 1] if self.source == "paired" else self.name
+
     @property
     def library(self) -> bool:
         """Built by a model library (timm, torchvision, Keras), either framework's or both."""
