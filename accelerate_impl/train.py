@@ -59,6 +59,7 @@ def train(spec_path: str) -> dict:
         worker.joined(accelerator.num_processes, distributed_type=str(accelerator.distributed_type),
                       backend=accelerator.state.backend, **device_info(accelerator.device))
         device, per_process_batch = accelerator.device, task.global_batch // accelerator.num_processes
+        memory.cap(device, task.device_memory_gib)
         plugin = task.accelerate_plugin
         handed_to = PLUGIN_DISTRIBUTED_TYPE.get(plugin)
         if handed_to and accelerator.distributed_type != handed_to:  # e.g. a CPU launch runs a plugin as DDP

@@ -101,6 +101,9 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-module", metavar="PKG.MODULE:FUNCTION",
                    help="your own model: FUNCTION(channels=, classes=, image_size=) returns a torch.nn.Module or a "
                         "Keras model; the approaches of its framework train it")
+    p.add_argument("--device-memory", type=float, metavar="GIB",
+                   help="give every rank the memory of a smaller device: on CUDA the framework's own cap, on a CPU "
+                        "the rank process's (RLIMIT_DATA); a run that does not fit is recorded as such")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")
@@ -190,9 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", required=True, help=f"one of {', '.join(VARIANTS)}")
     p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
     p.add_argument("--nodes", type=int, default=1, help="fake nodes the devices are split over (default 1)")
-    p.add_argument("--memory-limit", type=float, metavar="MIB",
-                   help="each rank's memory in MiB (RLIMIT_DATA): required on a CPU (on GPUs the device's "
-                        "memory is the limit)")
     p.add_argument("--max-batch", type=int, default=65536, help="stop doubling here (default 65536)")
     p.add_argument("--resolution", type=int, default=1,
                    help="stop bisecting when what fits and what does not are this many samples a device apart "

@@ -33,7 +33,7 @@ from torch_impl.train import AMP_DTYPES, cast_inputs, set_threads  # noqa: E402
 def train(spec_path: str, config_path: str) -> dict:
     if os.environ.get("DS_ACCELERATOR") == "cpu":
         # DeepSpeed's CPU backend compiles its shared-memory op (a C++ extension, cached) when it starts: done
-        # before Worker applies a `maxbatch --memory-limit`, which the compiler would inherit and run out of.
+        # before Worker applies a CPU rank's `--device-memory`, which the compiler would inherit and run out of.
         from deepspeed.comm.torch import build_shm_op
 
         build_shm_op()

@@ -22,7 +22,7 @@ def fake_runs(largest_per_device: int, other_failure_at: int | None = None):
         if per_device == other_failure_at:
             status, error = "failed", "rank 0: ValueError: a bug"
         elif per_device > largest_per_device:
-            status, error = "failed", "rank 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+            status, error = "does not fit", "rank 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
         else:
             status, error = "ok", None
         return ResultRow(run_id=f"r{len(seen)}", started_at="t", status=status, variant=spec.variant.name,
@@ -73,21 +73,21 @@ def test_the_cap_itself_is_probed_and_a_start_above_it_starts_at_it():
     assert maxbatch.search(spec(batch=64), run, max_batch=40).largest_fitting == 40 and seen == [20]
 
 
-def test_on_a_cpu_the_search_needs_a_memory_limit(tmp_path):
+def test_on_a_cpu_the_search_needs_a_device_memory(tmp_path):
     result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(tmp_path),
                    env=CPU)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
-    assert "--memory-limit" in line
+    assert "--device-memory" in line
 
 
 @pytest.mark.slow
 def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_path):
-    """Default task, torch-ddp on 2 ranks of 1500 MiB each (RLIMIT_DATA): 8192 does not fit, and the search halves
+    """Default task, torch-ddp on 2 ranks of 1.5 GiB each (RLIMIT_DATA): 8192 does not fit, and the search halves
     until a batch fits. Where it fits depends on the CPU (an import of torch alone takes 790 MiB of data on an AMD
     EPYC, more where more cores mean more threads), so the test asserts the search, not one machine's answer."""
-    result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "default", "--memory-limit",
-                   "1500", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
+    result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "default", "--device-memory",
+                   "1.5", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
                    "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
     [found] = maxbatch.load(tmp_path / "maxbatch")
@@ -95,19 +95,20 @@ def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_
     assert probes[0]["global_batch"] == 8192 and probes[0]["out_of_memory"]
     fitting = [p["global_batch"] for p in probes if p["status"] == "ok"]
     failing = [p["global_batch"] for p in probes if p["out_of_memory"]]
-    assert fitting, f"nothing fitted under 1500 MiB a rank: {probes}"
+    assert fitting, f"nothing fitted under 1.5 GiB a rank: {probes}"
     assert len(fitting) + len(failing) == len(probes)  # every failure was an out-of-memory, caught as such
     largest, smallest_failing = max(fitting), min(failing)
     assert largest < smallest_failing <= largest + 2 * 1024  # bisected down to --resolution a device
-    assert (f"largest global batch that trains under 1500 MiB a rank: {largest} ({smallest_failing} does not fit)"
+    assert (f"largest global batch that trains under 1.5 GiB a rank: {largest} ({smallest_failing} does not fit)"
             in result.stdout)
     recorded = rows(tmp_path / "maxbatch")
     assert [r["status"] for r in recorded] == [p["status"] for p in probes]
+    assert recorded[0]["status"] == "does not fit" and recorded[0]["memory"]["refused_allocation_mb"] > 0
     assert "can't allocate memory" in recorded[0]["error"]
     assert all(r["task"]["input"] == "synthetic" for r in recorded)
     assert all(processes_of_run(r["run_id"]) == [] for r in recorded)
     assert json.loads((tmp_path / "maxbatch" / "runs" / probes[0]["run_id"] / "spec.json").read_text())[
-        "memory_limit_mb"] == 1500
+        "task"]["device_memory_gib"] == 1.5
 
 
 @pytest.mark.slow
@@ -116,7 +117,7 @@ def test_zero_fits_a_batch_of_ddps_order_under_the_same_limit(tmp_path):
     (5e8 elements, allocated whatever the model) ZeRO-3 fitted 128 and ZeRO-1 256. On a CPU DeepSpeed also
     compiles its shared-memory op as it starts: before the limit applies, or the compiler runs out of it."""
     result = bench("maxbatch", "--variant", "deepspeed", "--zero-stage", "3", "--devices", "2", "--task", "default",
-                   "--memory-limit", "3000", "--global-batch", "8192", "--max-batch", "8192",
+                   "--device-memory", "3", "--global-batch", "8192", "--max-batch", "8192",
                    "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
     [found] = maxbatch.load(tmp_path / "maxbatch")

@@ -46,6 +46,14 @@ def gpus(device: torch.device, every_visible: bool = False) -> list[int]:
     return [device.index if device.index is not None else torch.cuda.current_device()]
 
 
+def cap(device: torch.device, gib: float | None, every_visible: bool = False) -> None:
+    """--device-memory on CUDA: the caching allocator refuses (OutOfMemoryError) past `gib` on each GPU this
+    process allocates on, as a device of that size would. On a CPU the rank's own RLIMIT_DATA does it."""
+    for index in gpus(device, every_visible) if gib else []:
+        total = torch.cuda.get_device_properties(index).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, gib * 2**30 / total), index)
+
+
 def reset_peak(device: torch.device, every_visible: bool = False) -> None:
     """At the end of warm-up: the peak from here on is the training's, not the first step's autotuning."""
     for index in gpus(device, every_visible):

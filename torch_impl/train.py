@@ -303,6 +303,7 @@ def join_process_group(worker: Worker) -> tuple[int, int, torch.device]:
     device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+        memory.cap(device, worker.task.device_memory_gib)
     worker.joined(dist.get_world_size(), backend=dist.get_backend(), **device_info(device))
     return dist.get_rank(), dist.get_world_size(), device
 
@@ -326,4 +327,6 @@ def set_threads(threads: int) -> None:
 def single_process_device(worker: Worker) -> torch.device:
     """Pin this process and size its pools; it trains on the first visible GPU, or the CPU."""
     set_threads(worker.pin())
-    return torch.device("cuda", 0) if worker.device_type == "cuda" else torch.device("cpu")
+    device = torch.device("cuda", 0) if worker.device_type == "cuda" else torch.device("cpu")
+    memory.cap(device, worker.task.device_memory_gib, every_visible=True)  # DataParallel drives every visible GPU
+    return device

@@ -26,8 +26,11 @@ def text(headline: list[tuple[str, list[str]]]) -> list[str]:
 def lines(group: Group) -> list[str]:
     """At most three lines after the group's title: the answer, the slower ones in bands, the ones too noisy to
     separate."""
+    unfit = ", ".join(_name(r) for r in group.unfit)
+    budget = group.unfit[0]["key"].budget if group.unfit else ""
     if group.winner is None:
-        return ["no synchronous run finished."]
+        return [f"none fits in {budget or 'the device memory'}: {unfit}." if unfit and not group.failed
+                else "no synchronous run finished."]
     w, leader = group.winner, _name(group.winner)
     answer = (f"use {leader} ({_rate(w['throughput'])} samples/s)" if not group.noisy else
               f"{leader} leads ({_rate(w['throughput'])} samples/s), but this machine cannot separate it from "
@@ -38,6 +41,8 @@ def lines(group: Group) -> list[str]:
              and c.other["test_accuracy"] > w["test_accuracy"]]
     if lower:
         answer += f" (its test accuracy is below {_join([_name(r) for r in lower])}'s: check it)"
+    if unfit:
+        answer += f"; does not fit in {budget or 'the device memory'}: {unfit}"
     out = [answer + "."]
     if group.beaten:
         out.append("; ".join(f"{_band(band)} slower: {', '.join(_name(c.other) for c in band)}"

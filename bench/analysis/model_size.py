@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from bench.analysis import style  # noqa: E402
 from bench.analysis.verdict import ranks  # noqa: E402
 from bench.metrics import present  # noqa: E402
+from bench.metrics.memory import DOES_NOT_FIT  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,18 @@ def lines(configs: pd.DataFrame) -> dict[int, dict[str, list[tuple[float, float]
 
 
 def _without_model(r: dict) -> dict:
-    return {"key": r["key"]._replace(model=""), "nodes": r["nodes"]}
+    return {"key": r["key"]._replace(model="", device_memory=0.0), "nodes": r["nodes"]}
+
+
+def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
+    """device count -> [(parameters, approach)] that did not fit the device memory, where another run of the
+    model recorded its size."""
+    sizes = {r["model"]: float(r["params"]) for r in configs.to_dict("records") if r["ok"] and present(r.get("params"))}
+    out: dict[int, list] = {}
+    for r in configs.to_dict("records"):
+        if r["status"] == DOES_NOT_FIT and ranks(r["key"]) and r["model"] in sizes:
+            out.setdefault(r["world_size"], []).append((sizes[r["model"]], style.base(_without_model(r))))
+    return out
 
 
 def crossovers(found: dict[int, dict[str, list[tuple[float, float]]]]) -> list[Crossover]:
@@ -87,8 +99,10 @@ def draw(configs: pd.DataFrame, directory: Path, prefix: str) -> tuple[list[Path
     palette = style.colours([_without_model(r) for r in configs.to_dict("records")])
     fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found) + 0.6, 4.8), sharey=True, squeeze=False)
     first = configs.iloc[0]
+    budget = f", {first['key'].budget}" if first["key"].device_memory else ""
     fig.suptitle(f"Throughput per device against model size\n{first['task']} task, {first['precision']}, "
-                 f"{first['device_type']}", fontsize=9)
+                 f"{first['device_type']}{budget}", fontsize=9)
+    refused = unfit(configs)
     names = {float(r["params"]): r["model"] for r in configs.to_dict("records") if present(r.get("params"))}
     for ax, (devices, by) in zip(axes[0], found.items()):
         for params in sorted({p for points in by.values() for p, _ in points}):
@@ -96,6 +110,10 @@ def draw(configs: pd.DataFrame, directory: Path, prefix: str) -> tuple[list[Path
                         textcoords="offset points", rotation=90, fontsize=7, color="grey", va="bottom", ha="left")
         for approach, points in by.items():
             ax.plot(*zip(*points), marker="o", label=approach, color=palette.get(approach))
+        for i, (params, approach) in enumerate(refused.get(devices, [])):  # on the floor of the panel
+            ax.plot(params, 0.04 + 0.05 * sum(p == params for p, _ in refused[devices][:i]), marker="v", markersize=8,
+                    color=palette.get(approach), transform=ax.get_xaxis_transform(), linestyle="none",
+                    label=f"{approach}: does not fit")
         for c in (c for c in crossed if c.devices == devices):
             ax.plot(c.params, c.throughput, marker="x", color="black", markersize=10, mew=2)
             ax.annotate(f"{c.ahead}\novertakes {c.behind}", (c.params, c.throughput), fontsize=7,

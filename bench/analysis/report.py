@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench import metrics
-from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, model_pairs,
+from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, memory_budget, model_pairs,
                             model_size, over_time, plots, profiles, repeats, step_breakdown, stragglers, verdict)
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.metrics import memory, utilisation
@@ -88,7 +88,8 @@ def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[di
     part = metrics.Part(subset, profiled, ratio)
     blocks = [heading(title, 2), text(note), Block("results", subset), text("Best per column in **bold**."),
               *spread_section(subset, measured), *fit_section(subset, measured), *step_breakdown.section(steps),
-              *profiles.section(subset, profiled, groups), *input_pipelines.section(inputs), *metrics.sections(part)]
+              *profiles.section(subset, profiled, groups), *input_pipelines.section(inputs), *metrics.sections(part),
+              *memory_budget.section(subset, directory)]
     # The figures in the order the committed reports show them (memory's before the step breakdown's, though its
     # section comes after): plots.py draws each from its section's entries.
     pngs = (plots.draw_verdict(groups, directory, prefix) + plots.draw_all(subset, directory, prefix)

@@ -11,6 +11,7 @@ import pandas as pd
 from bench import metrics
 from bench.analysis.repeats import Runs, ratio
 from bench.metrics import fmt, present
+from bench.metrics.memory import DOES_NOT_FIT
 from bench.metrics.blocks import Block, table_section
 from bench.results.key import RunKey
 from bench.spec.variants import VARIANTS
@@ -30,6 +31,8 @@ def row_cells(r: dict) -> list[str]:
     batch = f"{r['global_batch']} ({r['per_device_batch']}/dev, {r['scaling']})"
     if r["status"] != "ok":
         reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
+        if r["status"] == DOES_NOT_FIT and present(asked := r.get("memory.refused_allocation_mb")):
+            reason = f"an allocation of {asked:,.0f} MiB refused"
         return [r["series"], f"{topo} {device}", batch, status, reason] + ["-"] * (len(metrics.columns(r)) - 1)
     figures = [c.cell(r) if c.cell else fmt(c.value(r), c.fmt) for c in metrics.columns(r)]
     return [r["series"], f"{topo} {device}", batch, status, *figures]

@@ -52,6 +52,7 @@ class Group:
     ties_beat_too: bool = False  # every approach tied with the winner also beats those the winner beats
     context: list[str] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
+    unfit: list[dict] = field(default_factory=list)  # did not fit the device memory (--device-memory, or the device's)
 
     def _of(self, tie: bool | None = None, noisy: bool = False) -> list[Comparison]:
         return [c for c in self.comparisons if c.noisy == noisy and (tie is None or c.ratio.tie == tie)]
@@ -97,7 +98,7 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
             if apart:
                 group.title += (f", {models.framework_name(model_pairs.framework(side[0]['variant']))}'s build "
                                 f"(not the same model as the other framework's: {', '.join(apart)})")
-            if group.winner is not None or group.failed:
+            if group.winner is not None or group.failed or group.unfit:
                 out.append(group)
     return out
 
@@ -108,6 +109,7 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
     group = Group(_title(lines[0], several_batches))
     contenders = [r for r in lines if r["ok"] and ranks(r["key"]) and r["key"] in measured]
     group.failed = [r for r in lines if r["status"] in ("failed", "timeout", "interrupted") and ranks(r["key"])]
+    group.unfit = [r for r in lines if r["status"] == memory.DOES_NOT_FIT and ranks(r["key"])]
     if not contenders:
         return group
     winner = group.winner = max(contenders, key=lambda r: r["throughput"])
@@ -134,6 +136,8 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
 def _title(r: dict, several_batches: bool) -> str:
     n, key = r["world_size"], r["key"]
     devices = f"{n} {'CPU slot' if r['device_type'] == 'cpu' else 'GPU'}{'s' if n > 1 else ''}"
+    if key.device_memory:
+        devices += f" of {key.device_memory:g} GiB"
     task = f"{r['task']} task" + "".join(f" ({x})" for x in (key.model, key.dataset, key.recipe) if x)
     details = [r["precision"], f"{r['scaling']} scaling"]
     if several_batches:
@@ -144,9 +148,10 @@ def _title(r: dict, several_batches: bool) -> str:
 
 
 def _name(r: dict) -> str:
-    """The configuration's series, less the model its group's title names."""
-    model = r["key"].model if "key" in r else ""
-    series = r["series"].replace(f" ({model})", "") if model else r["series"]
+    """The configuration's series, less the model and the memory budget its group's title names."""
+    series = r["series"]
+    for named in (r["key"].model, r["key"].budget) if "key" in r else ():
+        series = series.replace(f" ({named})", "") if named else series
     return series + (f" on {r['nodes']} nodes" if r["nodes"] > 1 else "")
 
 
@@ -173,7 +178,8 @@ def _spread(name: str, runs: Runs) -> str:
 def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
     """One paragraph of plain sentences for one group (its title not included)."""
     if group.winner is None:
-        return f"No synchronous run finished ({_failures(group.failed)})."
+        return " ".join(filter(None, (f"No synchronous run finished ({_failures(group.failed)})." if group.failed
+                                      else "", _unfit(group))))
     w, leader = group.winner, _name(group.winner)
     facts = [f"{w['throughput']:,.0f} samples/s", *metrics.facts(w)]
     ties, beaten, noisy = group.ties, group.beaten, group.noisy
@@ -207,7 +213,25 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
                  f"({_pct(target, 1)}).")
     if group.failed:
         text += f" Did not finish: {_failures(group.failed)}."
-    return text
+    return f"{text} {_unfit(group)}" if group.unfit else text
+
+
+def _unfit(group: Group) -> str:
+    """Which approaches did not fit the device memory, the allocation refused, and the fastest of those that did."""
+    if not group.unfit:
+        return ""
+    budget = group.unfit[0]["key"].budget or "the device's memory"
+
+    def refused(r: dict) -> str:
+        asked = r.get("memory.refused_allocation_mb")
+        return f"{_name(r)} (an allocation of {asked:,.0f} MiB refused)" if present(asked) else _name(r)
+
+    names = _join([refused(r) for r in group.unfit])
+    verb = "does" if len(group.unfit) == 1 else "do"
+    if group.winner is None:
+        return f"None fits in {budget}: {names} {verb} not fit."
+    return (f"{names} {verb} not fit in {budget}; of the {1 + len(group.comparisons)} that fit, "
+            f"{_name(group.winner)} is fastest.")
 
 
 def _agrees(winner: dict, other: dict) -> bool | None:

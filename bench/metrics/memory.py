@@ -3,6 +3,7 @@ others'), folded over repeated runs as the largest: what must fit is the worst r
 each rank holds against the same variant on one device, and a device 0 that peaks above the others."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from bench.metrics import Metric, Part, fmt, present
@@ -12,6 +13,24 @@ if TYPE_CHECKING:
     import pandas as pd
 
 DEVICE0_AHEAD = 0.10  # device 0's peak this far above every other device's is named under the table
+DOES_NOT_FIT = "does not fit"  # the status of a run whose allocator refused it memory
+
+# How each framework's allocator says it ran out: CUDA's caching allocator (past --device-memory, or the device's
+# own), the CPU allocator under the rank's RLIMIT_DATA (ENOMEM), C++'s and Python's own, TensorFlow's.
+ALLOCATION_REFUSED = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory|Cannot allocate memory|"
+                                r"std::bad_alloc|MemoryError|failed to allocate|RESOURCE_EXHAUSTED", re.IGNORECASE)
+# The refused allocation's size: PyTorch's CPU allocator in bytes, its CUDA allocator in KiB, MiB or GiB.
+_ASKED = (re.compile(r"tried to allocate (\d+) bytes", re.IGNORECASE),
+          re.compile(r"Tried to allocate ([\d.]+) (KiB|MiB|GiB)"))
+
+
+def refused_mb(error: str) -> float | None:
+    """The size of the allocation an out-of-memory error names, in MiB (None where it names none)."""
+    if found := _ASKED[0].search(error):
+        return int(found.group(1)) / 2**20
+    if found := _ASKED[1].search(error):
+        return float(found.group(1)) * {"KiB": 2**-10, "MiB": 1, "GiB": 2**10}[found.group(2)]
+    return None
 
 
 def fact(winner: dict) -> str | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from bench import REPO_ROOT
 from bench.results import utilisation
 from bench.interrupt import Interrupted
+from bench.metrics import memory
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.worker import data
@@ -65,7 +66,7 @@ def write_spec(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, 
         images=data.images_root(spec.task),
         nodes=spec.nodes, devices_per_node=spec.devices_per_node, world_size=spec.world_size,
         run_dir=str(run_dir), oversubscribed=placement.oversubscribed, independent=spec.independent,
-        engine=spec.engine, memory_limit_mb=spec.memory_limit_mb, profile=spec.profile, log_model=spec.log_model,
+        engine=spec.engine, profile=spec.profile, log_model=spec.log_model,
         resume_from=str(spec.resume_from / CHECKPOINT_DIR) if spec.resume_from else None,
         node_plans=tuple(NodePlan(p.node_rank, p.cuda_visible, p.cpu_slots) for p in placement.nodes))
     path = run_dir / "spec.json"
@@ -274,6 +275,9 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         rank_error = fold.first_error(run.records) if run.status == "failed" else None
         # Which process died and how, then the error a rank reported (or, without one, the log's last lines).
         row.error = f"{run.reason.splitlines()[0]}\n{rank_error}" if rank_error else run.reason
+        if run.status == "failed" and memory.ALLOCATION_REFUSED.search(row.error or ""):
+            row.status = memory.DOES_NOT_FIT  # a result under the memory given, not a fault
+            row.memory = {"refused_allocation_mb": memory.refused_mb(row.error)}
         return row
     try:
         measured = fold.fold(run.records, spec.world_size, spec.reporting_ranks, run.launch_time)

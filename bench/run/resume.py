@@ -1,6 +1,7 @@
 """`bench sweep --resume`: what a sweep stopped part-way (killed, interrupted, crashed) has left to run.
 
-A planned run is done when the folder holds a finished row (`ok`, or `skipped` as not applicable) of the
+A planned run is done when the folder holds a finished row (`ok`, `skipped` as not applicable, or `does not fit`
+the memory given) of the
 same configuration (its run key), the same task settings and the same code revision; a configuration
 planned R times (--repeats) needs R of them. Failed, timed-out and interrupted runs run again.
 """
@@ -10,13 +11,14 @@ from collections import Counter
 from pathlib import Path
 
 from bench import REPO_ROOT
+from bench.metrics.memory import DOES_NOT_FIT
 from bench.results import ResultStore
 from bench.results.key import config_key, settings_token
 from bench.run.environment import git_sha
 from bench.run.runspec import RunSpec
 from bench.spec.task import SpecError
 
-FINISHED = ("ok", "skipped")
+FINISHED = ("ok", "skipped", DOES_NOT_FIT)  # the same run under the same memory would not fit again
 
 
 def remaining(specs: list[RunSpec], out_dir: Path, allow_mixed_revisions: bool = False) -> list[RunSpec]:

@@ -44,8 +44,6 @@ class RunSpec:
     engine_address: str | None = None
     # --resume-from: the folder of the run this one continues from its last checkpoint.
     resume_from: Path | None = None
-    # bench maxbatch on a CPU: each rank's memory (RLIMIT_DATA), in place of a device's.
-    memory_limit_mb: float | None = None
     # --profile: the framework's profiler over a few windows after the warm-up (bench.worker.profile).
     profile: bool = False
     # --malloc: glibc's malloc with a fixed mmap threshold and no trimming ("tuned"), or as glibc ships it.

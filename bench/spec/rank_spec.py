@@ -39,7 +39,6 @@ class RankSpec:
     oversubscribed: bool = False
     independent: bool = False          # gradient synchronisation off: the no-communication bound
     engine: str = "torchrun"
-    memory_limit_mb: float | None = None  # bench maxbatch on a CPU: each rank's RLIMIT_DATA
     profile: bool = False
     log_model: bool = False            # --mlflow: rank 0 saves the trained model for the harness to log
     resume_from: str | None = None     # the checkpoint folder of the run this one continues

@@ -51,7 +51,8 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
                     warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
-                    dataset=args.dataset, val_split=args.val_split, model=model, head_dropout=args.head_dropout)
+                    dataset=args.dataset, val_split=args.val_split, model=model, head_dropout=args.head_dropout,
+                    device_memory_gib=args.device_memory)
     for mode in more_modes:
         task.replace(**mode).validate()
     if task.dataset == "imagefolder":  # classes, channels and size come from the folder

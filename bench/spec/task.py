@@ -85,6 +85,9 @@ class TaskSpec:
     # accelerate's fsdp | deepspeed plugin instead of its DDP.
     zero_stage: int | None = None
     accelerate_plugin: str | None = None
+    # --device-memory: every rank given the memory of a smaller device (GiB): on CUDA the framework's own cap, on
+    # a CPU the rank process's RLIMIT_DATA (framework and data included). Part of the run key.
+    device_memory_gib: float | None = None
 
     @property
     def synthetic(self) -> bool:
@@ -180,6 +183,8 @@ class TaskSpec:
         if self.head_dropout and not models.parse(self.model).library:
             raise SpecError(f"--head-dropout goes with a library's model (timm:, keras:, or one named for both); "
                             f"{self.model} has its own layers")
+        if self.device_memory_gib is not None and not self.device_memory_gib > 0:
+            raise SpecError(f"--device-memory {self.device_memory_gib}: give each device's memory in GiB, e.g. 4")
         if self.val_split is not None and not 0 < self.val_split < 1:
             raise SpecError(f"--val-split {self.val_split} must be between 0 and 1, e.g. 0.2")
         if self.per_device_batch is not None and self.per_device_batch < 1:

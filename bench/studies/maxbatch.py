@@ -1,35 +1,31 @@
 """The largest batch each approach can train on a device count, as timm's benchmark searches it: short probe
 runs (synthetic input, a few steps) at growing global batches until one runs out of memory, then a bisection
 down to one sample per device. Every probe is an ordinary run with its row; out-of-memory ends a probe, never
-the search. On a CPU a per-rank `memory_limit_mb` (RLIMIT_DATA, set by each rank itself) stands in for the
-device's memory.
+the search. The memory filled is the task's `device_memory_gib` where given (on a CPU, which has no device memory
+of its own, it must be).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from bench.metrics.memory import DOES_NOT_FIT
 from bench.results import ResultRow
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 
 log = logging.getLogger(__name__)
 
-# How each framework's allocator says it ran out: CUDA's caching allocator, the CPU allocator under the rank's
-# limit (ENOMEM), C++'s and Python's own, TensorFlow's, and the kernel's OOM killer (SIGKILL with no other error).
-OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory|Cannot allocate memory|"
-                           r"std::bad_alloc|MemoryError|failed to allocate|RESOURCE_EXHAUSTED|killed by signal 9",
-                           re.IGNORECASE)
 SUMMARY = "maxbatch.jsonl"
 
 
 def out_of_memory(row: ResultRow) -> bool:
-    return row.status == "failed" and bool(OUT_OF_MEMORY.search(row.error or ""))
+    """An allocator refused the probe memory, or (no budget given) the kernel's OOM killer ended a rank."""
+    return row.status == DOES_NOT_FIT or (row.status == "failed" and "killed by signal 9" in (row.error or ""))
 
 
 @dataclass
@@ -37,7 +33,8 @@ class Search:
     """What a search found: the largest global batch that trained, the smallest that did not fit."""
     label: str
     world_size: int
-    memory_limit_mb: float | None
+    device_memory_gib: float | None
+    series: str = ""  # the configuration as the report's tables name it, less the batch: where the result joins them
     largest_fitting: int | None = None
     smallest_failing: int | None = None
     probes: list[dict] = field(default_factory=list)
@@ -59,7 +56,7 @@ def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, r
     """Doubling from the task's per-device batch, then bisection until the gap between what fits and what does
     not is `resolution` samples a device: every batch a multiple of the world size."""
     world = spec.world_size
-    found = Search(spec.key.label, world, spec.memory_limit_mb)
+    found = Search(spec.key.label, world, spec.task.device_memory_gib, spec.key.series)
 
     def fits(per_device: int) -> bool | None:
         row = run(probe_spec(spec, per_device * world))

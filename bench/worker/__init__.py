@@ -97,8 +97,8 @@ class Worker:
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
         stacks.write_on_signal(self.run_dir, f"rank{self.rank}")
-        if self.spec.memory_limit_mb:  # bench maxbatch on a CPU: an allocation past it fails (ENOMEM)
-            limit = int(self.spec.memory_limit_mb * 2**20)
+        if self.task.device_memory_gib and self.device_type == "cpu":  # an allocation past it fails (ENOMEM)
+            limit = int(self.task.device_memory_gib * 2**30)
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         self._time_to_accuracy: float | None = None
         self._loss_curve: LossCurve | None = None
