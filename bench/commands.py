@@ -110,7 +110,7 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
     if reason := spec.inapplicable():  # a library's model of the other framework among them, before it is built
         raise SpecError(f"{reason}: choose another variant or fewer devices")
     # Your own module's framework is known once it is built: what it returns.
-    if refused := models.refusal(task.model, model_check.check(task), variant):
+    if refused := models.refusal(task.model, model_check.check(task, [variant]), variant):
         raise SpecError(f"{refused}: choose an approach of its framework (bench list)")
     return spec
 
@@ -148,7 +148,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
 def _approaches_for(task: TaskSpec, variants: list, refuse: bool) -> list:
     """The variants that can train the task's model (a library's or your own is built once here to know its
     framework); with `refuse`, a named variant that cannot is the request's one-line error instead."""
-    framework = model_check.check(task)
+    framework = model_check.check(task, variants)
     if refuse and (refused := next(filter(None, (models.refusal(task.model, framework, v) for v in variants)), None)):
         raise SpecError(f"{refused}: name approaches of its framework, or drop --variants")
     return [v for v in variants if models.refusal(task.model, framework, v) is None]

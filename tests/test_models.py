@@ -37,6 +37,9 @@ BUILDS = pytest.mark.slow  # refused once its framework has tried to build it (s
     ("tf-single", ["--model", "timm:resnet18"], "timm:resnet18 is a PyTorch model and tf-single trains TensorFlow's"),
     ("torch-ddp", ["--model", "keras:EfficientNetB0"], "is a TensorFlow model and torch-ddp trains PyTorch's"),
     pytest.param("tf-single", ["--model", "keras:EfficientNetB0"], "Input size must be at least 32x32", marks=BUILDS),
+    # A name both libraries have is built by the framework of the approach asked for, too.
+    pytest.param("tf-single", ["--model", "efficientnet_b0", "--channels", "3"], "Input size must be at least 32x32",
+                 marks=BUILDS),
     pytest.param("torch-ddp", ["--model", "torchvision:resnet18"], "takes 3-channel images: add --channels 3",
                  marks=BUILDS),
     ("torch-ddp", ["--model-module", "examples.own_model:nope"], "--model-module examples.own_model:nope"),
@@ -50,6 +53,35 @@ def test_a_model_that_cannot_be_built_here_is_one_line_and_exit_2(tmp_path, vari
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: ") and words in line
     assert not (tmp_path / "runs").exists()  # refused before anything started
+
+
+def test_the_model_check_dies_with_the_harness(tmp_path):
+    """SIGKILL leaves the harness no time to stop its children: the build it started dies with it (the kernel's
+    parent-death signal), not minutes later."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from helpers import REPO
+
+    harness = subprocess.Popen([sys.executable, "-m", "bench", "run", "--variant", "torch-ddp", "--task", "quick",
+                                "--model", "timm:resnet18", "--channels", "3", "--out", str(tmp_path)],
+                               cwd=REPO, env={**os.environ, **CPU}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (checks := [p for p in psutil.Process(harness.pid).children() if "torch_impl.model" in p.cmdline()]):
+            assert harness.poll() is None and time.monotonic() < deadline, "the model check never started"
+            time.sleep(0.05)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        gone, alive = psutil.wait_procs(checks, timeout=10)
+        assert alive == [], [p.cmdline() for p in alive]
+    finally:
+        harness.kill()
 
 
 COMMON = ("--task", "quick", "--epochs", "1", "--scaling", "strong", "--no-analysis", "--sample-every", "0",

@@ -62,14 +62,14 @@ def spawn(command: list[str], env: dict[str, str], log: Path, **popen) -> subpro
     with open(log, "wb") as log_file:
         return subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO_ROOT, stdout=log_file,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_die_with(os.getpid()), **popen)
+                                preexec_fn=die_with(os.getpid()), **popen)
 
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _die_with(parent: int):
+def die_with(parent: int):
     def set_parent_death_signal() -> None:  # runs in the child between fork and exec
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the harness died before the line above

@@ -4,6 +4,7 @@ is a one-line error, not a failed rank minutes later."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,22 +16,35 @@ from bench.spec.variants import MODEL_CHECK
 TIMEOUT_S = 300
 
 
-def check(task: TaskSpec) -> str | None:
+def check(task: TaskSpec, variants=()) -> str | None:
     """The framework of the task's model ("torch", "tensorflow"), built once to be sure; None for a model both
-    frameworks build (built in, or named for both: their pinned libraries have it)."""
+    frameworks build: a built-in one (always built), or one named for both, built by the framework of each of
+    `variants` (the approaches about to train it) in turn."""
     name = models.parse(task.model)
     if name.framework is None and name.source != models.OWN:
+        for framework in sorted({models.framework_of_approach(v.framework) for v in variants}) if name.library else ():
+            _run(framework, ["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
         return None
     framework = name.framework
     if framework is None:  # the user's module: its framework is what it returns
-        framework = _run(["-m", "bench.spec.models", name.name, str(task.channels), str(task.classes),
-                          str(task.image_size)])["framework"]
-    _run(["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
+        framework = _run(None, ["-m", "bench.spec.models", name.name, str(task.channels), str(task.classes),
+                                str(task.image_size)])["framework"]
+    _run(framework, ["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
     return framework
 
 
-def _run(args: list[str]) -> dict:
-    done = subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+def _run(framework: str | None, args: list[str]) -> dict:
+    """One build in the interpreter that framework's ranks run in, killed with the harness if it dies first."""
+    from bench.run.interpreters import tf_python
+    from bench.run.processes import die_with
+
+    python = tf_python() if framework == "tensorflow" else sys.executable
+    try:
+        done = subprocess.run([python, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
+                              preexec_fn=die_with(os.getpid()))
+    except subprocess.TimeoutExpired:
+        raise SpecError(f"the model was not built within {TIMEOUT_S} s: check it builds in a Python of its "
+                        "own, or name a smaller one") from None
     lines = done.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1])
