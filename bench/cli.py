@@ -128,8 +128,18 @@ def _add_engine_options(p: argparse.ArgumentParser, several: bool) -> None:
                                                    "MLflow model)")
 
 
+def one_line(message: str) -> str:
+    """An error as one printable line: a value given with a newline or a carriage return shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        super().error(one_line(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser = Parser(prog="python -m bench", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -290,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except StoreError as exc:  # the run's row, printed: nothing measured is lost
         print(f"error: {exc}\n{exc.line}", file=sys.stderr)

@@ -230,7 +230,11 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.analysis import report
+    from bench.results import ResultStore
 
+    if not ResultStore(args.dir).dicts():
+        raise SpecError(f"{args.dir} holds no rows ({args.dir / 'results.jsonl'} is missing, empty or torn): name the "
+                        "folder a sweep wrote, or run `bench sweep --out DIR` first")
     path = report.write_report(args.dir, metrics.settings(args))
     print(path.read_text())
     print_verdict(args.dir, metrics.settings(args))

@@ -128,6 +128,23 @@ def unknown_fields(data: dict) -> set[str]:
     return set(data) - ({f.name for f in dataclasses.fields(ResultRow)} - {"unknown"})
 
 
+# What every row carries, and its type: a line without them is no row of dtbench's (a hand edit, another tool's).
+REQUIRED = {"run_id": str, "status": str, "variant": str, "device_type": str, "nodes": int, "devices_per_node": int,
+            "task": dict}
+
+
+def malformed(data: dict) -> str | None:
+    """Why a stored line is not a row (a field missing or of the wrong type, a task without its name), or None."""
+    for name, kind in REQUIRED.items():
+        if not isinstance(data.get(name), kind) or (kind is int and isinstance(data[name], bool)):
+            return f"no {name}" if name not in data else f"{name} is not {kind.__name__}"
+    if not isinstance(data["task"].get("name"), str):
+        return "its task has no name"
+    if not isinstance(data.get("schema_version", 1), int):
+        return "schema_version is not int"
+    return None
+
+
 def migrate(data: dict) -> dict:
     """A stored row brought to SCHEMA_VERSION (a row of a newer version is left as it is)."""
     version = data.get("schema_version", 1)

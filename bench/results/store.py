@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from bench.results.jsonl import RESULTS, append_line, read_jsonl
-from bench.results.row import ResultRow, migrate, unknown_fields
+from bench.results.row import ResultRow, malformed, migrate, unknown_fields
 
 log = logging.getLogger(__name__)
 # Each results.jsonl read once per process: its rows as of (size, mtime), kept up to date by this process's own
@@ -58,13 +58,20 @@ class ResultStore:
         path, stamp = self.jsonl.resolve(), _stamp(self.jsonl)
         known = _loaded.get(path)
         if known is None or known[0] != stamp:
-            rows = [migrate(d) for d in read_jsonl(self.jsonl)]
+            rows = [migrate(d) for d in read_jsonl(self.jsonl) if not self._foreign(d)]
             unknown = set().union(*map(unknown_fields, rows)) if rows else set()
             if unknown:
                 log.warning("%s: rows carry fields this dtbench does not know (a newer one wrote them?), kept as "
                             "they are: %s", self.jsonl, ", ".join(sorted(unknown)))
             known = _loaded[path] = (stamp, rows)
         return [dict(row) for row in known[1]]
+
+    def _foreign(self, data: dict) -> bool:
+        """A complete JSON line that is no row (a hand edit, another tool's line): skipped with one warning."""
+        reason = malformed(data)
+        if reason:
+            log.warning("warning: %s: a line is not a dtbench row (%s): skipped", self.jsonl, reason)
+        return reason is not None
 
     def rows(self) -> list[ResultRow]:
         return [ResultRow.from_dict(d) for d in self.dicts()]

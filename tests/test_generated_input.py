@@ -1,0 +1,169 @@
+"""Bad input, generated (Hypothesis): random option combinations and values for `run`, `sweep`, `report`, `regress`
+and `maxbatch`, and the files a user hands dtbench, torn or of the wrong shape. Every one ends in a one-line error
+and exit 2, or reaches the point where it would start training (stopped there: nothing trains here); never a
+traceback, never a changed row of an existing store.
+
+In one process: the launch points are replaced by a stop, the model check by its answer (its own builds are
+test_models'), the S3 check by nothing (nothing but loopback is addressed), so a generated example costs
+milliseconds."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from bench import cli
+from bench.results import ResultStore
+from test_report import row
+
+EXAMPLES = int(os.environ.get("DTBENCH_GENERATED_EXAMPLES", "60"))  # a larger budget: set it, as the note records
+
+
+class WouldTrain(Exception):
+    """The command got as far as starting runs."""
+
+
+def _stop(*args, **kwargs):
+    raise WouldTrain
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A folder with rows a user would not want touched."""
+    folder = tmp_path_factory.mktemp("store")
+    for r in (row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0), row("tf-mirrored", 2, 9000.0)):
+        ResultStore(folder).append(r)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stopped():
+    """Every launch point stops the command; what it checked before is what is tested."""
+    from bench.regress import calibrate, duets
+    from bench.run import execute, sweep
+    from bench.spec import model_check
+    from bench.studies import audit, microbench
+    from bench.worker import data
+
+    patch = pytest.MonkeyPatch()
+    for owner, name in ((sweep, "run_all"), (execute, "execute"), (microbench, "peak_for_sweep"), (audit, "audit"),
+                        (duets, "against"), (calibrate, "calibrate"), (microbench, "measure_peak")):
+        patch.setattr(owner, name, _stop)
+    patch.setattr(model_check, "_run", lambda framework, args: {"framework": "torch", "parameters": 1})
+    patch.setattr(data, "check_remote", lambda task: None)
+    yield
+    patch.undo()
+
+
+def _options(command: str) -> list:
+    parser = cli.build_parser()
+    [commands] = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    return [a for a in commands.choices[command]._actions if a.option_strings and a.dest not in ("help", "out")]
+
+
+WORDS = st.sampled_from(["", "0", "-1", "1", "2", "3", "8", "1e9", "nan", "inf", "-inf", "0.5", "abc", "torch-ddp",
+                         "tf-mirrored,torch-fsdp", "quick", "default", "all", "timm:resnet18", "keras:ResNet50",
+                         "s3://bucket/prefix", "memory,files", "1,2", "étoile", "💥", "a" * 300, "--", "x:y:z",
+                         "torchrun,ray", "127.0.0.1", "sqlite:///x.db", "/nonexistent/dir", "resnet50,small-cnn"])
+
+
+@st.composite
+def command_lines(draw, command: str) -> list[str]:
+    argv = [command]
+    for action in draw(st.lists(st.sampled_from(_options(command)), max_size=6, unique_by=lambda a: a.dest)):
+        flag = action.option_strings[-1]
+        if action.nargs == 0:
+            argv.append(flag)
+            continue
+        choices = [str(c) for c in action.choices] if action.choices else []
+        value = draw(st.sampled_from(choices) | WORDS if choices else
+                     WORDS | st.integers(-10, 10**7).map(str) | st.floats(allow_nan=True).map(repr) | st.text(max_size=8))
+        argv += [flag, value]
+    if command in ("run", "maxbatch") and "--variant" not in argv:
+        argv += ["--variant", draw(st.sampled_from(["torch-ddp", "tf-mirrored", "deepspeed", "torch-dp"]))]
+    return argv
+
+
+def _outcome(argv: list[str]) -> tuple[str, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = cli.main(argv)
+        except WouldTrain:
+            return "trains", err.getvalue()
+        except SystemExit as exc:  # argparse's refusal: usage, then the error line
+            code = exc.code
+    return str(code), err.getvalue()
+
+
+def _check(argv: list[str], store: Path, before: bytes) -> None:
+    code, err = _outcome(argv)
+    assert "Traceback" not in err, (argv, err)
+    assert code in ("trains", "0", "2"), (argv, code, err)
+    if code == "2":
+        errors = [line for line in err.strip().splitlines() if "error:" in line]
+        assert len(errors) == 1 and err.strip().splitlines()[-1] == errors[0], (argv, err)
+    assert (store / "results.jsonl").read_bytes() == before, argv
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "maxbatch", "regress"])
+def test_generated_command_lines_end_in_one_error_line_or_a_start(command, store, stopped, tmp_path_factory):
+    before = (store / "results.jsonl").read_bytes()
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(command_lines(command))
+    def check(argv):
+        out = tmp_path_factory.mktemp("out")
+        # --out the store itself or a fresh folder: either way no row of the store may change.
+        _check(argv + ["--out", str(store if len(argv) % 2 else out)], store, before)
+        shutil.rmtree(out, ignore_errors=True)
+
+    check()
+
+
+TORN = st.sampled_from(["{", "{}", "[]", "null", "\"text\"", "{\"status\": 1}", "{\"variant\": null}", "\x00\x01",
+                        "{\"task\": \"quick\", \"status\": \"ok\"}", "é" * 50, "1e999", "{\"nodes\": \"two\"}"])
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(cut=st.integers(0, 4000), tail=TORN)
+def test_a_torn_or_foreign_results_file_keeps_every_complete_row_and_judges_them(tmp_path_factory, cut, tail):
+    """A store whose last line was cut anywhere, or that holds lines of another shape: every complete row is read,
+    the rest skipped, and the verdict over them made (as `bench report` makes it, less the plots)."""
+    from bench.analysis import verdict
+
+    folder = tmp_path_factory.mktemp("torn")
+    for r in (row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0)):
+        ResultStore(folder).append(r)
+    whole = (folder / "results.jsonl").read_bytes()
+    prefix = whole[:len(whole) - min(cut, len(whole) - 1)]  # cut anywhere, as a kill during an append would
+    torn = prefix + b"\n" + tail.encode() + b"\n"
+    (folder / "results.jsonl").write_bytes(torn)
+    kept = [json.loads(line)["run_id"] for line in prefix.split(b"\n") if _parses(line)]
+    assert [r["run_id"] for r in ResultStore(folder).dicts()] == kept
+    verdict.verdict_lines(folder)
+    assert (folder / "results.jsonl").read_bytes() == torn  # read, never rewritten
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+@pytest.mark.parametrize("content", [None, b"", b"{\n", b"{}\n", b"[1, 2]\n"])
+def test_a_report_of_a_folder_without_rows_is_one_line_and_exit_2(tmp_path, content):
+    if content is not None:
+        (tmp_path / "results.jsonl").write_bytes(content)
+    code, err = _outcome(["report", str(tmp_path)])
+    assert code == "2" and "Traceback" not in err and err.strip().splitlines()[-1].startswith("error: "), err
+    assert "holds no rows" in err
