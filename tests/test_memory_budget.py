@@ -117,3 +117,9 @@ def test_the_model_size_figure_marks_what_did_not_fit_on_the_floor_of_its_panel(
     assert model_size.unfit(configs) == {2: [(85_800_000.0, "torch-ddp"), (85_800_000.0, "deepspeed (ZeRO-1)")]}
     [png], _ = model_size.draw(configs, folder, "t")
     assert png.stat().st_size > 10_000
+    # The line and bar plots of a sweep over models: each model's on its own, its approaches named without it.
+    from bench.analysis import plots
+
+    drawn = {p.name for p in plots.draw_all(configs, folder, "t")}
+    assert {"t-timm_resnet18-throughput.png", "t-timm_vit_base_patch16_224-throughput.png"} <= drawn
+    assert not any(name.startswith("t-throughput") for name in drawn)

@@ -23,7 +23,7 @@ def test_a_sweep_over_models_draws_throughput_against_size_and_names_the_crossov
         store.append(r)
     text = report.write_report(tmp_path).read_text()
     assert "### Throughput against model size" in text
-    assert "On 2 devices, torch-fsdp overtakes torch-ddp between 11.2 M and 86.0 M parameters." in text
+    assert "(1) On 2 devices, torch-fsdp overtakes torch-ddp between 11.2 M and 86.0 M parameters." in text
     assert (tmp_path / "quick-fp32-strong-model-size.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -32,3 +32,9 @@ def test_the_crossing_is_where_the_two_lines_meet_in_log_space():
     assert (c.ahead, c.behind) == ("b", "a")
     assert c.params == pytest.approx(1e7) and c.throughput == pytest.approx(10 ** 1.5)
     assert model_size.crossovers({2: {"a": [(1e6, 100.0), (1e8, 90.0)], "b": [(1e6, 10.0), (1e8, 20.0)]}}) == []
+
+
+def test_a_crossing_between_sizes_where_the_two_tie_is_none():
+    lines = {2: {"a": [(1e6, 100.0), (1e8, 10.0)], "b": [(1e6, 10.0), (1e8, 100.0)]}}
+    assert model_size.crossovers(lines, lambda devices, a, b, params: params != 1e8) == []
+    assert len(model_size.crossovers(lines, lambda devices, a, b, params: True)) == 1

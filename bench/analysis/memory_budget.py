@@ -15,12 +15,13 @@ from bench.studies import maxbatch
 
 
 def entries(configs: pd.DataFrame) -> list[dict]:
-    """The synchronous configurations run under a budget, by model and device count, the fastest first, those that
-    did not fit last."""
+    """The synchronous configurations run under a budget, by model (smallest first) and device count, the fastest
+    first, those that did not fit last."""
     lines = [r for r in configs.to_dict("records") if r["key"].device_memory and not r["key"].independent
              and r["status"] in ("ok", DOES_NOT_FIT)]
-    return sorted(lines, key=lambda r: (r["key"].model, r["world_size"], r["status"] != "ok", -(r["throughput"] or 0)
-                                        if r["status"] == "ok" else 0))
+    size = params_by_model(configs)
+    return sorted(lines, key=lambda r: (size.get(r["model"], float("inf")), r["model"], r["world_size"],
+                                        r["status"] != "ok", -(r["throughput"] or 0) if r["status"] == "ok" else 0))
 
 
 def largest_batches(directory: Path) -> dict[tuple[str, int], int | None]:

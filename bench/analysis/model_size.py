@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
@@ -36,15 +37,11 @@ def lines(configs: pd.DataFrame) -> dict[int, dict[str, list[tuple[float, float]
     for r in configs.to_dict("records"):
         if not (r["ok"] and ranks(r["key"]) and present(r.get("params")) and present(r.get("per_device_throughput"))):
             continue
-        approach = style.base(_without_model(r))
+        approach = style.approach(r)
         out.setdefault(r["world_size"], {}).setdefault(approach, []).append(
             (float(r["params"]), float(r["per_device_throughput"])))
     found = {n: {a: sorted(points) for a, points in by.items()} for n, by in sorted(out.items())}
     return {n: by for n, by in found.items() if len({p for points in by.values() for p, _ in points}) >= 2}
-
-
-def _without_model(r: dict) -> dict:
-    return {"key": r["key"]._replace(model="", device_memory=0.0), "nodes": r["nodes"]}
 
 
 def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
@@ -54,11 +51,21 @@ def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
     out: dict[int, list] = {}
     for r in configs.to_dict("records"):
         if r["status"] == DOES_NOT_FIT and ranks(r["key"]) and r["model"] in sizes:
-            out.setdefault(r["world_size"], []).append((sizes[r["model"]], style.base(_without_model(r))))
+            out.setdefault(r["world_size"], []).append((sizes[r["model"]], style.approach(r)))
     return out
 
 
-def crossovers(found: dict[int, dict[str, list[tuple[float, float]]]]) -> list[Crossover]:
+def keys(configs: pd.DataFrame) -> dict[tuple[int, str, float], object]:
+    """(device count, approach, parameters) -> the run key measured there: where two lines' order is read."""
+    return {(r["world_size"], style.approach(r), float(r["params"])): r["key"]
+            for r in configs.to_dict("records") if r["ok"] and present(r.get("params"))}
+
+
+def crossovers(found: dict[int, dict[str, list[tuple[float, float]]]],
+               separated: Callable[[int, str, str, float], bool] = lambda devices, a, b, params: True
+               ) -> list[Crossover]:
+    """Where two approaches' lines cross between two measured sizes whose order was measured, not a tie
+    (`separated`: the two approaches' throughputs at a size told apart by their interval)."""
     out = []
     for devices, by in found.items():
         names = sorted(by)
@@ -68,7 +75,7 @@ def crossovers(found: dict[int, dict[str, list[tuple[float, float]]]]) -> list[C
                 sizes = sorted(set(mine) & set(theirs))
                 for small, large in zip(sizes, sizes[1:]):
                     before, after = math.log(mine[small] / theirs[small]), math.log(mine[large] / theirs[large])
-                    if before * after >= 0:
+                    if before * after >= 0 or not (separated(devices, a, b, small) and separated(devices, a, b, large)):
                         continue
                     t = before / (before - after)
                     params = math.exp(math.log(small) + t * (math.log(large) - math.log(small)))
@@ -79,24 +86,34 @@ def crossovers(found: dict[int, dict[str, list[tuple[float, float]]]]) -> list[C
 
 
 def sentences(found_crossovers: list[Crossover]) -> list[str]:
-    return [f"On {c.devices} device{'s' if c.devices > 1 else ''}, {c.ahead} overtakes {c.behind} between "
-            f"{_params(c.between[0])} and {_params(c.between[1])} parameters." for c in found_crossovers]
+    """One per crossover, numbered as the figure marks it."""
+    return [f"({i}) On {c.devices} device{'s' if c.devices > 1 else ''}, {c.ahead} overtakes {c.behind} between "
+            f"{_params(c.between[0])} and {_params(c.between[1])} parameters."
+            for i, c in enumerate(found_crossovers, 1)]
 
 
 def _params(n: float) -> str:
     return f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n / 1e3:.0f} k"
 
 
-def draw(configs: pd.DataFrame, directory: Path, prefix: str) -> tuple[list[Path], list[str]]:
+def draw(configs: pd.DataFrame, directory: Path, prefix: str,
+         ratio: Callable[[object, object], object | None] = lambda key, other: None) -> tuple[list[Path], list[str]]:
     """The figure (a panel per device count) and the crossovers' sentences; nothing where fewer than two model
-    sizes were trained."""
+    sizes were trained. `ratio`: two run keys' throughput ratio with its interval (bench.analysis.repeats.Ratio),
+    where the report has it: a crossing between two sizes where either order is a tie is none."""
     path = directory / f"{prefix}-model-size.png"
     path.unlink(missing_ok=True)
     found = lines(configs)
     if not found:
         return [], []
-    crossed = crossovers(found)
-    palette = style.colours([_without_model(r) for r in configs.to_dict("records")])
+    measured_at = keys(configs)
+
+    def separated(devices: int, a: str, b: str, params: float) -> bool:
+        between = ratio(measured_at[(devices, a, params)], measured_at[(devices, b, params)])
+        return between is None or not between.tie
+
+    crossed = crossovers(found, separated)
+    palette = style.colours(configs.to_dict("records"), style.approach)
     fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found) + 0.6, 4.8), sharey=True, squeeze=False)
     first = configs.iloc[0]
     budget = f", {first['key'].budget}" if first["key"].device_memory else ""
@@ -114,10 +131,11 @@ def draw(configs: pd.DataFrame, directory: Path, prefix: str) -> tuple[list[Path
             ax.plot(params, 0.04 + 0.05 * sum(p == params for p, _ in refused[devices][:i]), marker="v", markersize=8,
                     color=palette.get(approach), transform=ax.get_xaxis_transform(), linestyle="none",
                     label=f"{approach}: does not fit")
-        for c in (c for c in crossed if c.devices == devices):
-            ax.plot(c.params, c.throughput, marker="x", color="black", markersize=10, mew=2)
-            ax.annotate(f"{c.ahead}\novertakes {c.behind}", (c.params, c.throughput), fontsize=7,
-                        textcoords="offset points", xytext=(6, 8))
+        # Numbered as the sentences under the figure name them: several crossings near one size stay legible.
+        for i, c in ((i, c) for i, c in enumerate(crossed, 1) if c.devices == devices):
+            ax.plot(c.params, c.throughput, marker="x", color="black", markersize=7, mew=1.5)
+            ax.annotate(str(i), (c.params, c.throughput), fontsize=7, textcoords="offset points",
+                        xytext=(3, 3 + 7 * (i % 3)))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{devices} device{'s' if devices > 1 else ''}", fontsize=10)

@@ -1,6 +1,7 @@
 """PNG plots of a results store, readable in a paper: titles, units, legends, interval error bars."""
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -12,17 +13,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
+from bench.analysis.verdict import _name  # noqa: E402
 from bench.spec.variants import FAMILIES, VARIANTS  # noqa: E402
 from bench.metrics import present  # noqa: E402
 
 
 def _series(rows: list[dict]) -> dict[str, list[dict]]:
-    """ok configurations per series (and nodes, when a sweep split devices over fake nodes), by device count."""
+    """ok configurations per series (and nodes, when a sweep split devices over fake nodes), by device count; named
+    less the model and the memory budget, which the plot's title names."""
     series = defaultdict(list)
     for r in rows:
         if r["status"] == "ok" and present(r["throughput"]):
-            label = r["series"] + (f" ({r['nodes']} nodes)" if r["nodes"] > 1 else "")
-            series[label].append(r)
+            series[_name(r)].append(r)
     return {k: sorted(v, key=lambda r: r["world_size"]) for k, v in sorted(series.items())}
 
 
@@ -30,7 +32,10 @@ def _title(base: str, rows: list[dict]) -> str:
     first = rows[0]
     data = "synthetic data" if first["dataset"] == "synthetic" else first["dataset"]
     device = first["device_name"] if present(first.get("device_name")) else first["device_type"]
-    return f"{base}\n{first['task']}: {first['model']} on {data}, {first['precision']}, {device}"
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    model = models[0] if len(models) == 1 else f"{len(models)} models"
+    budget = f", {first['key'].budget}" if "key" in first and first["key"].device_memory else ""
+    return f"{base}\n{first['task']}: {model} on {data}, {first['precision']}, {device}{budget}"
 
 
 def _family(r: dict) -> str:
@@ -86,6 +91,7 @@ def efficiency(rows: list[dict], path: Path) -> None:
                 else "strong scaling: vs 1 device at the same global batch")
     fig, panels = _panels(rows, f"Scaling efficiency ({baseline})")
     palette = style.colours(rows)
+    drawn = False
     for name, family, ax in panels:
         for label, rs in _series(family).items():
             # By definition 1.0 at one device: drawn so that each variant is a line, not a lone point.
@@ -94,12 +100,16 @@ def efficiency(rows: list[dict], path: Path) -> None:
             if len(points) > 1 or any(x > 1 for x, _ in points):
                 real = style.twin(rs[0]) is None
                 ax.plot(*zip(*points), label=label if real else "_twin", **style.line_style(rs[0], palette))
+                drawn = True
         ax.axhline(1.0, ls="--", color="grey", lw=1)
         _device_axis(ax, rows)
         ax.set_ylim(0, 1.2)
         ax.grid(alpha=0.3)
         _panel_legend(ax, name)
     panels[0][2].set_ylabel("scaling efficiency = T(N) / (N x T(1))")
+    if not drawn:  # no one-device baseline measured (a sweep --no-analysis): no efficiency to show
+        plt.close(fig)
+        return
     _save(fig, path)
 
 
@@ -213,13 +223,11 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
     if not points:
         return []
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    palette = style.colours(points)
-    for label, rs in _series(points).items():
-        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs], label=label,
-                **style.line_style(rs[0], palette))
-        for r in rs:
-            ax.annotate(f"{r['world_size']}", (r["device_peak_mb"], r["throughput"]), fontsize=7,
-                        textcoords="offset points", xytext=(4, 4))
+    models = list(dict.fromkeys(r["model"] for r in points))
+    if len(models) > 1:  # a sweep over models: a colour per approach, a marker per model, throughput on a log scale
+        _memory_by_model(ax, points, models)
+    else:
+        _memory_by_approach(ax, points)
     ax.set_xlabel("peak memory per device (MiB; CUDA allocated after warm-up, CPU peak RSS)")
     ax.set_ylabel("throughput (samples/s)")
     ax.set_title(_title("Memory per device against throughput (points labelled by device count)", points),
@@ -228,6 +236,33 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
     ax.grid(alpha=0.3)
     _save(fig, path)
     return [path]
+
+
+MODEL_MARKERS = "osD^vP*Xph"
+
+
+def _memory_by_model(ax, points: list[dict], models: list[str]) -> None:
+    palette = style.colours(points, style.approach)
+    for r in points:
+        ax.plot(r["device_peak_mb"], r["throughput"], linestyle="none", color=palette[style.approach(r)],
+                marker=MODEL_MARKERS[models.index(r["model"]) % len(MODEL_MARKERS)], markersize=7)
+        ax.annotate(f"{r['world_size']}", (r["device_peak_mb"], r["throughput"]), fontsize=7,
+                    textcoords="offset points", xytext=(4, 4))
+    for name, colour in palette.items():
+        ax.plot([], [], color=colour, linewidth=6, label=name)
+    for i, model in enumerate(models):
+        ax.plot([], [], color="grey", linestyle="none", marker=MODEL_MARKERS[i % len(MODEL_MARKERS)], label=model)
+    ax.set_yscale("log")
+
+
+def _memory_by_approach(ax, points: list[dict]) -> None:
+    palette = style.colours(points)
+    for label, rs in _series(points).items():
+        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs], label=label,
+                **style.line_style(rs[0], palette))
+        for r in rs:
+            ax.annotate(f"{r['world_size']}", (r["device_peak_mb"], r["throughput"]), fontsize=7,
+                        textcoords="offset points", xytext=(4, 4))
 
 
 def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[Path]:
@@ -274,7 +309,8 @@ def loss_curves(rows: list[dict], path: Path) -> None:
             dashes = DEVICE_DASHES[min(len(DEVICE_DASHES), r["world_size"].bit_length()) - 1]  # a style per device count
             line, = by_samples.plot([s[1] for s in steps], [s[3] for s in steps], lw=1.2, label=name, ls=dashes,
                                     color=palette[style.base(r)])
-            by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1.2, ls=dashes, color=line.get_color())
+            by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1.2, ls=dashes, color=line.get_color(),
+                            label=name)  # the legend is drawn right of this panel
             epochs = [e for e in (r.get("curves.epochs") or []) if e[4] is not None]
             if epochs:  # the test loss at each epoch's end, as markers on the same colour
                 by_samples.plot([e[1] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
@@ -301,7 +337,17 @@ PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accurac
 
 
 def draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
-    """One PNG per plot for one task's configurations; plots with nothing to show are not written."""
+    """One PNG per plot for one task's configurations; plots with nothing to show are not written. A sweep over
+    models draws each model's on its own (PREFIX-MODEL-PLOT.png): one model's approaches to a plot, as always."""
+    models = list(dict.fromkeys(configs["model"])) if "model" in configs else []
+    if len(models) > 1:
+        return [path for model in models
+                for path in _draw_all(configs[configs["model"] == model], directory,
+                                      f"{prefix}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', model)}")]
+    return _draw_all(configs, directory, prefix)
+
+
+def _draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
     rows = configs.to_dict("records")
     written = []
     if not _series(rows):
@@ -320,23 +366,24 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
     95 % interval, a panel per device count; a line at 1, ties and too-noisy comparisons marked."""
     path = directory / f"{prefix}-verdict.png"
     path.unlink(missing_ok=True)
-    groups = [g for g in groups if g.winner is not None and g.comparisons]
+    groups = [g for g in groups if g.winner is not None and (g.comparisons or g.unfit)]
     if not groups:
         return []
-    palette = style.colours([g.winner for g in groups] + [c.other for g in groups for c in g.comparisons])
-    heights = [len(g.comparisons) + 1 for g in groups]
+    palette = style.colours([g.winner for g in groups] + [c.other for g in groups for c in g.comparisons],
+                            style.approach)
+    heights = [len(g.comparisons) + len(g.unfit) + 1 for g in groups]
     fig, axes = plt.subplots(len(groups), 1, figsize=(10, 0.9 + 0.38 * sum(heights) + 0.45 * len(groups)),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     ranked = [c for g in groups for c in g.comparisons if not c.noisy]
     lowest = min([1 / c.ratio.high for c in ranked] + [1 / c.ratio.value for g in groups for c in g.comparisons])
     log = lowest < 0.2
     for ax, group in zip(axes[:, 0], groups):
-        names = [style.base(group.winner)] + [style.base(c.other) for c in group.comparisons]
+        names = [style.approach(group.winner)] + [style.approach(c.other) for c in group.comparisons]
         ax.barh(0, 1, color=palette[names[0]], height=0.6)
         _note(ax, 0, "fastest")
         for y, c in enumerate(group.comparisons, start=1):
             value, low, high = 1 / c.ratio.value, 1 / c.ratio.high, 1 / c.ratio.low
-            colour = palette[style.base(c.other)]
+            colour = palette[style.approach(c.other)]
             if c.noisy:  # its interval says nothing: no error bar, a hatched bar and the words
                 ax.barh(y, value, color=style.lighter(colour, 0.75), height=0.6, hatch="//", edgecolor=colour)
                 text = "too noisy to rank: repeat the runs"
@@ -345,8 +392,11 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
                 ax.errorbar(value, y, xerr=[[value - low], [high - value]], color="black", capsize=3, lw=1)
                 text = f"{value:.2f} [{low:.2f}, {high:.2f}]  " + ("tie" if c.ratio.tie else f"{c.ratio.value:.2f}x slower")
             _note(ax, y, text)
+        for y, r in enumerate(group.unfit, start=len(names)):  # no bar: it never trained under the budget
+            _note(ax, y, f"does not fit in {r['key'].budget or 'the device memory'}")
         ax.axvline(1, color="black", lw=1)
-        ax.set_yticks(range(len(names)), [_label(group.winner)] + [_label(c.other) for c in group.comparisons],
+        ax.set_yticks(range(len(names) + len(group.unfit)),
+                      [_name(r) for r in (group.winner, *(c.other for c in group.comparisons), *group.unfit)],
                       fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log" if log else "linear")
@@ -358,8 +408,8 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
         ax.set_title(group.title, fontsize=8.5, loc="left")
         ax.grid(axis="x", alpha=0.3)
     axes[-1, 0].set_xlabel("throughput relative to the fastest (1 = as fast; bars: the ratio's 95 % interval)")
-    fig.suptitle(_title("The verdict: each approach against the fastest synchronous one", [groups[0].winner]),
-                 fontsize=9)
+    fig.suptitle(_title("The verdict: each approach against the fastest synchronous one",
+                        [g.winner for g in groups]), fontsize=9)
     _save(fig, path)
     return [path]
 
@@ -370,5 +420,3 @@ def _note(ax, y: float, text: str) -> None:
                 fontsize=7.5, va="center")
 
 
-def _label(r: dict) -> str:
-    return r["series"] + (f" ({r['nodes']} nodes)" if r["nodes"] > 1 else "")

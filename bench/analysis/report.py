@@ -96,7 +96,7 @@ def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[di
             + plots.draw_inputs(inputs, directory, prefix) + plots.draw_memory(memory.entries(subset), directory, prefix)
             + plots.draw_breakdown(steps, directory, prefix)
             + plots.draw_utilisation(utilisation.entries(part), directory, prefix))
-    sized, crossed = model_size.draw(subset, directory, prefix)
+    sized, crossed = model_size.draw(subset, directory, prefix, ratio)
     if sized:
         blocks += [heading("Throughput against model size", 3), Block("bullets", crossed or [
             "No crossover: each device count keeps its order of approaches across the models trained."]),

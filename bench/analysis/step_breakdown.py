@@ -33,16 +33,18 @@ def entries(configs: pd.DataFrame, microbenchmark: list[dict], profiles: dict | 
         unprofiled = unprofiled_scale(profile) if profile else None
         exposed = (r["step_ms"] - twin["step_ms"], "no-sync twin") if twin else \
             (profile["parts"]["communication"] * unprofiled, "profile") if profile else (None, None)
+        floor = allreduce.communication_floor_ms(grad_bytes, r["world_size"], busbw) if grad_bytes else None
         out.append({
             "row": r, "step_ms": r["step_ms"], "compute_ms": twin["step_ms"] if twin else None,
             "exposed_ms": exposed[0], "exposed_from": exposed[1],
             "in_flight_ms": profile["in_flight_ms"] * unprofiled if profile else None,
             "overlap": profile["overlap"] if profile else None,
             "comm_cost": communication_cost(r, twin),
-            "floor_ms": allreduce.communication_floor_ms(grad_bytes, r["world_size"], busbw) if grad_bytes else None,
+            "floor_ms": floor,
             "busbw_gbps": busbw / 1e9 if busbw else None, "grad_mb": grad_bytes / 2**20 if grad_bytes else None,
         })
-    return out
+    # No twin, profile or floor anywhere (a sweep --no-analysis): nothing to split a step into.
+    return out if any(e["compute_ms"] or e["exposed_ms"] is not None or e["floor_ms"] for e in out) else []
 
 
 def table(found: list[dict]) -> pd.DataFrame:

@@ -28,9 +28,16 @@ def twin(r: dict) -> str | None:
     return "no sync" if r["key"].independent else "synthetic" if r["key"].input == "synthetic" else None
 
 
-def colours(rows: list[dict]) -> dict[str, tuple]:
-    """A colour per approach, in the variants table's order so that an approach keeps its colour across plots."""
-    names = sorted({base(r) for r in rows}, key=lambda b: (ORDER.get(b.split(" ")[0], len(ORDER)), b))
+def approach(r: dict) -> str:
+    """Its base less the model and the memory budget, which a panel's title names: one approach, one colour across
+    the models of a sweep."""
+    return base({"key": r["key"]._replace(model="", device_memory=0.0), "nodes": r["nodes"]})
+
+
+def colours(rows: list[dict], name=base) -> dict[str, tuple]:
+    """A colour per approach (`name`: how a row names it), in the variants table's order so that an approach keeps
+    its colour across plots."""
+    names = sorted({name(r) for r in rows}, key=lambda b: (ORDER.get(b.split(" ")[0], len(ORDER)), b))
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
 
 

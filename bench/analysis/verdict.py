@@ -80,9 +80,10 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
         return []
     records = configs.to_dict("records")
     by_key = {r["key"]: r for r in records}
+    models_in_order = {m: i for i, m in enumerate(dict.fromkeys(k.model for k in configs["key"]))}  # as swept
     frame = configs[GROUP_BY].assign(
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
-        setting=[(k.model, k.dataset, k.recipe, input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
+        setting=[(models_in_order[k.model], k.dataset, k.recipe, input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
                  for k in configs["key"]])
     frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
     batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
