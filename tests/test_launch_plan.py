@@ -158,6 +158,10 @@ def test_every_rank_gets_the_tuned_malloc_unless_told_otherwise(tmp_path, monkey
     glibc = launch.processes(dataclasses.replace(spec, malloc="glibc"), spec.check(Machine(cores=(0, 1))), "run-y",
                              tmp_path, tmp_path / "spec.json")
     assert not any(k in glibc[0].env for k in launch.MALLOC_TUNED)
+    # Under a CPU memory budget what the framework frees goes back at once: the budget is its tensors', not the heap's.
+    budget = dataclasses.replace(spec, task=spec.task.replace(device_memory_gib=2.0))
+    capped = launch.processes(budget, budget.check(Machine(cores=(0, 1))), "run-z", tmp_path, tmp_path / "spec.json")
+    assert capped[0].env["MALLOC_MMAP_THRESHOLD_"] == str(2**20) and "MALLOC_TRIM_THRESHOLD_" not in capped[0].env
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     _, mine = plan("torch-ddp", tmp_path, device_type="cpu", nodes=1, per_node=2, machine=Machine(cores=(0, 1)))
     assert not any(k in mine[0].env for k in launch.MALLOC_TUNED)  # the exported value reaches the ranks as it is

@@ -104,13 +104,19 @@ def run_temp_dir(run_id: str) -> Path:
 # process. A fixed threshold above the step's tensors and no trimming keep freed memory in the heap
 # (docs/methodology.md#run-to-run-spread-and-the-allocator). The user's own values win.
 MALLOC_TUNED = {"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(4 * 2**30)}
+# Under a CPU rank's --device-memory the heap must not keep what the framework freed, or the budget measures
+# glibc's retention: FSDP's and ZeRO-3's gathered parameters (a ViT-B block, 28 MB, below MALLOC_TUNED's
+# threshold) stayed in the heap and took the rank 1.2 GiB over DDP, where a device allocator under a cap frees
+# its cache and retries. Every allocation of 1 MiB or more is mapped, and returned when freed.
+MALLOC_BUDGET = {"MALLOC_MMAP_THRESHOLD_": str(2**20)}
 
 
-def malloc_environment(mode: str) -> dict[str, str]:
-    """--malloc tuned (the default): MALLOC_TUNED where the environment sets neither; glibc: glibc's own."""
+def malloc_environment(mode: str, budget: bool = False) -> dict[str, str]:
+    """--malloc tuned (the default): MALLOC_TUNED where the environment sets neither (MALLOC_BUDGET under a CPU
+    memory budget); glibc: glibc's own."""
     if mode == "glibc" or any(name in os.environ for name in MALLOC_TUNED):
         return {}
-    return dict(MALLOC_TUNED)
+    return dict(MALLOC_BUDGET if budget else MALLOC_TUNED)
 
 
 def fast_path_environment(spec: RunSpec) -> dict[str, str]:
@@ -127,7 +133,7 @@ def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) 
     """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
     threads = str(plan.threads)
     return {
-        **malloc_environment(spec.malloc),
+        **malloc_environment(spec.malloc, budget=spec.device_type == "cpu" and bool(spec.task.device_memory_gib)),
         **fast_path_environment(spec),
         RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
         "PYTHONUNBUFFERED": "1",
