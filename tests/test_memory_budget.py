@@ -123,3 +123,13 @@ def test_the_model_size_figure_marks_what_did_not_fit_on_the_floor_of_its_panel(
     drawn = {p.name for p in plots.draw_all(configs, folder, "t")}
     assert {"t-timm_resnet18-throughput.png", "t-timm_vit_base_patch16_224-throughput.png"} <= drawn
     assert not any(name.startswith("t-throughput") for name in drawn)
+
+
+def test_the_one_approach_that_fits_is_named_as_such(tmp_path):
+    store = ResultStore(tmp_path)
+    for r in (under_budget("torch-ddp", None), under_budget("torch-fsdp", 20.0)):
+        store.append(r)
+    runs = load(tmp_path)
+    [(_, sentence)] = verdict.summary(aggregate.configurations(runs), runs)[0]
+    assert sentence.endswith("torch-ddp (an allocation of 338 MiB refused) does not fit in 2 GiB a device; only "
+                             "torch-fsdp does.")

@@ -231,6 +231,8 @@ def _unfit(group: Group) -> str:
     verb = "does" if len(group.unfit) == 1 else "do"
     if group.winner is None:
         return f"None fits in {budget}: {names} {verb} not fit."
+    if not group.comparisons:
+        return f"{names} {verb} not fit in {budget}; only {_name(group.winner)} does."
     return (f"{names} {verb} not fit in {budget}; of the {1 + len(group.comparisons)} that fit, "
             f"{_name(group.winner)} is fastest.")
 
