@@ -79,3 +79,16 @@ def test_dataparallel_records_each_gpus_peak_and_the_report_sets_device_0_agains
     assert row["memory"]["peak_allocated_mb"] == first
     report = bench("report", str(out))
     assert report.returncode == 0 and f"{first:,.0f} · {second:,.0f}" in report.stdout
+
+
+@pytest.mark.parametrize("variant", ["torch-ddp", "torch-dp"])
+def test_a_device_memory_budget_caps_the_cuda_allocator(variant, out):
+    """--device-memory on CUDA: torch.cuda.set_per_process_memory_fraction on each GPU the process drives. A
+    ResNet-50 at a batch that fits the whole GPU does not fit 0.25 GiB of it: recorded as such, with the
+    allocation the caching allocator refused, never a crash."""
+    result = bench("run", "--variant", variant, "--devices", "1", "--task", "resnet50", "--input", "synthetic",
+                   "--global-batch", "64", "--epochs", "1", "--device-memory", "0.25", "--out", str(out))
+    assert result.returncode == 1, result.stderr[-2000:]
+    [row] = rows(out)
+    assert row["status"] == "does not fit", row["error"]
+    assert "out of memory" in row["error"].lower() and row["memory"]["refused_allocation_mb"] > 0
