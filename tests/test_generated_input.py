@@ -13,12 +13,14 @@ import io
 import json
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bench import cli
+from bench.interrupt import STOP_SIGNALS
 from bench.results import ResultStore
 from test_report import row
 
@@ -92,6 +94,7 @@ def command_lines(draw, command: str) -> list[str]:
 
 def _outcome(argv: list[str]) -> tuple[str, str]:
     err = io.StringIO()
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}  # main() installs its own
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = cli.main(argv)
@@ -99,6 +102,9 @@ def _outcome(argv: list[str]) -> tuple[str, str]:
             return "trains", err.getvalue()
         except SystemExit as exc:  # argparse's refusal: usage, then the error line
             code = exc.code
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
     return str(code), err.getvalue()
 
 
