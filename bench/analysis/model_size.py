@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.analysis import style  # noqa: E402
+from bench.analysis import memory_budget, style  # noqa: E402
 from bench.analysis.verdict import ranks  # noqa: E402
 from bench.metrics import present  # noqa: E402
 from bench.metrics.memory import DOES_NOT_FIT  # noqa: E402
@@ -47,7 +47,7 @@ def lines(configs: pd.DataFrame) -> dict[int, dict[str, list[tuple[float, float]
 def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
     """device count -> [(parameters, approach)] that did not fit the device memory, where another run of the
     model recorded its size."""
-    sizes = {r["model"]: float(r["params"]) for r in configs.to_dict("records") if r["ok"] and present(r.get("params"))}
+    sizes = memory_budget.params_by_model(configs)
     out: dict[int, list] = {}
     for r in configs.to_dict("records"):
         if r["status"] == DOES_NOT_FIT and ranks(r["key"]) and r["model"] in sizes:
