@@ -74,6 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         chosen = interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
         spec = dataclasses.replace(spec, interface=chosen)
+    plan.check_all([spec], machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.worker import data
     from bench.run import sweep
     from bench.run.execute import execute
@@ -180,9 +181,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            analysis=args.analysis, compiled=args.compile, inputs=request.input_modes(args),
                            shardings={v.name: options.modes(v, named, sweep=True) for v in trains})
     task = tasks[0]
-    specs = [dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
-                                 as_shipped=args.as_shipped, sample_every_s=args.sample_every)
-             for spec in specs] * args.repeats
+    specs = plan.rounds([dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
+                                             as_shipped=args.as_shipped, sample_every_s=args.sample_every)
+                         for spec in specs], args.repeats)
+    plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis import report
     from bench.run import resume, sweep
     from bench.studies import audit, microbench

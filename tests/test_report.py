@@ -114,8 +114,8 @@ def test_sweep_repeats_round_robin():
     from bench.spec.task import get_task
     from bench.spec.variants import get_variant
 
-    specs = plan.plan([get_variant("torch-ddp"), get_variant("accelerate")], get_task("quick"), "cpu", [1, 2],
-                      repeats=2)
+    specs = plan.rounds(plan.plan([get_variant("torch-ddp"), get_variant("accelerate")], get_task("quick"), "cpu",
+                                  [1, 2]), 2)
     labels = [(s.variant.name, s.world_size) for s in specs]
     assert labels == [("torch-ddp", 1), ("torch-ddp", 2), ("accelerate", 1), ("accelerate", 2)] * 2
 

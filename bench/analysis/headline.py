@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench.analysis.repeats import Runs
-from bench.analysis.verdict import Comparison, Group, _agrees, _join, _name, groups
+from bench.analysis.verdict import Comparison, Group, accuracy_agrees, groups, join_words, name_in_group
 from bench.results.key import RunKey
 
 # A band of "x-y times slower" spans at most this factor: its slowest is less than 1.3 times its closest's ratio.
@@ -26,29 +26,28 @@ def text(headline: list[tuple[str, list[str]]]) -> list[str]:
 def lines(group: Group) -> list[str]:
     """At most three lines after the group's title: the answer, the slower ones in bands, the ones too noisy to
     separate."""
-    unfit = ", ".join(_name(r) for r in group.unfit)
-    budget = group.unfit[0]["key"].budget if group.unfit else ""
+    unfit = ", ".join(name_in_group(r) for r in group.unfit)
     if group.winner is None:
-        return [f"none fits in {budget or 'the device memory'}: {unfit}." if unfit and not group.failed
+        return [f"none fits in {group.budget}: {unfit}." if unfit and not group.failed
                 else "no synchronous run finished."]
-    w, leader = group.winner, _name(group.winner)
+    w, leader = group.winner, name_in_group(group.winner)
     answer = (f"use {leader} ({_rate(w['throughput'])} samples/s)" if not group.noisy else
               f"{leader} leads ({_rate(w['throughput'])} samples/s), but this machine cannot separate it from "
               f"{len(group.noisy)} other{'s' if len(group.noisy) > 1 else ''}")
     if group.ties:
-        answer += f"; as fast within the intervals: {_join([_name(c.other) for c in group.ties])}"
-    lower = [c.other for c in group.comparisons if _agrees(w, c.other) is False
+        answer += f"; as fast within the intervals: {join_words([name_in_group(c.other) for c in group.ties])}"
+    lower = [c.other for c in group.comparisons if accuracy_agrees(w, c.other) is False
              and c.other["test_accuracy"] > w["test_accuracy"]]
     if lower:
-        answer += f" (its test accuracy is below {_join([_name(r) for r in lower])}'s: check it)"
+        answer += f" (its test accuracy is below {join_words([name_in_group(r) for r in lower])}'s: check it)"
     if unfit:
-        answer += f"; does not fit in {budget or 'the device memory'}: {unfit}"
+        answer += f"; does not fit in {group.budget}: {unfit}"
     out = [answer + "."]
     if group.beaten:
-        out.append("; ".join(f"{_band(band)} slower: {', '.join(_name(c.other) for c in band)}"
+        out.append("; ".join(f"{_band(band)} slower: {', '.join(name_in_group(c.other) for c in band)}"
                              for band in bands(group.beaten)) + ".")
     if group.noisy:
-        out.append(f"Too noisy here to separate from {leader}: {', '.join(_name(c.other) for c in group.noisy)}.")
+        out.append(f"Too noisy here to separate from {leader}: {', '.join(name_in_group(c.other) for c in group.noisy)}.")
     return out
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis.verdict import _name
+from bench.analysis.verdict import name_in_group
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
 from bench.metrics.memory import DOES_NOT_FIT
@@ -41,7 +41,7 @@ def params_by_model(configs: pd.DataFrame) -> dict[str, float]:
 def table(found: list[dict], params: dict[str, float], batches: dict) -> pd.DataFrame:
     def cells(r: dict) -> list[str]:
         fits, refused = r["status"] == "ok", r.get("memory.refused_allocation_mb")
-        return [r["model"], fmt(params.get(r["model"], 0) / 1e6 or None, ".1f"), _name(r), str(r["world_size"]),
+        return [r["model"], fmt(params.get(r["model"], 0) / 1e6 or None, ".1f"), name_in_group(r), str(r["world_size"]),
                 f"{r['key'].device_memory:g}", "yes" if fits else "no",
                 fmt(r["model_state_mb"], ",.0f") if fits else "-", fmt(r["device_peak_mb"], ",.0f") if fits else "-",
                 "-" if fits or not present(refused) else f"{refused:,.0f}", fmt(r["throughput"], ",.0f") if fits else "-",

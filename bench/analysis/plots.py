@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
-from bench.analysis.verdict import _name  # noqa: E402
+from bench.analysis.verdict import name_in_group  # noqa: E402
 from bench.spec.variants import FAMILIES, VARIANTS  # noqa: E402
 from bench.metrics import present  # noqa: E402
 
@@ -24,7 +24,7 @@ def _series(rows: list[dict]) -> dict[str, list[dict]]:
     series = defaultdict(list)
     for r in rows:
         if r["status"] == "ok" and present(r["throughput"]):
-            series[_name(r)].append(r)
+            series[name_in_group(r)].append(r)
     return {k: sorted(v, key=lambda r: r["world_size"]) for k, v in sorted(series.items())}
 
 
@@ -396,7 +396,7 @@ def draw_verdict(groups: list, directory: Path, prefix: str) -> list[Path]:
             _note(ax, y, f"does not fit in {r['key'].budget or 'the device memory'}")
         ax.axvline(1, color="black", lw=1)
         ax.set_yticks(range(len(names) + len(group.unfit)),
-                      [_name(r) for r in (group.winner, *(c.other for c in group.comparisons), *group.unfit)],
+                      [name_in_group(r) for r in (group.winner, *(c.other for c in group.comparisons), *group.unfit)],
                       fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log" if log else "linear")

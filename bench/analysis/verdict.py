@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import input_pipelines, model_pairs, stragglers
+from bench.analysis import input_pipelines, model_pairs
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
-from bench.metrics import memory, present
+from bench.metrics import memory, present, stragglers
 from bench.results.key import RunKey
 from bench.spec import models
 
@@ -53,6 +53,11 @@ class Group:
     context: list[str] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     unfit: list[dict] = field(default_factory=list)  # did not fit the device memory (--device-memory, or the device's)
+
+    @property
+    def budget(self) -> str:
+        """The memory the unfit approaches did not fit in: --device-memory's label, else the device's own."""
+        return (self.unfit[0]["key"].budget if self.unfit else "") or "the device's memory"
 
     def _of(self, tie: bool | None = None, noisy: bool = False) -> list[Comparison]:
         return [c for c in self.comparisons if c.noisy == noisy and (tie is None or c.ratio.tie == tie)]
@@ -125,11 +130,11 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
                               for t in group.ties for b in group.beaten)
     bound = by_key.get(winner["key"]._replace(independent=True))
     if bound is not None and bound["ok"]:
-        group.context.append(f"{_name(winner)} reaches {_pct(winner['throughput'] / bound['throughput'])} of its "
+        group.context.append(f"{name_in_group(winner)} reaches {_pct(winner['throughput'] / bound['throughput'])} of its "
                              f"no-sync bound ({bound['throughput']:,.0f} samples/s)")
     for r in lines:
         if r["ok"] and r["key"].asynchronous and not r["key"].independent:
-            group.context.append(f"{_name(r)} runs at {r['throughput'] / winner['throughput']:.2f}x of it, "
+            group.context.append(f"{name_in_group(r)} runs at {r['throughput'] / winner['throughput']:.2f}x of it, "
                                  "updating asynchronously (not ranked)")
     return group
 
@@ -148,7 +153,7 @@ def _title(r: dict, several_batches: bool) -> str:
     return f"{devices}, {task}, {', '.join(details)}"
 
 
-def _name(r: dict) -> str:
+def name_in_group(r: dict) -> str:
     """The configuration's series, less the model and the memory budget its group's title names."""
     series = r["series"]
     for named in (r["key"].model, r["key"].budget) if "key" in r else ():
@@ -181,12 +186,12 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
     if group.winner is None:
         return " ".join(filter(None, (f"No synchronous run finished ({_failures(group.failed)})." if group.failed
                                       else "", _unfit(group))))
-    w, leader = group.winner, _name(group.winner)
+    w, leader = group.winner, name_in_group(group.winner)
     facts = [f"{w['throughput']:,.0f} samples/s", *metrics.facts(w)]
     ties, beaten, noisy = group.ties, group.beaten, group.noisy
     if ties:
-        tied = _join([leader, *(_name(c.other) for c in ties)])
-        ratios = "; ".join((f"{_name(c.other)}: " if len(ties) > 1 else "") + f"ratio {_ratio(c.ratio, '')}"
+        tied = join_words([leader, *(name_in_group(c.other) for c in ties)])
+        ratios = "; ".join((f"{name_in_group(c.other)}: " if len(ties) > 1 else "") + f"ratio {_ratio(c.ratio, '')}"
                            for c in ties)
         text = f"{tied} tie ({ratios}), {leader} at {', '.join(facts)}"
     elif not group.comparisons:
@@ -196,14 +201,14 @@ def sentence(group: Group, measured: dict[RunKey, Runs]) -> str:
     if beaten:
         subject = ("both" if len(ties) == 1 else "all of them") if ties and group.ties_beat_too else leader
         text += (f"; {subject} beat{'s' if subject == leader else ''} "
-                 + _join([f"{_name(c.other)} by {_ratio(c.ratio)}" for c in beaten]))
+                 + join_words([f"{name_in_group(c.other)} by {_ratio(c.ratio)}" for c in beaten]))
         text += _same_accuracy(w, beaten)
     text = f"{text}." + _flagged_accuracy(w, [*ties, *beaten])
     text += _memory(w, [*ties, *beaten])
     if noisy:
-        shaky = [_spread(_name(r), measured[r["key"]]) for r in (w, *(c.other for c in noisy))
+        shaky = [_spread(name_in_group(r), measured[r["key"]]) for r in (w, *(c.other for c in noisy))
                  if measured[r["key"]].disagree]
-        against = _join([f"{_name(c.other)} ({_ratio(c.ratio)})" for c in noisy])
+        against = join_words([f"{name_in_group(c.other)} ({_ratio(c.ratio)})" for c in noisy])
         text += (f" Too noisy here to rank {leader} against {against}: {'; '.join(shaky)}. "
                  f"To tell them apart, {ADVICE}.")
     if group.context:
@@ -221,42 +226,42 @@ def _unfit(group: Group) -> str:
     """Which approaches did not fit the device memory, the allocation refused, and the fastest of those that did."""
     if not group.unfit:
         return ""
-    budget = group.unfit[0]["key"].budget or "the device's memory"
+    budget = group.budget
 
     def refused(r: dict) -> str:
         asked = r.get("memory.refused_allocation_mb")
-        return f"{_name(r)} (an allocation of {asked:,.0f} MiB refused)" if present(asked) else _name(r)
+        return f"{name_in_group(r)} (an allocation of {asked:,.0f} MiB refused)" if present(asked) else name_in_group(r)
 
-    names = _join([refused(r) for r in group.unfit])
+    names = join_words([refused(r) for r in group.unfit])
     verb = "does" if len(group.unfit) == 1 else "do"
     if group.winner is None:
         return f"None fits in {budget}: {names} {verb} not fit."
     if not group.comparisons:
-        return f"{names} {verb} not fit in {budget}; only {_name(group.winner)} does."
+        return f"{names} {verb} not fit in {budget}; only {name_in_group(group.winner)} does."
     return (f"{names} {verb} not fit in {budget}; of the {1 + len(group.comparisons)} that fit, "
-            f"{_name(group.winner)} is fastest.")
+            f"{name_in_group(group.winner)} is fastest.")
 
 
-def _agrees(winner: dict, other: dict) -> bool | None:
+def accuracy_agrees(winner: dict, other: dict) -> bool | None:
     a, b = winner["test_accuracy"], other["test_accuracy"]
     return abs(a - b) <= ACCURACY_TOLERANCE + 1e-9 if present(a) and present(b) else None
 
 
 def _same_accuracy(winner: dict, compared: list[Comparison]) -> str:
-    same = [c.other for c in compared if _agrees(winner, c.other)]
+    same = [c.other for c in compared if accuracy_agrees(winner, c.other)]
     if not same:
         return ""
     return (f" at the same accuracy ({_pct(winner['test_accuracy'], 1)} vs "
-            f"{_join([_pct(r['test_accuracy'], 1) for r in same])})")
+            f"{join_words([_pct(r['test_accuracy'], 1) for r in same])})")
 
 
 def _flagged_accuracy(winner: dict, compared: list[Comparison]) -> str:
-    off = [c.other for c in compared if _agrees(winner, c.other) is False]
+    off = [c.other for c in compared if accuracy_agrees(winner, c.other) is False]
     if not off:
         return ""
-    return (f" Accuracy flagged, more than {100 * ACCURACY_TOLERANCE:g} point from {_name(winner)}'s "
+    return (f" Accuracy flagged, more than {100 * ACCURACY_TOLERANCE:g} point from {name_in_group(winner)}'s "
             f"{_pct(winner['test_accuracy'], 1)}: "
-            + _join([f"{_name(r)} {_pct(r['test_accuracy'], 1)}" for r in off]) + "; check before trusting its speed.")
+            + join_words([f"{name_in_group(r)} {_pct(r['test_accuracy'], 1)}" for r in off]) + "; check before trusting its speed.")
 
 
 def _memory(winner: dict, compared: list[Comparison]) -> str:
@@ -268,14 +273,14 @@ def _memory(winner: dict, compared: list[Comparison]) -> str:
              and abs(c.other["device_peak_mb"] / mine - 1) > 0.1]
     if not apart:
         return ""
-    return " Memory per device: " + _join([f"{_name(r)} {r['device_peak_mb']:,.0f} MiB" for r in apart]) + "."
+    return " Memory per device: " + join_words([f"{name_in_group(r)} {r['device_peak_mb']:,.0f} MiB" for r in apart]) + "."
 
 
 def _failures(failed: list[dict]) -> str:
-    return ", ".join(f"{_name(r)} ({r['status']})" for r in failed)
+    return ", ".join(f"{name_in_group(r)} ({r['status']})" for r in failed)
 
 
-def _join(items: list[str]) -> str:
+def join_words(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 

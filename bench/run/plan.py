@@ -41,20 +41,16 @@ def topology(devices: int, nodes: int) -> tuple[int, int]:
 
 def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list[int], nodes: int = 1,
          cores_per_slot: int = 1, timeout_s: float = 900.0, analysis: bool = False,
-         repeats: int = 1, engines: list[tuple[str, str | None]] = (("torchrun", None),),
+         engines: list[tuple[str, str | None]] = (("torchrun", None),),
          variants_named: bool = False, compiled: bool = False,
          inputs: list[dict] | None = None, shardings: dict[str, list[dict]] | None = None) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending; with
     `compiled` each run eager and then compiled. With `analysis`, after each multi-device run that has
     one its independent (no gradient sync) twin, and after each one-device run on a real dataset its
-    synthetic-input twin (the input pipeline's cost). With `repeats` the whole list runs that many
-    times, round-robin, so that drifts of the machine spread over every configuration instead of
-    hitting one. `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
+    synthetic-input twin (the input pipeline's cost). `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
     a synthetic-input twin is planned once, not once per pipeline. `shardings` (variant name -> the task fields
     of its approach options, bench.spec.options) runs that variant once per value, e.g. deepspeed at ZeRO-1, 2
     and 3; a no-sync twin its approach refuses is not planned."""
-    if repeats < 1:
-        raise SpecError(f"repeats must be at least 1 (got {repeats})")
     if nodes < 1:
         raise SpecError(f"nodes must be at least 1 (got {nodes})")
     if max(counts) % nodes:
@@ -83,6 +79,12 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                     twin = mode.replace(input="synthetic", loader_workers=0, data_url=None)
                     if analysis and n == 1 and not mode.synthetic and dataclasses.replace(spec, task=twin) not in specs:
                         specs.append(dataclasses.replace(spec, task=twin))
+    return specs
+
+
+def rounds(specs: list[RunSpec], repeats: int) -> list[RunSpec]:
+    """The whole list `repeats` times, round-robin, so that drifts of the machine spread over every
+    configuration instead of hitting one."""
     return specs * repeats
 
 
