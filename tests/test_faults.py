@@ -237,4 +237,4 @@ def test_a_rank_slowed_on_purpose_is_named_a_straggler_in_the_row_and_the_report
     assert times["own_ms"]["1"] >= 20 > times["own_ms"]["0"], times
     assert bench("report", str(tmp_path)).returncode == 0
     report = (tmp_path / "report.md").read_text()
-    assert "## Stragglers" in report and "rank 1 is a straggler" in report and "rank 0 is a straggler" not in report
+    assert "### Stragglers" in report and "rank 1 is a straggler" in report and "rank 0 is a straggler" not in report

@@ -1,6 +1,6 @@
 """A results folder's report: report.md and report.html, the verdict first, then per task the results table,
 the analyses that read several metrics, each metric's own section (bench.metrics) and the plots, then the
-folder's sections: over time, stragglers, checkpoints, the fast path, the measured peak and all-reduce.
+folder's sections: over time, checkpoints, the fast path, the measured peak and all-reduce.
 
 The report is built once as a list of blocks (heading, text, table, ...) that both files render: the
 markdown with pandas' `to_markdown`, the HTML page by `bench.analysis.html`.
@@ -14,7 +14,7 @@ import pandas as pd
 
 from bench import metrics
 from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, memory_budget, model_pairs,
-                            model_size, over_time, plots, profiles, repeats, step_breakdown, stragglers, verdict)
+                            model_size, over_time, plots, profiles, repeats, step_breakdown, verdict)
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text
@@ -65,8 +65,7 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
         blocks += _task_section(directory, subset.reset_index(drop=True), microbenchmark, measured, profiled,
                                 f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
-    blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + stragglers.section(configs)
-               + checkpoints.section(runs)
+    blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + checkpoints.section(runs)
                + fast_path.section(audit) + machine.sections(peak.load(directory), microbenchmark))
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))

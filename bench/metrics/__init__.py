@@ -11,6 +11,7 @@ says), the command-line options it reads, and the fact the verdict states about 
 - accuracy: test accuracy over the whole test set, the samples evaluated, time to the target accuracy.
 - memory: the peaks, folded as the largest over runs; the model state per rank.
 - utilisation: TFLOP/s, MFU (the data-sheet peak), the fraction of the measured peak, and where the rest goes.
+- stragglers: each rank's own time a step, and the rank far behind the others that holds them back.
 - cost: what a configuration's training costs at a price per device-hour (`--price-per-device-hour`).
 """
 from __future__ import annotations
@@ -84,7 +85,8 @@ class Part:
 class Metric:
     name: str
     columns: tuple[Column, ...] = ()
-    # How each of its columns folds over a configuration's repeated runs: "median" or "max".
+    # How each of its columns folds over a configuration's repeated runs: "median", "max" or "mode" (the value
+    # most runs gave: a rank's number); a name ending in "." stands for every column under it.
     repeats: tuple[tuple[str, str], ...] = ()
     # Its figures from the folded lines (the whole frame: an efficiency reads another configuration's line).
     derive: Callable[[pd.DataFrame, Context], None] | None = None
@@ -96,7 +98,7 @@ class Metric:
 
 
 # The order of the results table's columns and of the sections under it.
-MODULES = ("throughput", "scaling", "timing", "accuracy", "memory", "utilisation", "cost")
+MODULES = ("throughput", "scaling", "timing", "accuracy", "memory", "utilisation", "stragglers", "cost")
 REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"bench.metrics.{m}").METRIC for m in MODULES)
 
 

@@ -1,12 +1,15 @@
 """Stragglers: per configuration whose ranks timed their own work (bench.run.fold.rank_times), each rank's own
 time a step and how far the slowest is behind the median rank; one that is far behind holds every other rank back
-at each all-reduce."""
+at each all-reduce. Over repeated runs: the rank slowest in most runs, the median of how far it was behind and of each rank's time."""
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from bench.metrics import present
+from bench.metrics import Metric, Part, present
 from bench.metrics.blocks import Block, table_section, text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STRAGGLER_BEHIND = 0.10  # a rank this far behind the median rank's own time is named as a straggler
 
@@ -29,6 +32,8 @@ def found(configs: pd.DataFrame) -> list[dict]:
 
 
 def table(timed: list[dict]) -> pd.DataFrame:
+    import pandas as pd
+
     def own(ms: dict[int, float]) -> str:
         shown = ", ".join(f"{rank}: {value:.2f}" for rank, value in list(ms.items())[:8])
         return shown + (f" … ({len(ms)} ranks)" if len(ms) > 8 else "")
@@ -47,9 +52,9 @@ def lines(timed: list[dict]) -> list[str]:
             "all-reduce." for s in timed if s["straggler"]]
 
 
-def section(configs: pd.DataFrame) -> list[Block]:
-    timed = found(configs)
-    blocks = table_section("Stragglers", 2, (
+def section(part: Part) -> list[Block]:
+    timed = found(part.configs)
+    blocks = table_section("Stragglers", 3, (
         "A rank's own time a step is the part in which it waits for no other rank: its wait for the next "
         "batch and its forward pass (on GPUs, CUDA events around it). Window times cannot show a straggler: "
         "each step all-reduces and each window ends in a barrier, so they are equal on every rank. A "
@@ -57,3 +62,7 @@ def section(configs: pd.DataFrame) -> list[Block]:
         "named. Not measured where the forward all-gathers parameters (FSDP, ZeRO-3) or the step is one "
         "graph (TensorFlow)."), table(timed) if timed else None)
     return blocks + [text(*lines(timed))] if any(s["straggler"] for s in timed) else blocks
+
+
+METRIC = Metric("stragglers", repeats=(("rank_times.slowest_rank", "mode"), ("rank_times.behind_median", "median"),
+                                      ("rank_times.own_ms.", "median")), section=section)

@@ -47,6 +47,13 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None, settings
     return folded
 
 
+def _fold_column(values: pd.Series, how: str):
+    if how == "mode":
+        found = values.dropna().mode()
+        return found.iloc[0] if len(found) else None
+    return values.median() if how == "median" else values.max()
+
+
 def _fold(runs: pd.DataFrame) -> pd.Series:
     """One configuration's runs -> one line (a single run as it is)."""
     ok = runs[runs["ok"]]
@@ -61,12 +68,11 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
     line["throughput"], line["ci_low"], line["ci_high"] = medians.median(), medians.min(), medians.max()
     line["runs"] = len(ok)
     line["per_device_throughput"] = line["throughput"] / line["world_size"]
-    for column, how in metrics.repeat_folds().items():
-        line[column] = ok[column].median() if how == "median" else ok[column].max()
-    if "rank_times.behind_median" in ok and ok["rank_times.behind_median"].notna().any():
-        # The rank slowest in most runs, and how far the slowest was behind the median rank over the runs.
-        line["rank_times.slowest_rank"] = ok["rank_times.slowest_rank"].dropna().mode().iloc[0]
-        line["rank_times.behind_median"] = ok["rank_times.behind_median"].median()
+    for declared, how in metrics.repeat_folds().items():
+        # A name ending in "." folds every column under it (one a rank: rank_times.own_ms.0, .1, ...).
+        for column in [c for c in ok.columns if c.startswith(declared)] if declared.endswith(".") else [declared]:
+            if column in ok:
+                line[column] = _fold_column(ok[column], how)
     line["notes"] = list(line["notes"]) + [f"{len(ok)} runs: median of the run medians, interval = range over runs"] + failed
     return line
 

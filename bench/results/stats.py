@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 
 def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
@@ -19,6 +18,8 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     n = len(xs)
     if n == 1:
         return float(xs[0]), float(xs[0]), 0.0
+    from scipy import stats  # here: scipy.stats takes a second to import, and a bad request needs none of it
+
     j = np.arange(1, n // 2 + 1)
     coverage = 1 - 2 * stats.binom.cdf(j - 1, n, 0.5)  # falls as j (the interval's inset) grows
     reaching = j[coverage >= level]
