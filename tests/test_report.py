@@ -193,3 +193,42 @@ def test_a_twin_shares_its_runs_hue_and_unmeasured_figures_draw_no_bar(store):
     assert (store.directory / "default-fp32-strong-verdict.png").stat().st_size > 10_000
     entries = step_breakdown.entries(configurations(store.rows()), [])
     assert [e["compute_ms"] for e in entries] == [14.0, None]  # tf-mirrored has no no-sync twin: no bar, not 0
+
+
+def test_no_legend_of_a_whole_sweep_holds_more_than_ten_entries_or_two_alike(tmp_path, monkeypatch):
+    """Every variant of the default sweep at 1 and 2 slots (27 series): each plot splits them so that a legend holds
+    at most ten, and no two of its entries share a colour and a line style."""
+    from matplotlib import colors
+
+    from bench.spec.variants import VARIANTS
+
+    store = ResultStore(tmp_path)
+    for name, variant in VARIANTS.items():
+        if not variant.in_default_sweep:
+            continue
+        framework = "tensorflow-cpu" if name.startswith("tf-") else "torch"
+        for world in (1, 2) if variant.max_devices is None else (1,):
+            r = row(name, world, 4000.0 + 100 * world + len(name), framework=framework)
+            state = {str(rank): {"parameters": 400_000, "gradients": 400_000, "optimizer": 400_000} for rank in range(world)}
+            store.append(dataclasses.replace(r, peak_memory_mb=800.0 + 10 * world + len(name),
+                                             memory={"model_state_bytes": state}))
+    legends = []
+    real_save = plots._save
+
+    def keep_legends(fig, path):
+        for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+            if legend is not None:
+                legends.append((path.name, [(colors.to_hex(h.get_color()) if hasattr(h, "get_color") else None,
+                                             str(h.get_linestyle()) if hasattr(h, "get_linestyle") else None,
+                                             h.get_marker() if hasattr(h, "get_marker") else None)
+                                            for h in legend.legend_handles]))
+        real_save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep_legends)
+    report.write_report(tmp_path)
+    drawn = {name for name, _ in legends}
+    assert {"default-fp32-strong-loss.png", "default-fp32-strong-memory.png",
+            "default-fp32-strong-throughput.png"} <= drawn, drawn
+    for name, entries in legends:
+        assert len(entries) <= 10, (name, len(entries))
+        assert len(set(entries)) == len(entries), (name, entries)

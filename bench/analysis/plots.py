@@ -222,18 +222,27 @@ def draw_memory(entries: list[dict], directory: Path, prefix: str) -> list[Path]
     points = [e["row"] for e in entries if present(e["row"]["device_peak_mb"]) and present(e["row"]["throughput"])]
     if not points:
         return []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
     models = list(dict.fromkeys(r["model"] for r in points))
+    title = "Memory per device against throughput (points labelled by device count)"
+    xlabel = "peak memory per device (MiB; CUDA allocated after warm-up, CPU peak RSS)"
     if len(models) > 1:  # a sweep over models: a colour per approach, a marker per model, throughput on a log scale
+        fig, ax = plt.subplots(figsize=(9, 4.5))
         _memory_by_model(ax, points, models)
-    else:
-        _memory_by_approach(ax, points)
-    ax.set_xlabel("peak memory per device (MiB; CUDA allocated after warm-up, CPU peak RSS)")
-    ax.set_ylabel("throughput (samples/s)")
-    ax.set_title(_title("Memory per device against throughput (points labelled by device count)", points),
-                 fontsize=9)
-    style.legend_outside(ax)
-    ax.grid(alpha=0.3)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("throughput (samples/s)")
+        ax.set_title(_title(title, points), fontsize=9)
+        style.legend_outside(ax)
+        ax.grid(alpha=0.3)
+    else:  # a panel per family, as the throughput plot: no legend holds the whole sweep
+        fig, panels = _panels(points, "Peak memory per device (CUDA allocated after warm-up, CPU peak RSS) against "
+                                      "throughput, points labelled by device count; light dotted, open = synthetic input")
+        palette = style.colours(points)
+        for name, family, ax in panels:
+            _memory_by_approach(ax, family, palette)
+            ax.set_xlabel("peak MiB per device")
+            ax.grid(alpha=0.3)
+            _panel_legend(ax, name)
+        panels[0][2].set_ylabel("throughput (samples/s)")
     _save(fig, path)
     return [path]
 
@@ -255,11 +264,10 @@ def _memory_by_model(ax, points: list[dict], models: list[str]) -> None:
     ax.set_yscale("log")
 
 
-def _memory_by_approach(ax, points: list[dict]) -> None:
-    palette = style.colours(points)
+def _memory_by_approach(ax, points: list[dict], palette: dict) -> None:
     for label, rs in _series(points).items():
-        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs], label=label,
-                **style.line_style(rs[0], palette))
+        ax.plot([r["device_peak_mb"] for r in rs], [r["throughput"] for r in rs],
+                label=label if style.twin(rs[0]) is None else "_twin", **style.line_style(rs[0], palette))
         for r in rs:
             ax.annotate(f"{r['world_size']}", (r["device_peak_mb"], r["throughput"]), fontsize=7,
                         textcoords="offset points", xytext=(4, 4))
@@ -293,44 +301,55 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
 
 def loss_curves(rows: list[dict], path: Path) -> None:
     """Rank 0's training loss (every few steps) and each epoch's test loss, one line per variant and device
-    count, against samples seen and against training seconds (pauses excluded)."""
-    fig, (by_samples, by_seconds) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    drawn = False
-    palette = style.colours(rows)
-    for label, rs in _series(rows).items():
-        for r in rs:
-            # A synthetic batch is learnt by heart and no-sync replicas train apart: neither is a training curve.
-            if r["independent"] or r["key"].input == "synthetic" or r["dataset"] == "synthetic":
-                continue
-            steps = r.get("curves.steps")
-            if not isinstance(steps, list) or not steps:
-                continue
-            name = f"{label}, {r['world_size']} dev"
-            dashes = DEVICE_DASHES[min(len(DEVICE_DASHES), r["world_size"].bit_length()) - 1]  # a style per device count
-            line, = by_samples.plot([s[1] for s in steps], [s[3] for s in steps], lw=1.2, label=name, ls=dashes,
-                                    color=palette[style.base(r)])
-            by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1.2, ls=dashes, color=line.get_color(),
-                            label=name)  # the legend is drawn right of this panel
-            epochs = [e for e in (r.get("curves.epochs") or []) if e[4] is not None]
-            if epochs:  # the test loss at each epoch's end, as markers on the same colour
-                by_samples.plot([e[1] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
-                by_seconds.plot([e[2] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
-            drawn = True
-    if not drawn:
-        plt.close(fig)
+    count, against samples seen and against training seconds (pauses excluded): a row of panels per family
+    (bench.spec.variants.FAMILIES), its legend beside it, so that no legend holds a whole sweep."""
+    # A synthetic batch is learnt by heart and no-sync replicas train apart: neither is a training curve.
+    curves = [r for r in rows if not r["independent"] and r["key"].input != "synthetic"
+              and r["dataset"] != "synthetic" and isinstance(r.get("curves.steps"), list) and r["curves.steps"]]
+    families = {}
+    order = [*dict.fromkeys(FAMILIES.values()), "other"]
+    for r in sorted(curves, key=lambda r: order.index(_family(r))):
+        families.setdefault(_family(r), []).append(r)
+    if not families:
         return
-    by_samples.set_xlabel("samples seen")
-    by_seconds.set_xlabel("training seconds (evaluation excluded)")
-    by_samples.set_ylabel("loss (lines: training, rank 0; dots: test, each epoch)")
-    for ax in (by_samples, by_seconds):
-        ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-    style.legend_outside(by_seconds)
-    fig.suptitle(_title("Loss curves", rows), fontsize=9)
+    fig, axes = plt.subplots(len(families), 2, figsize=(12, 0.6 + 3.6 * len(families)), sharey=True, squeeze=False)
+    palette = style.colours(rows)
+    for (family, members), (by_samples, by_seconds) in zip(families.items(), axes):
+        counts = sorted({r["world_size"] for r in members})
+        for label, rs in _series(members).items():
+            for r in rs:
+                steps = r["curves.steps"]
+                dashes = _dashes(r["world_size"])
+                line, = by_samples.plot([s[1] for s in steps], [s[3] for s in steps], lw=1.2, ls=dashes,
+                                        color=palette[style.base(r)])
+                # The legend (right of this panel): a colour per approach, then a line style per device count.
+                by_seconds.plot([s[2] for s in steps], [s[3] for s in steps], lw=1.2, ls=dashes,
+                                color=line.get_color(), label=label if r is rs[0] else "_same")
+                epochs = [e for e in (r.get("curves.epochs") or []) if e[4] is not None]
+                if epochs:  # the test loss at each epoch's end, as markers on the same colour
+                    by_samples.plot([e[1] for e in epochs], [e[4] for e in epochs], "o", ms=4, color=line.get_color())
+                    by_seconds.plot([e[2] for e in epochs], [e[4] for e in epochs], "o", ms=4,
+                                    color=line.get_color())
+        if len(counts) > 1:
+            for n in counts:
+                by_seconds.plot([], [], color="black", lw=1.2, ls=_dashes(n), label=f"{n} dev")
+        by_samples.set_title(family, fontsize=10, loc="left")
+        by_samples.set_ylabel("loss")
+        for ax in (by_samples, by_seconds):
+            ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+        style.legend_outside(by_seconds)
+    axes[-1][0].set_xlabel("samples seen")
+    axes[-1][1].set_xlabel("training seconds (evaluation excluded)")
+    fig.suptitle(_title("Loss curves (lines: training loss, rank 0; dots: test loss, each epoch)", rows), fontsize=9)
     _save(fig, path)
 
 
 DEVICE_DASHES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))  # 1, 2, 3-4, 5-8, more devices
+
+
+def _dashes(devices: int):
+    return DEVICE_DASHES[min(len(DEVICE_DASHES), devices.bit_length()) - 1]
 
 PLOTS = {"throughput": throughput, "efficiency": efficiency, "accuracy": accuracy, "startup": startup,
          "loss": loss_curves}
