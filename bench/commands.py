@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import logging
 import sys
 from pathlib import Path
@@ -181,9 +182,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            analysis=args.analysis, compiled=args.compile, inputs=request.input_modes(args),
                            shardings={v.name: options.modes(v, named, sweep=True) for v in trains})
     task = tasks[0]
-    specs = plan.rounds([dataclasses.replace(spec, malloc=args.malloc, profile=args.profile and spec.variant.profiles,
-                                             as_shipped=args.as_shipped, sample_every_s=args.sample_every)
-                         for spec in specs], args.repeats)
+    specs, first = plan.answer_first([dataclasses.replace(spec, malloc=args.malloc, sample_every_s=args.sample_every,
+                                                      profile=args.profile and spec.variant.profiles,
+                                                      as_shipped=args.as_shipped) for spec in specs])
+    most = max((s.world_size for s in specs), default=1)
+    specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis import report
     from bench.run import resume, sweep
@@ -203,7 +206,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
         microbench.peak_for_sweep(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
         audit.audit(args.out, machine, device_type, task, {s.variant.framework for s in specs}, args.cores_per_slot)
-    rows = sweep.run_all(specs, args.out, machine, args.mlflow)
+    lead = min(first, len(list(itertools.takewhile(lambda s: plan.first_answer(s, most), specs))))  # one round's
+
+    def provisional(done: int) -> None:
+        if done == lead < len(specs):
+            print_provisional(args.out, metrics.settings(args), done, specs[done:])
+
+    rows = sweep.run_all(specs, args.out, machine, args.mlflow, after_run=provisional)
     if args.analysis:
         microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
     print_table(rows, args.out, metrics.settings(args))
@@ -261,6 +270,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(path.read_text())
     print(f"written to {path} and {path.with_suffix('.html')}")
     return 0
+
+
+def print_provisional(directory: Path, settings: dict | None, done: int, still: list[RunSpec]) -> None:
+    """The headline once each approach has run at the sweep's most devices: marked provisional, with what is
+    still to run (baselines, twins, fewer devices, repeats), whose rows the full verdict at the end adds."""
+    from bench.analysis import headline, verdict
+    from bench.analysis.repeats import measured_runs
+
+    configs, runs, _ = verdict.folder(directory, settings)
+    short = headline.text(headline.headlines(configs, measured_runs(runs)))
+    if not short:
+        return
+    left = list(dict.fromkeys(f"{s.variant.name}{' (no sync)' if s.independent else ''} on {s.world_size}"
+                              for s in still))
+    named = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
+    print(f"\nprovisional answer, after {done} of {done + len(still)} runs (still to run: {named}; the verdict "
+          "at the end reads them all):\n" + "\n".join(f"  {line}" for line in short), flush=True)
 
 
 def print_verdict(directory: Path, settings: dict | None = None) -> None:

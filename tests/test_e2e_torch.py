@@ -64,6 +64,10 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     assert "not applicable" in by_key[("torch-dp", 2)]["error"]
     assert (out / "results.csv").exists() and (out / "report.md").exists()
     assert "torch-ddp" in result.stdout and "scaling eff." in result.stdout
+    # Each approach ran at 2 slots first: a provisional answer came before the 1-slot runs, marked as such.
+    provisional = result.stdout.index("provisional answer, after ")
+    assert provisional < result.stdout.index("scaling eff.") and "2 CPU slots" in result.stdout[provisional:][:2000]
+    assert "still to run: " in result.stdout[provisional:]
 
 
 @pytest.mark.slow

@@ -120,6 +120,23 @@ def test_sweep_repeats_round_robin():
     assert labels == [("torch-ddp", 1), ("torch-ddp", 2), ("accelerate", 1), ("accelerate", 2)] * 2
 
 
+def test_a_sweep_runs_its_main_comparison_first_then_baselines_twins_and_fewer_devices():
+    """Each approach at the most devices first (the verdict's main comparison, a provisional answer after it),
+    then every other run in the plan's own order."""
+    from bench.run import plan
+    from bench.spec.task import get_task
+    from bench.spec.variants import get_variant
+
+    planned = plan.plan([get_variant(v) for v in ("torch-single", "torch-ddp", "accelerate")], get_task("quick"),
+                        "cpu", [1, 2], analysis=True)
+    ordered, first = plan.answer_first(planned)
+    label = [(s.variant.name, s.world_size, s.independent, s.task.input) for s in ordered]
+    assert first == 2 and label[:2] == [("torch-ddp", 2, False, "memory"), ("accelerate", 2, False, "memory")]
+    rest = [s for s in planned if s not in ordered[:2]]
+    assert ordered[2:] == rest and sorted(map(id, ordered)) == sorted(map(id, planned))
+    assert ("torch-single", 1, False, "memory") == label[2]  # the baseline, then the twins and 1-slot runs
+
+
 def test_no_sync_runs_are_their_own_series():
     series = plots._series(configurations([row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0),
                                            row("torch-ddp", 2, 9000.0, independent=True)]).to_dict("records"))

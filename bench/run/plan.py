@@ -82,6 +82,23 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
     return specs
 
 
+def first_answer(spec: RunSpec, most: int) -> bool:
+    """The runs the verdict's main comparison rests on: each approach (not a single-device baseline, not a no-sync
+    or synthetic-input twin) at the most devices of the sweep."""
+    return (spec.world_size == most and spec.variant.baseline is not None and not spec.independent
+            and (spec.task.dataset == "synthetic" or spec.task.input != "synthetic"))
+
+
+def answer_first(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:
+    """The plan with the main comparison's runs moved to the front, each run's order otherwise kept, so that a
+    provisional verdict can be given after them (bench.commands.cmd_sweep); and how many runs that is."""
+    if not specs:
+        return specs, 0
+    most = max(s.world_size for s in specs)
+    first = [s for s in specs if first_answer(s, most)]
+    return first + [s for s in specs if not first_answer(s, most)], len(first)
+
+
 def rounds(specs: list[RunSpec], repeats: int) -> list[RunSpec]:
     """The whole list `repeats` times, round-robin, so that drifts of the machine spread over every
     configuration instead of hitting one."""

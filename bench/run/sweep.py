@@ -5,6 +5,7 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
+from typing import Callable
 
 from bench.results import aggregate, peak
 from bench.interrupt import Interrupted
@@ -20,8 +21,9 @@ from bench.spec.devices import Machine
 log = logging.getLogger(__name__)
 
 
-def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
-            mlflow_uri: str | None = None) -> list[ResultRow]:
+def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine, mlflow_uri: str | None = None,
+            after_run: Callable[[int], None] | None = None) -> list[ResultRow]:
+    """Each run in turn into the folder's store; `after_run(n)` once the n-th run's row is stored."""
     check_all(specs, machine)
     if mlflow_uri:
         from bench.run import tracking
@@ -46,6 +48,8 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine,
             if mlflow_uri:
                 _track(mlflow_uri, row, out_dir, store)
             log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
+            if after_run:
+                after_run(index)
     except Interrupted as stop:  # the caller prints what finished and exits 128 + the signal
         stop.rows = rows + stop.rows
         raise
