@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --dry-run: plan for a box with N GPUs (this machine's cores)")
     p.add_argument("--no-analysis", dest="analysis", action="store_false",
                    help="skip the scaling analysis: single-device baselines, independent (no-sync) runs, "
-                        "the all-reduce microbenchmark")
+                        "the collective microbenchmarks")
     _add_engine_options(p, several=True)
     _add_malloc_option(p)
     _add_fast_path_option(p)

@@ -36,9 +36,23 @@ def test_independent_mode_is_refused_where_it_does_not_exist(out):
 
 
 @pytest.mark.slow
-def test_allreduce_microbenchmark_on_two_processes(tmp_path, monkeypatch):
+def test_collective_microbenchmarks_on_two_processes(tmp_path, monkeypatch):
+    """All-reduce, all-gather and reduce-scatter at every size, each with its bus factor; the all-reduce where
+    the report's communication floor reads it, all three fitted."""
+    from bench.results import collectives
+
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    measured = microbench.measure_allreduce(tmp_path, devices.Machine(cores=(0, 1)), "cpu", 1, 2)
-    assert [r["size_bytes"] for r in measured] == sorted(r["size_bytes"] for r in measured)
-    assert all(r["backend"] == "gloo" and r["busbw_gbps"] > 0 and r["world_size"] == 2 for r in measured)
-    assert allreduce.load(tmp_path) == measured
+    measured = microbench.measure_collectives(tmp_path, devices.Machine(cores=(0, 1)), "cpu", 1, 2)
+    sizes = sorted({r["size_bytes"] for r in measured})
+    for name in ("all_reduce", "all_gather", "reduce_scatter"):
+        mine = [r for r in measured if r["collective"] == name]
+        assert [r["size_bytes"] for r in mine] == sizes and len(sizes) >= 6, name
+        assert all(r["backend"] == "gloo" and r["world_size"] == 2 and r["busbw_gbps"] > 0 for r in mine)
+        factor = 1.0 if name == "all_reduce" else 0.5  # 2(n-1)/n and (n-1)/n at n = 2
+        assert all(r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * factor) for r in mine)
+    assert allreduce.load(tmp_path) == [r for r in measured if r["collective"] == "all_reduce"]
+    fitted = {f.collective: f for f in collectives.fits(collectives.load(tmp_path))}
+    assert set(fitted) == {"all_reduce", "all_gather", "reduce_scatter"}
+    assert all(f.alpha_s >= 0 and f.busbw > 0 for f in fitted.values())
+
+

@@ -1,5 +1,6 @@
 """What this machine measured apart from training: its matmul peak (`bench peak`, the measured peak utilisation is
-a fraction of) and the all-reduce microbenchmark (the step breakdown's communication floor)."""
+a fraction of), the all-reduce microbenchmark (the step breakdown's communication floor) and the α–β fit of every
+collective measured (bench.results.collectives)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -30,9 +31,25 @@ def allreduce_table(table: list[dict]) -> pd.DataFrame:
     return pd.concat([topology, sizes], axis=1)
 
 
-def sections(peaks: list[dict], microbenchmark: list[dict]) -> list[Block]:
-    """The folder's measured peaks (peak.jsonl) and all-reduce microbenchmark (allreduce.jsonl), each where it has
-    any."""
+def fit_table(fitted: list) -> pd.DataFrame:
+    """Per collective and topology: latency, bus bandwidth and how far the measured sizes sit off the line."""
+    return pd.DataFrame([[f.collective.replace("_", "-"), f"{f.backend} ({f.device_type})",
+                          f"{f.world_size} ({f.nodes}x{f.world_size // f.nodes})", f"{f.alpha_s * 1e6:,.0f}",
+                          f"{f.busbw / 1e9:.3f}", f"{100 * f.worst_residual:.0f} %", len(f.sizes)] for f in fitted],
+                        columns=["collective", "backend", "devices", "α (µs)", "busbw (GB/s)",
+                                 "largest residual", "sizes"])
+
+
+def sections(peaks: list[dict], microbenchmark: list[dict], fitted: list = ()) -> list[Block]:
+    """The folder's measured peaks (peak.jsonl), all-reduce microbenchmark (allreduce.jsonl) and the collectives'
+    α–β fits, each where it has any."""
     blocks = [heading("Matmul peak (measured)", 2), Block("table", peak_table(peaks))] if peaks else []
-    return blocks + table_section("All-reduce microbenchmark (busbw, GB/s)", 2, "busbw = algbw x 2(n-1)/n.",
-                                  allreduce_table(microbenchmark) if microbenchmark else None)
+    blocks += table_section("All-reduce microbenchmark (busbw, GB/s)", 2, "busbw = algbw x 2(n-1)/n.",
+                            allreduce_table(microbenchmark) if microbenchmark else None)
+    return blocks + table_section(
+        "Collectives: latency and bandwidth (α–β fit)", 2,
+        "Each collective's time against its size, fitted as t = α + size x bus factor / busbw (relative least "
+        "squares over the sizes measured; bus factor 2(n-1)/n for an all-reduce, (n-1)/n for an all-gather or a "
+        "reduce-scatter). The largest residual is the measured size furthest off the line, as a share of its "
+        "time: what a projection of an approach's communication from this fit cannot be closer than.",
+        fit_table(fitted) if fitted else None)

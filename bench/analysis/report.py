@@ -18,7 +18,7 @@ from bench.analysis import (checkpoints, fast_path, headline, html, input_pipeli
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text
-from bench.results import ResultStore, aggregate, allreduce, peak
+from bench.results import ResultStore, aggregate, allreduce, collectives, peak
 from bench.results.frame import frame
 from bench.results.fast_path import load as load_audit
 
@@ -66,7 +66,8 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
                                 f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
     blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + checkpoints.section(runs)
-               + fast_path.section(audit) + machine.sections(peak.load(directory), microbenchmark))
+               + fast_path.section(audit)
+               + machine.sections(peak.load(directory), microbenchmark, collectives.fits(collectives.load(directory))))
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))
     return blocks

@@ -143,7 +143,7 @@ def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path,
         lines.append(f"Estimate: none (neither the committed reference nor {out_dir} holds a finished row of this task)")
     if analysis:
         lines.append("Before the runs: the peak matmul benchmark per precision and, once per machine, the fast-path "
-                     "audit (each framework's switches on and off); after them: the all-reduce microbenchmark at "
+                     "audit (each framework's switches on and off); after them: the collective microbenchmarks at "
                      "each multi-device count.")
     for plan in plans:
         spec = plan.spec

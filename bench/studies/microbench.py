@@ -1,14 +1,14 @@
 """The microbenchmarks that explain the runs, each launched like a run of its own (same pinning,
-launcher and clean-up) and appended to a JSON-lines table in the results folder: the all-reduce
-(`allreduce.jsonl`, per backend and topology) and the device's matmul peak (`peak.jsonl`, per
-precision on one device slot). bench.analysis reads the tables."""
+launcher and clean-up) and appended to a JSON-lines table in the results folder: the collectives, per backend and
+topology (the all-reduce in `allreduce.jsonl`, all-gather and reduce-scatter in `collectives.jsonl`), and the
+device's matmul peak (`peak.jsonl`, per precision on one device slot). bench.analysis reads the tables."""
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.results import ResultRow, ResultStore, allreduce, peak
+from bench.results import ResultRow, ResultStore, allreduce, collectives, peak
 from bench.results.jsonl import append_line
 from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
@@ -18,22 +18,25 @@ from bench.spec.variants import PROBED_COLLECTIVES, Variant
 
 log = logging.getLogger(__name__)
 
-ALLREDUCE = Variant("allreduce", "torch", "torch_impl.launch:TORCHRUN", "probes.allreduce", single_process=False,
-                    spans_nodes=True, summary="all-reduce microbenchmark")
+COLLECTIVES = Variant("collectives", "torch", "torch_impl.launch:TORCHRUN", "probes.collectives", single_process=False,
+                      spans_nodes=True, summary="all-reduce, all-gather and reduce-scatter microbenchmark")
 PEAK = Variant("peak", "torch", "bench.run.launch:PYTHON", "probes.peak", single_process=True, spans_nodes=False,
                summary="matmul peak microbenchmark")
 
 
-def measure_allreduce(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
-                      timeout_s: float = 300) -> list[dict]:
-    """All-reduce on one topology; its rows appended to OUT/allreduce.jsonl and returned."""
-    spec = RunSpec(ALLREDUCE, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
-    event = run(spec, "allreduce", out_dir, machine)
+def measure_collectives(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
+                        timeout_s: float = 300) -> list[dict]:
+    """All-reduce, all-gather and reduce-scatter on one topology; the all-reduce's rows appended to
+    OUT/allreduce.jsonl, the others' to OUT/collectives.jsonl; all of them returned."""
+    spec = RunSpec(COLLECTIVES, get_task("quick"), device_type, nodes, devices_per_node, timeout_s=timeout_s)
+    event = run(spec, "collectives", out_dir, machine)
     if event is None:
         return []
-    return append(out_dir / "allreduce.jsonl", [
-        {"backend": event["backend"], "device_type": device_type, "nodes": nodes,
-         "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event["results"]])
+    rows = [{"backend": event["backend"], "device_type": device_type, "nodes": nodes,
+             "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event["results"]]
+    reduced = [r for r in rows if r["collective"] == "all_reduce"]
+    return (append(out_dir / "allreduce.jsonl", reduced)
+            + append(out_dir / collectives.FILE, [r for r in rows if r["collective"] != "all_reduce"]))
 
 
 def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_slot: int = 1,
@@ -80,7 +83,7 @@ def peak_for_sweep(out_dir: Path, machine: Machine, device_type: str, cores_per_
 
 
 def communication_for_sweep(rows: list[ResultRow], out_dir: Path, machine: Machine, again: bool = True) -> None:
-    """The all-reduce microbenchmark on every multi-device topology the torch backends ran on (a resumed
+    """The collective microbenchmarks on every multi-device topology the torch backends ran on (a resumed
     sweep: on those the folder has rows for and no measurement yet)."""
     if not again:
         rows = ResultStore(out_dir).rows()
@@ -89,5 +92,5 @@ def communication_for_sweep(rows: list[ResultRow], out_dir: Path, machine: Machi
                          if r.status == "ok" and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
                         - (set() if again else measured))
     for device_type, nodes, per_node in topologies:
-        log.info("all-reduce microbenchmark: %s %dx%d", device_type, nodes, per_node)
-        measure_allreduce(out_dir, machine, device_type, nodes, per_node)
+        log.info("collective microbenchmarks: %s %dx%d", device_type, nodes, per_node)
+        measure_collectives(out_dir, machine, device_type, nodes, per_node)

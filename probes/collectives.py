@@ -1,0 +1,85 @@
+"""Collective microbenchmarks (in the manner of nccl-tests): time per all-reduce, all-gather and reduce-scatter of
+each size, the traffic of every approach (DDP all-reduces gradients; FSDP and ZeRO-3 gather parameters and
+reduce-scatter gradients).
+
+size = the larger buffer (all-gather's output, reduce-scatter's input, as nccl-tests counts it);
+algbw = size / time; busbw = algbw x the bytes each link of a ring carries per byte of size: 2(n-1)/n for an
+all-reduce, (n-1)/n for an all-gather or a reduce-scatter, comparable across world sizes. Launched by torchrun
+like torch-ddp, on the same pinning.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from bench.worker import Worker, exit_now, spec_path_from_argv
+from torch_impl.train import set_threads
+
+SIZES = [1 << k for k in range(12, 27, 2)]  # 4 KiB .. 64 MiB
+BYTES_PER_ITERATION_BUDGET = 1 << 30       # fewer repeats for large messages
+BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+              "reduce_scatter": lambda n: (n - 1) / n}
+
+
+def collectives(n: int, device: torch.device) -> dict:
+    """Per collective: (make its buffers for a size, call it once)."""
+    def all_reduce(size):
+        tensor = torch.ones(size // 4, dtype=torch.float32, device=device)
+        return lambda: dist.all_reduce(tensor)
+
+    def all_gather(size):
+        out = torch.empty(size // 4 // n * n, dtype=torch.float32, device=device)
+        shard = torch.ones(size // 4 // n, dtype=torch.float32, device=device)
+        return lambda: dist.all_gather_into_tensor(out, shard)
+
+    def reduce_scatter(size):
+        full = torch.ones(size // 4 // n * n, dtype=torch.float32, device=device)
+        shard = torch.empty(size // 4 // n, dtype=torch.float32, device=device)
+        return lambda: dist.reduce_scatter_tensor(shard, full)
+
+    return {"all_reduce": all_reduce, "all_gather": all_gather, "reduce_scatter": reduce_scatter}
+
+
+def main() -> None:
+    worker = Worker(spec_path_from_argv())
+    with worker.session():
+        set_threads(worker.pin())
+        cuda = worker.device_type == "cuda"
+        dist.init_process_group("nccl" if cuda else "gloo")
+        device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
+        if cuda:
+            torch.cuda.set_device(device)
+        n = dist.get_world_size()
+        worker.joined(n, backend=dist.get_backend())
+
+        def sync() -> None:
+            if cuda:
+                torch.cuda.synchronize(device)
+            dist.barrier()
+
+        measured = []
+        for name, make in collectives(n, device).items():
+            for size in SIZES:
+                call = make(size)
+                iterations = max(5, min(50, BYTES_PER_ITERATION_BUDGET // size))
+                for _ in range(3):  # warm-up: connection set-up, buffer allocation
+                    call()
+                sync()
+                start = time.perf_counter()
+                for _ in range(iterations):
+                    call()
+                sync()
+                seconds = (time.perf_counter() - start) / iterations
+                algbw = size / seconds
+                measured.append({"collective": name, "size_bytes": size, "seconds": seconds,
+                                 "algbw_gbps": algbw / 1e9, "busbw_gbps": algbw * BUS_FACTOR[name](n) / 1e9,
+                                 "iterations": iterations})
+        worker.record("collectives", backend=dist.get_backend(), results=measured)
+        dist.destroy_process_group()
+    exit_now(0)
+
+
+if __name__ == "__main__":
+    main()
