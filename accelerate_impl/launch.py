@@ -24,7 +24,7 @@ def accelerate(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Proces
     deepspeed_path = ctx.run_dir / "deepspeed_config.json"
     config = accelerate_config(spec, plan.node_rank, ctx.master_port, deepspeed_path)
     files = [(str(config_path), json.dumps(config, indent=1))]
-    if spec.task.accelerate_plugin == "deepspeed":
+    if spec.task.options.accelerate_plugin == "deepspeed":
         files.append((str(deepspeed_path), json.dumps(deepspeed_config(spec), indent=1)))
     env = node_environment(spec, plan, ctx.run_id, ctx.run_dir)
     if spec.device_type == "cpu":
@@ -40,10 +40,10 @@ ACCELERATE = Launcher("accelerate", accelerate)
 def accelerate_config(spec: RunSpec, node_rank: int, master_port: int, deepspeed_path: Path | None = None) -> dict:
     """Every setting explicit, so nothing comes from a user-level default config; with --accelerate-plugin the
     seed's `fsdp_config` or `deepspeed_config` section (DeepSpeed's own settings in its config file)."""
-    plugin = spec.task.accelerate_plugin
+    plugin = spec.task.options.accelerate_plugin
     sections: dict = {}
     if plugin == "fsdp":
-        blocks = FSDP_BLOCKS.get(spec.task.model)
+        blocks = FSDP_BLOCKS.get(spec.task.model.name)
         # The blocks torch-fsdp shards one by one (torch_impl.fsdp.shard_units), by class name; a library's or
         # your own model by Accelerate's size rule (a module of 100k parameters or more is a unit).
         wrap = ({"fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP", "fsdp_transformer_layer_cls_to_wrap": blocks}
@@ -67,8 +67,8 @@ def accelerate_config(spec: RunSpec, node_rank: int, master_port: int, deepspeed
         "num_processes": spec.world_size, "num_machines": spec.nodes, "machine_rank": node_rank,
         "main_process_ip": spec.master_addr, "main_process_port": master_port, "rdzv_backend": "static",
         "same_network": True, "gpu_ids": "all", "use_cpu": False, "debug": False,
-        **({} if plugin == "deepspeed" else {"mixed_precision": ACCELERATE_MIXED_PRECISION[spec.task.precision]}),
+        **({} if plugin == "deepspeed" else {"mixed_precision": ACCELERATE_MIXED_PRECISION[spec.task.recipe.precision]}),
         "downcast_bf16": "no", "main_training_function": "main", "enable_cpu_affinity": False,
         "tpu_use_cluster": False, "tpu_use_sudo": False,
-        "dynamo_config": {"dynamo_backend": "INDUCTOR" if spec.task.compile else "NO"},
+        "dynamo_config": {"dynamo_backend": "INDUCTOR" if spec.task.options.compile else "NO"},
     }

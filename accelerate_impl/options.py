@@ -37,18 +37,18 @@ def modes(given: dict[str, list], sweep: bool) -> list[dict]:
 
 def check(spec) -> None:
     task = spec.task
-    if task.accelerate_plugin is not None:
-        parse_plugin(task.accelerate_plugin)
-    if task.zero_stage is not None and task.accelerate_plugin != "deepspeed":
+    if task.options.accelerate_plugin is not None:
+        parse_plugin(task.options.accelerate_plugin)
+    if task.options.zero_stage is not None and task.options.accelerate_plugin != "deepspeed":
         raise SpecError("--zero-stage goes with deepspeed or accelerate --accelerate-plugin deepspeed, not accelerate"
-                        + (f" --accelerate-plugin {task.accelerate_plugin}" if task.accelerate_plugin else ""))
-    if task.accelerate_plugin == "deepspeed":
-        if task.zero_stage is None:
+                        + (f" --accelerate-plugin {plugin}" if (plugin := task.options.accelerate_plugin) else ""))
+    if task.options.accelerate_plugin == "deepspeed":
+        if task.options.zero_stage is None:
             raise SpecError("accelerate --accelerate-plugin deepspeed needs --zero-stage 1, 2 or 3")
-        deepspeed_options.parse_stage(str(task.zero_stage))
-    if task.accelerate_plugin and (spec.independent or task.checkpoint_every_epoch):
-        raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} has no --independent or "
+        deepspeed_options.parse_stage(str(task.options.zero_stage))
+    if task.options.accelerate_plugin and (spec.independent or task.options.checkpoint_every_epoch):
+        raise SpecError(f"accelerate --accelerate-plugin {task.options.accelerate_plugin} has no --independent or "
                         "--checkpoint-every-epoch here yet: drop them, or run accelerate without a plugin")
-    if task.accelerate_plugin and spec.device_type != "cuda":
-        raise SpecError(f"accelerate --accelerate-plugin {task.accelerate_plugin} needs CUDA (on a CPU Accelerate "
+    if task.options.accelerate_plugin and spec.device_type != "cuda":
+        raise SpecError(f"accelerate --accelerate-plugin {task.options.accelerate_plugin} needs CUDA (on a CPU Accelerate "
                         "runs the plugin as plain DDP): on CPU use torch-fsdp or deepspeed")

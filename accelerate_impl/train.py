@@ -35,7 +35,7 @@ def train(spec_path: str) -> dict:
     under an engine (`bench.engines.run`) the process group exists and this sets what the launcher would."""
     worker = Worker(spec_path)
     if not os.environ.get("ACCELERATE_MIXED_PRECISION"):  # not launched by `accelerate launch`
-        os.environ["ACCELERATE_MIXED_PRECISION"] = ACCELERATE_MIXED_PRECISION[worker.task.precision]
+        os.environ["ACCELERATE_MIXED_PRECISION"] = ACCELERATE_MIXED_PRECISION[worker.task.recipe.precision]
         if worker.device_type == "cpu":
             os.environ["ACCELERATE_USE_CPU"] = "true"
         else:  # the GPU the engine's rank chose (Accelerate would take LOCAL_RANK modulo the visible count)
@@ -46,21 +46,21 @@ def train(spec_path: str) -> dict:
         # The data order: one seeded random order, its batches dealt out to the processes. --compile:
         # Accelerate's own torch.compile (its dynamo plugin), applied by prepare().
         accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True,
-                                                                            data_seed=task.seed),
-                                  dynamo_backend="inductor" if task.compile else "no",
+                                                                            data_seed=task.recipe.seed),
+                                  dynamo_backend="inductor" if task.options.compile else "no",
                                   # One scheduler step per optimizer step: by default Accelerate steps it once
                                   # per process (for schedules written in one-process steps); ours is in the
                                   # run's own steps, as in every other variant.
                                   step_scheduler_with_optimizer=False)
-        expected = ACCELERATE_MIXED_PRECISION[task.precision]
+        expected = ACCELERATE_MIXED_PRECISION[task.recipe.precision]
         if accelerator.mixed_precision != expected:
             raise RuntimeError(f"accelerate launched with mixed_precision={accelerator.mixed_precision}, "
                                f"the task asks for {expected}")
         worker.joined(accelerator.num_processes, distributed_type=str(accelerator.distributed_type),
                       backend=accelerator.state.backend, **device_info(accelerator.device))
-        device, per_process_batch = accelerator.device, task.global_batch // accelerator.num_processes
-        memory.cap(device, task.device_memory_gib)
-        plugin = task.accelerate_plugin
+        device, per_process_batch = accelerator.device, task.recipe.global_batch // accelerator.num_processes
+        memory.cap(device, task.options.device_memory_gib)
+        plugin = task.options.accelerate_plugin
         handed_to = PLUGIN_DISTRIBUTED_TYPE.get(plugin)
         if handed_to and accelerator.distributed_type != handed_to:  # e.g. a CPU launch runs a plugin as DDP
             raise RuntimeError(f"accelerate launched {accelerator.distributed_type}, the run asks for {handed_to}")
@@ -68,8 +68,8 @@ def train(spec_path: str) -> dict:
         model = build_model(task)
         if not plugin:
             model = model.to(memory_format=data.memory_format(device))
-        if plugin == "deepspeed" and task.precision != "fp32":  # the model in bf16/fp16, inputs as they come
-            cast_inputs(model, AMP_DTYPES[task.precision])
+        if plugin == "deepspeed" and task.recipe.precision != "fp32":  # the model in bf16/fp16, inputs as they come
+            cast_inputs(model, AMP_DTYPES[task.recipe.precision])
         optimizer = make_optimizer(model, task)
         torch_optimizer = optimizer
         if worker.synthetic:  # one batch made on the device (the shared loop's): no input pipeline, no evaluation
@@ -98,11 +98,12 @@ class AcceleratedRank(loop.Approach):
         super().__init__(model, accelerator.unwrap_model(model, keep_torch_compile=False), accelerator.device,
                          accelerator.process_index, accelerator.num_processes, optimizer)
         self.accelerator, self.torch_optimizer, self.loaders, self.task = accelerator, torch_optimizer, loaders, worker.task
-        self.plugin = worker.task.accelerate_plugin
+        self.plugin = worker.task.options.accelerate_plugin
         # FSDP2 refuses channels_last parameters and ZeRO flattens them: contiguous under a plugin.
         self.channels_last = not self.plugin
         # A rank's own time is its forward, except where the forward all-gathers the parameters.
-        self.lockstep_eval = self.plugin == "fsdp" or (self.plugin == "deepspeed" and worker.task.zero_stage == 3)
+        zero3 = self.plugin == "deepspeed" and worker.task.options.zero_stage == 3
+        self.lockstep_eval = self.plugin == "fsdp" or zero3
         # Independent runs are the no-communication bound: no gradient all-reduce.
         self.no_sync = (lambda: accelerator.no_sync(model)) if worker.independent else contextlib.nullcontext
 
@@ -168,7 +169,7 @@ class AcceleratedRank(loop.Approach):
         """Under the DeepSpeed plugin ZeRO's own buffers (accelerator.backward also steps, so the gradients'
         moment is not reachable: None), else the prepared model's (FSDP2's DTensor shards included)."""
         if self.plugin == "deepspeed":
-            return ZeroState(model.module, model.optimizer, self.torch_optimizer, self.task.zero_stage).bytes()
+            return ZeroState(model.module, model.optimizer, self.torch_optimizer, self.task.options.zero_stage).bytes()
         return memory.model_state_bytes(model, optimizer.optimizer)
 
 

@@ -29,8 +29,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("tasks:")
     for t in PRESETS.values():
         on_cpu = f" ({CPU_IMAGE_SIZE[t.name]}px on a CPU)" if t.name in CPU_IMAGE_SIZE else ""
-        print(f"  {t.name:16} {t.model:16} on {t.dataset:14} {t.image_size}px{on_cpu} batch={t.global_batch} "
-              f"epochs={t.epochs} {t.optimizer} {t.precision}")
+        print(f"  {t.name:16} {t.model.name:16} on {t.data.dataset:14} {t.model.image_size}px{on_cpu} "
+              f"batch={t.recipe.global_batch} epochs={t.recipe.epochs} {t.recipe.optimizer} {t.recipe.precision}")
     print("models (--model): built in to both frameworks:", ", ".join(models.BUILT_IN))
     print("  named once, timm's for PyTorch and keras.applications' for TensorFlow:", ", ".join(models.PAIRED))
     print("  any other as timm:NAME, torchvision:NAME, keras:NAME, or your own with --model-module PKG.MODULE:FN")
@@ -112,7 +112,7 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
     if reason := spec.inapplicable():  # a library's model of the other framework among them, before it is built
         raise SpecError(f"{reason}: choose another variant or fewer devices")
     # Your own module's framework is known once it is built: what it returns.
-    if refused := models.refusal(task.model, model_check.check(task, [variant]), variant):
+    if refused := models.refusal(task.model.name, model_check.check(task, [variant]), variant):
         raise SpecError(f"{refused}: choose an approach of its framework (bench list)")
     return spec
 
@@ -151,9 +151,9 @@ def _approaches_for(task: TaskSpec, variants: list, refuse: bool) -> list:
     """The variants that can train the task's model (a library's or your own is built once here to know its
     framework); with `refuse`, a named variant that cannot is the request's one-line error instead."""
     framework = model_check.check(task, variants)
-    if refuse and (refused := next(filter(None, (models.refusal(task.model, framework, v) for v in variants)), None)):
+    if refuse and (refused := next(filter(None, (models.refusal(task.model.name, framework, v) for v in variants)), None)):
         raise SpecError(f"{refused}: name approaches of its framework, or drop --variants")
-    return [v for v in variants if models.refusal(task.model, framework, v) is None]
+    return [v for v in variants if models.refusal(task.model.name, framework, v) is None]
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -23,13 +23,13 @@ def test_tf_training_step(benchmark, precision):
     strategy = tf.distribute.get_strategy()
     _, _, _, train_step, _ = train.build_training(task, strategy, steps_per_epoch=4, epochs=1)
     rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, (task.global_batch * 4, 28, 28, 1), dtype=np.uint8)
-    labels = rng.integers(0, task.classes, task.global_batch * 4).astype(np.int64)
-    batches = iter(train.train_dataset(strategy, images, labels, task.seed, task.global_batch, 4,
+    images = rng.integers(0, 256, (task.recipe.global_batch * 4, 28, 28, 1), dtype=np.uint8)
+    labels = rng.integers(0, task.model.classes, task.recipe.global_batch * 4).astype(np.int64)
+    batches = iter(train.train_dataset(strategy, images, labels, task.recipe.seed, task.recipe.global_batch, 4,
                                        range(10**6)))
 
     def step():
         train_step(batches).numpy()  # fetching the loss waits for the step
 
-    benchmark.extra_info.update(samples_per_step=task.global_batch)
+    benchmark.extra_info.update(samples_per_step=task.recipe.global_batch)
     benchmark(step)

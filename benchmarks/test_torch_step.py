@@ -25,12 +25,12 @@ def test_torch_training_step(benchmark, precision):
     optimizer = make_optimizer(model, task)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     generator = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (task.global_batch, 28, 28, 1), dtype=torch.uint8, generator=generator)
-    labels = torch.randint(0, task.classes, (task.global_batch,), generator=generator)
+    images = torch.randint(0, 256, (task.recipe.global_batch, 28, 28, 1), dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, task.model.classes, (task.recipe.global_batch,), generator=generator)
 
     def step():
         train_step(model, optimizer, scaler, AMP_DTYPES.get(precision), images, labels, device)
         sync()  # the benchmark times whole steps: wait for the device
 
-    benchmark.extra_info.update(samples_per_step=task.global_batch, device=str(device))
+    benchmark.extra_info.update(samples_per_step=task.recipe.global_batch, device=str(device))
     benchmark(step)

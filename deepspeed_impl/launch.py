@@ -55,18 +55,18 @@ def deepspeed_config(spec: RunSpec) -> dict:
     """Every setting that changes the training explicit (DeepSpeed's defaults would clip gradients at 1.0),
     and the reduction bucket DDP has. Accelerate's DeepSpeed plugin reads the same file."""
     task = spec.task
-    zero = {"stage": task.zero_stage, "reduce_bucket_size": ZERO_REDUCE_BUCKET}
-    if task.zero_stage == 3:
+    zero = {"stage": task.options.zero_stage, "reduce_bucket_size": ZERO_REDUCE_BUCKET}
+    if task.options.zero_stage == 3:
         zero["stage3_param_persistence_threshold"] = 0  # every parameter sharded, however small: ZeRO-3 as such
     return {
-        "train_batch_size": task.global_batch,
-        "train_micro_batch_size_per_gpu": task.global_batch // spec.world_size,
+        "train_batch_size": task.recipe.global_batch,
+        "train_micro_batch_size_per_gpu": task.recipe.global_batch // spec.world_size,
         "gradient_accumulation_steps": 1,
         "gradient_clipping": 0.0,
         "prescale_gradients": False,
         "zero_optimization": zero,
         # Our SGD/Adam/AdamW from torch.optim and our schedule stepped by the loop, as in every variant.
         "zero_allow_untested_optimizer": True,
-        **DEEPSPEED_PRECISION[task.precision],
+        **DEEPSPEED_PRECISION[task.recipe.precision],
         "steps_per_print": 2**31 - 1, "wall_clock_breakdown": False,
     }

@@ -34,6 +34,6 @@ def modes(given: dict[str, list], sweep: bool) -> list[dict]:
 
 
 def check(spec) -> None:
-    if spec.task.zero_stage is None:
+    if spec.task.options.zero_stage is None:
         raise SpecError(f"{spec.variant.name} needs --zero-stage 1, 2 or 3")
-    parse_stage(str(spec.task.zero_stage))
+    parse_stage(str(spec.task.options.zero_stage))

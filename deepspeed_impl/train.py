@@ -45,10 +45,10 @@ def train(spec_path: str, config_path: str) -> dict:
         model = build_model(task).to(device)
         optimizer = make_optimizer(model, task)
         engine, zero_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config_path)
-        dtype = AMP_DTYPES.get(task.precision)
+        dtype = AMP_DTYPES.get(task.recipe.precision)
         if dtype is not None:  # bf16/fp16 hold the model in that type and leave the inputs as they come
             cast_inputs(engine.module, dtype)
-        state = ZeroState(engine.module, zero_optimizer, optimizer, task.zero_stage)
+        state = ZeroState(engine.module, zero_optimizer, optimizer, task.options.zero_stage)
         return loop.train(worker, ZeroRank(engine, state, device, rank, world_size, optimizer))
 
 

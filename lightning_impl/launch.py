@@ -20,7 +20,7 @@ def fabric(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
            f"--accelerator={'cuda' if spec.device_type == 'cuda' else 'cpu'}", "--strategy=ddp",
            f"--devices={spec.devices_per_node}", f"--num-nodes={spec.nodes}", f"--node-rank={plan.node_rank}",
            f"--main-address={spec.master_addr}", f"--main-port={ctx.master_port}",
-           f"--precision={FABRIC_PRECISION[spec.task.precision]}",
+           f"--precision={FABRIC_PRECISION[spec.task.recipe.precision]}",
            str(REPO_ROOT / spec.variant.module.replace(".", "/")) + ".py",
            "--spec", str(ctx.spec_path)]
     return [Process(cmd, env, f"node{plan.node_rank}.log")]

@@ -31,15 +31,15 @@ def main(spec_path: str) -> None:
     images = torch.from_numpy(np.ascontiguousarray(arrays["train_x"]))
     labels = torch.from_numpy(np.ascontiguousarray(arrays["train_y"]))
     model = build_model(task).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=task.lr, momentum=task.momentum,
-                                weight_decay=task.weight_decay)
-    batch = task.global_batch
+    optimizer = torch.optim.SGD(model.parameters(), lr=task.recipe.lr, momentum=task.recipe.momentum,
+                                weight_decay=task.recipe.weight_decay)
+    batch = task.recipe.global_batch
 
     def sync():
         if cuda:
             torch.cuda.synchronize(device)
 
-    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task.seed))
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task.recipe.seed))
     windows = Windows(task, sync)
     for step in range(windows.steps):
         first = (step * batch) % (len(order) - batch + 1)

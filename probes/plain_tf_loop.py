@@ -32,14 +32,14 @@ def main(spec_path: str) -> None:
     from tf_impl.model import build_model
 
     arrays = cache.load(spec.data_path, mmap=False)
-    batch = task.global_batch
+    batch = task.recipe.global_batch
     train_x, train_y = tf.constant(arrays["train_x"]), tf.constant(arrays["train_y"])
-    images = (tf.data.Dataset.range(len(arrays["train_y"])).shuffle(len(arrays["train_y"]), seed=task.seed)
+    images = (tf.data.Dataset.range(len(arrays["train_y"])).shuffle(len(arrays["train_y"]), seed=task.recipe.seed)
               .repeat().batch(batch, drop_remainder=True)
               .map(lambda at: (tf.gather(train_x, at), tf.gather(train_y, at)), num_parallel_calls=tf.data.AUTOTUNE)
               .prefetch(tf.data.AUTOTUNE))
     model = build_model(task)
-    optimizer = keras.optimizers.SGD(learning_rate=task.lr, momentum=task.momentum)
+    optimizer = keras.optimizers.SGD(learning_rate=task.recipe.lr, momentum=task.recipe.momentum)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function

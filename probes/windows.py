@@ -11,9 +11,9 @@ from bench.spec.task import TaskSpec
 
 class Windows:
     def __init__(self, task: TaskSpec, sync: Callable[[], object]):
-        self.warmup, self.window_steps, self.sync = task.warmup_steps, task.window_steps, sync
-        self.steps = self.warmup + self.window_steps * task.windows  # what the loop trains
-        self.samples_per_window = task.global_batch * self.window_steps
+        self.warmup, self.window_steps, self.sync = task.timing.warmup_steps, task.timing.window_steps, sync
+        self.steps = self.warmup + self.window_steps * task.timing.windows  # what the loop trains
+        self.samples_per_window = task.recipe.global_batch * self.window_steps
         self.seconds: list[float] = []
         self._done, self._start = -self.warmup, None
 

@@ -26,7 +26,7 @@ def task_for(root, **changes):
 
 def test_classes_size_and_channels_come_from_the_folder(tmp_path):
     task = task_for(folder_of(tmp_path))
-    assert (task.classes, task.channels, task.image_size) == (2, 3, 20)
+    assert (task.model.classes, task.model.channels, task.model.image_size) == (2, 3, 20)
     arrays = imagefolder.read(task)
     assert arrays["train_x"].shape == (6, 20, 20, 3)
     assert arrays["test_y"].tolist() == [0, 1, 0, 1, 0, 1]  # by file name, then class

@@ -196,12 +196,12 @@ def test_a_sweep_runs_every_input_pipeline_and_one_synthetic_twin():
              {"input": "files", "loader_workers": 2, "data_url": None},
              {"input": "s3", "loader_workers": 1, "data_url": "s3://b/p"}]
     specs = plan.plan([get_variant("torch-ddp")], get_task("quick"), "cpu", [1, 2], analysis=True, inputs=modes)
-    one = [(s.task.input, s.task.loader_workers) for s in specs if s.world_size == 1]
+    one = [(s.task.data.input, s.task.data.loader_workers) for s in specs if s.world_size == 1]
     assert one == [("memory", 0), ("synthetic", 0), ("files", 0), ("files", 2), ("s3", 1)]
     keys = {s.key for s in specs if not s.independent}
     assert len(keys) == len([s for s in specs if not s.independent])  # every pipeline its own configuration
-    s3_run = next(s for s in specs if s.task.input == "s3")
-    assert s3_run.task.data_url == "s3://b/p" and s3_run.key.series == "torch-ddp (s3, 1 worker)"
+    s3_run = next(s for s in specs if s.task.data.input == "s3")
+    assert s3_run.task.data.data_url == "s3://b/p" and s3_run.key.series == "torch-ddp (s3, 1 worker)"
 
 
 def test_a_row_keys_its_input_pipeline():

@@ -49,8 +49,11 @@ def test_a_rank_loads_the_spec_the_harness_wrote_into_the_same_typed_fields(tmp_
     assert [p.cuda_visible for p in loaded.node_plans] == [list("0123"), list("4567")]
     assert loaded.plan_of(1).cpu_slots == [[8, 9], [10, 11], [12, 13], [14, 15]]
     doc = json.loads((tmp_path / "spec.json").read_text())
-    with pytest.raises(TypeError, match="batch_sise"):  # a field no rank knows fails by name, on load
-        RankSpec.from_dict({**doc, "task": {**doc["task"], "batch_sise": 3}})
+    assert doc["task"]["recipe"]["global_batch"] == loaded.task.recipe.global_batch  # the task's tree, as typed
+    for task in ({**doc["task"], "recipe": {**doc["task"]["recipe"], "batch_sise": 3}},  # a field no rank knows
+                 {**doc["task"], "batch_sise": {}}):                                   # and a group
+        with pytest.raises(TypeError, match="batch_sise"):  # fails by name, on load
+            RankSpec.from_dict({**doc, "task": task})
 
 
 def test_an_approach_setting_its_module_does_not_take_fails_by_name():

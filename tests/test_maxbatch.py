@@ -17,7 +17,7 @@ def fake_runs(largest_per_device: int, other_failure_at: int | None = None):
     seen = []
 
     def run(spec: RunSpec) -> ResultRow:
-        per_device = spec.task.global_batch // spec.world_size
+        per_device = spec.task.recipe.global_batch // spec.world_size
         seen.append(per_device)
         if per_device == other_failure_at:
             status, error = "failed", "rank 0: ValueError: a bug"
@@ -108,7 +108,7 @@ def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_
     assert all(r["task"]["input"] == "synthetic" for r in recorded)
     assert all(processes_of_run(r["run_id"]) == [] for r in recorded)
     assert json.loads((tmp_path / "maxbatch" / "runs" / probes[0]["run_id"] / "spec.json").read_text())[
-        "task"]["device_memory_gib"] == 1.5
+        "task"]["options"]["device_memory_gib"] == 1.5
 
 
 @pytest.mark.slow

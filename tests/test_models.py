@@ -172,10 +172,10 @@ def test_the_seeds_presets_carry_their_recipes_and_train_small_on_a_cpu():
     from bench.spec.task import CPU_IMAGE_SIZE, get_task
 
     effnet, resnet, databricks = (get_task(n) for n in ("efficientnet-b2", "resnet18", "databricks-mnist"))
-    assert (effnet.model, effnet.optimizer, effnet.head_dropout, effnet.image_size) == (
+    assert (effnet.model.name, effnet.recipe.optimizer, effnet.model.head_dropout, effnet.model.image_size) == (
         "efficientnet_b2", "adam", 0.5, 224)
-    assert (resnet.model, resnet.optimizer, resnet.momentum) == ("torchvision:resnet18", "sgd", 0.9)
-    assert (databricks.model, databricks.momentum, databricks.lr) == ("databricks-cnn", 0.5, 0.01)
+    assert (resnet.model.name, resnet.recipe.optimizer, resnet.recipe.momentum) == ("torchvision:resnet18", "sgd", 0.9)
+    assert (databricks.model.name, databricks.recipe.momentum, databricks.recipe.lr) == ("databricks-cnn", 0.5, 0.01)
     assert CPU_IMAGE_SIZE == {"efficientnet-b2": 32, "resnet18": 32}
 
 

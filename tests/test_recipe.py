@@ -17,7 +17,7 @@ TORCH = """
 import json, sys, torch
 from bench.spec.task import TaskSpec
 from torch_impl.recipe import make_optimizer, make_scheduler
-task, spe, epochs = TaskSpec(**json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+task, spe, epochs = TaskSpec.from_dict(json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 model = torch.nn.Linear(1, 1, bias=False)
 torch.nn.init.constant_(model.weight, 1.0)
 optimizer = make_optimizer(model, task)
@@ -38,7 +38,7 @@ import tensorflow as tf
 from tf_impl.keras_flavour import LEGACY, keras
 from bench.spec.task import TaskSpec
 from tf_impl.recipe import make_optimizer
-task, spe, epochs = TaskSpec(**json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+task, spe, epochs = TaskSpec.from_dict(json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
 optimizer = make_optimizer(task, spe, epochs)
 weight = tf.Variable([[1.0]]) if LEGACY else keras.Variable([[1.0]])
 
@@ -104,17 +104,17 @@ def test_torch_and_tensorflow_train_the_same_recipe_step_by_step(name, keras):
 
 def test_weak_scaling_multiplies_the_batch_and_the_rate_with_a_warm_up():
     task = get_task("default", scaling="weak").for_world(4)
-    assert (task.global_batch, task.per_device_batch, task.lr_scale, task.peak_lr) == (512, 128, 4.0, 0.2)
+    assert (task.recipe.global_batch, task.recipe.per_device_batch, task.recipe.lr_scale, task.peak_lr) == (512, 128, 4.0, 0.2)
     assert task.effective_warmup_epochs == 0.5 and task.warmup_start_factor == 0.25  # from the one-device rate
     one = get_task("default", scaling="weak").for_world(1)
-    assert (one.global_batch, one.lr_scale, one.effective_warmup_epochs) == (128, 1.0, 0.0)
-    assert get_task("default", scaling="weak", per_device_batch=64).for_world(2).global_batch == 128
+    assert (one.recipe.global_batch, one.recipe.lr_scale, one.effective_warmup_epochs) == (128, 1.0, 0.0)
+    assert get_task("default", scaling="weak", per_device_batch=64).for_world(2).recipe.global_batch == 128
     assert get_task("default", scaling="weak", lr_scaling="none").for_world(4).peak_lr == 0.05
 
 
 def test_strong_scaling_keeps_the_global_batch_and_the_rate():
     task = get_task("default", scaling="strong").for_world(4)
-    assert (task.global_batch, task.lr_scale) == (128, 1.0)
+    assert (task.recipe.global_batch, task.recipe.lr_scale) == (128, 1.0)
 
 
 @pytest.mark.parametrize("changes, message", [

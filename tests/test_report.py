@@ -130,7 +130,7 @@ def test_a_sweep_runs_its_main_comparison_first_then_baselines_twins_and_fewer_d
     planned = plan.plan([get_variant(v) for v in ("torch-single", "torch-ddp", "accelerate")], get_task("quick"),
                         "cpu", [1, 2], analysis=True)
     ordered, first = plan.answer_first(planned)
-    label = [(s.variant.name, s.world_size, s.independent, s.task.input) for s in ordered]
+    label = [(s.variant.name, s.world_size, s.independent, s.task.data.input) for s in ordered]
     assert first == 2 and label[:2] == [("torch-ddp", 2, False, "memory"), ("accelerate", 2, False, "memory")]
     rest = [s for s in planned if s not in ordered[:2]]
     assert ordered[2:] == rest and sorted(map(id, ordered)) == sorted(map(id, planned))

@@ -1,6 +1,9 @@
+import dataclasses
+import json
+
 import pytest
 
-from bench.spec.task import PRESETS, SpecError, get_task
+from bench.spec.task import PRESETS, SpecError, TaskSpec, get_task
 
 
 def test_presets_are_valid_and_cover_the_issue():
@@ -11,22 +14,27 @@ def test_presets_are_valid_and_cover_the_issue():
 
 def test_default_task_is_fashion_mnist_with_a_target():
     task = get_task("default")
-    assert task.dataset == "fashion-mnist" and task.target_accuracy == 0.85 and task.precision == "fp32"
+    assert task.data.dataset == "fashion-mnist" and task.timing.target_accuracy == 0.85 and task.recipe.precision == "fp32"
 
 
 def test_resnet50_is_synthetic_throughput_only():
     task = get_task("resnet50")
-    assert task.synthetic and task.image_size == 224 and task.classes == 1000
+    assert task.synthetic and task.model.image_size == 224 and task.model.classes == 1000
 
 
 def test_overrides_apply_and_none_keeps_the_preset():
     task = get_task("quick", global_batch=96, precision=None)
-    assert task.global_batch == 96 and task.precision == PRESETS["quick"].precision
+    assert task.recipe.global_batch == 96 and task.recipe.precision == PRESETS["quick"].recipe.precision
 
 
 def test_spec_round_trips_through_a_dict():
     task = get_task("default")
-    assert type(task)(**task.to_dict()) == task  # a stored row's task makes the same spec again
+    assert TaskSpec.from_dict(task.to_dict()) == task  # a stored row's (flat) task makes the same spec again
+    assert TaskSpec.from_dict(json.loads(json.dumps(dataclasses.asdict(task)))) == task  # spec.json's tree too
+    assert task.replace(global_batch=7, zero_stage=2).to_dict() == {**task.to_dict(), "global_batch": 7,
+                                                                   "zero_stage": 2}
+    with pytest.raises(TypeError, match="batch_sise"):
+        task.replace(batch_sise=3)
 
 
 @pytest.mark.parametrize("name,overrides,message", [

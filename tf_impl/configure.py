@@ -36,11 +36,11 @@ def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
     if worker.device_type == "cuda" and trains_on_gpus:
         require_gpus(worker, tf)
-        if worker.task.device_memory_gib:  # --device-memory: TensorFlow's own cap, one logical device per GPU
-            limit = tf.config.LogicalDeviceConfiguration(memory_limit=int(worker.task.device_memory_gib * 1024))
+        if worker.task.options.device_memory_gib:  # --device-memory: TensorFlow's own cap, one logical device per GPU
+            limit = tf.config.LogicalDeviceConfiguration(memory_limit=int(worker.task.options.device_memory_gib * 1024))
             for gpu in tf.config.list_physical_devices("GPU"):
                 tf.config.set_logical_device_configuration(gpu, [limit])
-    precision = worker.task.precision
+    precision = worker.task.recipe.precision
     if precision != "fp32":
         keras.mixed_precision.set_global_policy({"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision])
     return tf

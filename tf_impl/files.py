@@ -25,7 +25,7 @@ def listing(spec: RankSpec) -> imagefolder.Listing:
 
 def image_loader(task: TaskSpec, root: str):
     """file (a path, or a key under the S3 prefix) -> uint8 HWC image of the task's channels and side."""
-    side, channels = task.image_size, task.channels
+    side, channels = task.model.image_size, task.model.channels
     read = _s3_reader(root) if imagefolder.is_remote(root) else tf.io.read_file
 
     def load(file):

@@ -31,17 +31,17 @@ from tf_impl.recipe import make_optimizer
 def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task with `model.fit` under `strategy`; this process is worker `worker_index` of `num_workers`."""
     task = worker.task
-    global_batch = task.global_batch
+    global_batch = task.recipe.global_batch
     source = None if worker.synthetic else loop.InputSource(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
-        (task.epochs, source.train_count // global_batch)
+        (task.recipe.epochs, source.train_count // global_batch)
     with strategy.scope():
         network = build_model(task)
         model = Normalised(network)
         optimizer = make_optimizer(task, steps_per_epoch, epochs)
         # No training metrics: the custom loop computes none either, so the two differ in the loop alone.
         model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      jit_compile=bool(task.compile))
+                      jit_compile=bool(task.options.compile))
     # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
     eval_functions = loop.evaluation_functions(
         strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none"), num_workers)
@@ -51,7 +51,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     backup.set_model(model)
     first_epoch = worker.restore(backup)  # 0, or the epoch after a resumed run's last checkpoint
     batches = synthetic_dataset(strategy, task) if source is None else \
-        loop.train_dataset(strategy, source, task.seed, global_batch, steps_per_epoch, range(first_epoch, epochs))
+        loop.train_dataset(strategy, source, task.recipe.seed, global_batch, steps_per_epoch, range(first_epoch, epochs))
 
     def sync() -> None:
         """Read the step counter: the read waits for the last step's update (and its all-reduce) to be done."""
@@ -75,10 +75,10 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     clocked = ClockedFit(worker, clock, worker.loss_curve(first_epoch * steps_per_epoch), loss_tracker(model), epochs,
                          evaluate_exactly if source else None,
                          (eval_functions[1], steps_per_epoch) if LEGACY else None,
-                         backup if task.checkpoint_every_epoch else None, finish)
+                         backup if task.options.checkpoint_every_epoch else None, finish)
     clock.start()
     model.fit(batches, epochs=epochs, initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
-              callbacks=[clocked] + ([backup] if task.checkpoint_every_epoch else []), verbose=0)
+              callbacks=[clocked] + ([backup] if task.options.checkpoint_every_epoch else []), verbose=0)
     return clocked.result
 
 
@@ -101,8 +101,9 @@ def synthetic_dataset(strategy, task: TaskSpec):
     """One random batch per replica, repeated: fit takes its batches from a dataset, so its synthetic twin still
     passes through tf.data (the custom loop's twin feeds a batch already on the devices)."""
     def per_worker(ctx: "tf.distribute.InputContext"):
-        size = ctx.get_per_replica_batch_size(task.global_batch)
-        return tf.data.Dataset.from_tensors(loop.random_batch(task, size, task.seed + ctx.input_pipeline_id)).repeat()
+        size = ctx.get_per_replica_batch_size(task.recipe.global_batch)
+        seed = task.recipe.seed + ctx.input_pipeline_id
+        return tf.data.Dataset.from_tensors(loop.random_batch(task, size, seed)).repeat()
 
     return strategy.distribute_datasets_from_function(per_worker)
 

@@ -15,26 +15,26 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
     pipeline hands them; where their size or channels differ from the task's (a bundled dataset at
     --image-size / --channels), the first layers resize them on the device."""
     layers = keras.layers
-    keras.utils.set_random_seed(task.seed)
-    side, channels, classes = task.image_size, task.channels, task.classes
-    name = models.parse(task.model)
+    keras.utils.set_random_seed(task.recipe.seed)
+    side, channels, classes = task.model.image_size, task.model.channels, task.model.classes
+    name = models.parse(task.model.name)
     if name.source in ("keras", "paired"):
         return _resized(keras, task, _application(keras, name.library_name("tensorflow"), side, channels, classes,
-                                                  task.head_dropout))
+                                                  task.model.head_dropout))
     if name.source == models.OWN:
         return _resized(keras, task, _own(keras, name.name, channels, classes, side))
     if not name.builtin:
-        raise models.ModelNameError(f"{task.model} is a {name.source} model: TensorFlow's approaches train keras: "
+        raise models.ModelNameError(f"{task.model.name} is a {name.source} model: TensorFlow's approaches train keras: "
                                     "and built-in models")
     inputs = keras.Input((side, side, channels))
-    if task.model == "small-cnn":
+    if task.model.name == "small-cnn":
         x = layers.Conv2D(16, 3, padding="same", activation="relu")(inputs)
         x = layers.MaxPooling2D(2)(x)
         x = layers.Conv2D(32, 3, padding="same", activation="relu")(x)
         x = layers.MaxPooling2D(2)(x)
         x = layers.Flatten()(x)
         x = layers.Dense(64, activation="relu")(x)
-    elif task.model == "mnist-cnn":
+    elif task.model.name == "mnist-cnn":
         x = layers.Conv2D(32, 3, activation="relu")(inputs)
         x = layers.Conv2D(64, 3, activation="relu")(x)
         x = layers.MaxPooling2D(2)(x)
@@ -42,7 +42,7 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
         x = layers.Flatten()(x)
         x = layers.Dense(128, activation="relu")(x)
         x = layers.Dropout(0.5)(x)
-    elif task.model == "databricks-cnn":
+    elif task.model.name == "databricks-cnn":
         x = layers.Conv2D(10, 5)(inputs)
         x = layers.ReLU()(layers.MaxPooling2D(2)(x))
         x = layers.SpatialDropout2D(0.5)(layers.Conv2D(20, 5)(x))
@@ -56,7 +56,7 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
         x = backbone.output
     # Logits in float32 even under a mixed-precision policy: the loss needs the range.
     outputs = layers.Dense(classes, dtype="float32")(x)
-    return _resized(keras, task, keras.Model(inputs, outputs, name=task.model))
+    return _resized(keras, task, keras.Model(inputs, outputs, name=task.model.name))
 
 
 def _application(keras, name: str, side: int, channels: int, classes: int, dropout: float = 0.0):
@@ -87,14 +87,14 @@ def _resized(keras, task: TaskSpec, model):
     """`model` behind a bilinear resize to the task's size and grey repeated into 3 channels, where the input
     pipeline hands it other images."""
     side, channels = task.input_shape
-    if (side, channels) == (task.image_size, task.channels):
+    if (side, channels) == (task.model.image_size, task.model.channels):
         return model
     inputs = keras.Input((side, side, channels))
     x = inputs
-    if channels != task.channels:
-        x = keras.layers.Concatenate()([x] * task.channels)
-    if side != task.image_size:
-        x = keras.layers.Resizing(task.image_size, task.image_size, interpolation="bilinear")(x)
+    if channels != task.model.channels:
+        x = keras.layers.Concatenate()([x] * task.model.channels)
+    if side != task.model.image_size:
+        x = keras.layers.Resizing(task.model.image_size, task.model.image_size, interpolation="bilinear")(x)
     return keras.Model(inputs, model(x), name=model.name)
 
 
@@ -105,4 +105,4 @@ def count_parameters(model) -> int:
 if __name__ == "__main__":  # the request's check (bench.spec.model_check)
     import sys
 
-    sys.exit(models.check_build(lambda task: build_model(TaskSpec(**task)), count_parameters, sys.argv[1:]))
+    sys.exit(models.check_build(lambda task: build_model(TaskSpec.from_dict(task)), count_parameters, sys.argv[1:]))

@@ -52,18 +52,19 @@ def serve(worker: Worker, config: dict) -> None:
 
 def train_async(worker: Worker, strategy, coordinator, num_workers: int) -> dict:
     task = worker.task
-    per_update = task.global_batch // num_workers
+    per_update = task.recipe.global_batch // num_workers
     source = None if worker.synthetic else train.InputSource(worker.spec)
-    epochs, rounds = (1, worker.timed_steps) if source is None else (task.epochs, source.train_count // task.global_batch)
+    recipe = task.recipe
+    epochs, rounds = (1, worker.timed_steps) if source is None else (recipe.epochs, source.train_count // recipe.global_batch)
     update_task = task.replace(global_batch=per_update, lr_scale=1.0)
     model, optimizer, loss_fn, _, train_step_on = train.build_training(update_task, strategy, rounds * num_workers,
                                                                       epochs)
 
     def per_worker_dataset():
         if source is None:  # one random batch made on the worker, trained again and again
-            images = tf.cast(tf.random.uniform((per_update, task.image_size, task.image_size, task.channels),
-                                               maxval=256, dtype=tf.int32), tf.uint8)
-            labels = tf.random.uniform((per_update,), maxval=task.classes, dtype=tf.int64)
+            side, channels = task.model.image_size, task.model.channels
+            images = tf.cast(tf.random.uniform((per_update, side, side, channels), maxval=256, dtype=tf.int32), tf.uint8)
+            labels = tf.random.uniform((per_update,), maxval=task.model.classes, dtype=tf.int64)
             return tf.data.Dataset.from_tensors((images, labels)).repeat()
         order = tf.data.Dataset.range(source.train_count).shuffle(source.train_count).repeat()
         return source.batches(order, source.train, per_update).prefetch(tf.data.AUTOTUNE)
@@ -82,7 +83,7 @@ def train_async(worker: Worker, strategy, coordinator, num_workers: int) -> dict
         return train.evaluate(eval_batch, lambda totals: totals, source.test_batches(1, 0), 0, sum(fetched),
                               len(fetched))
 
-    clock = worker.clock(task.global_batch, coordinator.join, steps=epochs * rounds)
+    clock = worker.clock(task.recipe.global_batch, coordinator.join, steps=epochs * rounds)
     loss_curve = worker.loss_curve(0)
     clock.start()
     for epoch in range(epochs):

@@ -38,12 +38,12 @@ def make_optimizer(task: TaskSpec, steps_per_epoch: int, epochs: int) -> keras.o
     buffer holds gradients, not rate-scaled steps (Keras' own folds the rate in, which differs once the rate
     changes); weight decay is an L2 term added to the (all-reduced, unscaled) gradient for SGD and Adam,
     decoupled for AdamW (Keras' AdamW: the same update as torch's); Adam's epsilon is torch's 1e-8."""
-    rate, decay = learning_rate(task, steps_per_epoch, epochs), float(task.weight_decay)
-    if task.optimizer == "adam":
+    rate, decay = learning_rate(task, steps_per_epoch, epochs), float(task.recipe.weight_decay)
+    if task.recipe.optimizer == "adam":
         return TorchAdam(learning_rate=rate, epsilon=1e-8, l2=decay)
-    if task.optimizer == "adamw":
+    if task.recipe.optimizer == "adamw":
         return keras.optimizers.AdamW(learning_rate=rate, weight_decay=decay, epsilon=1e-8)
-    return TorchSGD(learning_rate=rate, momentum=float(task.momentum), l2=decay)
+    return TorchSGD(learning_rate=rate, momentum=float(task.recipe.momentum), l2=decay)
 
 
 class TorchSGD(*_UPDATES, keras.optimizers.SGD):
@@ -85,13 +85,14 @@ def learning_rate(task: TaskSpec, steps_per_epoch: int, epochs: int):
     peak, total = task.peak_lr, epochs * steps_per_epoch
     warmup = task.lr_warmup_steps(steps_per_epoch)
     start = peak * task.warmup_start_factor
-    if task.schedule == "cosine":
+    if task.recipe.schedule == "cosine":
         return keras.optimizers.schedules.CosineDecay(
             initial_learning_rate=start if warmup else peak, decay_steps=max(1, total - warmup), alpha=0.0,
             warmup_target=peak if warmup else None, warmup_steps=warmup)
-    if task.schedule == "step":
+    if task.recipe.schedule == "step":
         decay = keras.optimizers.schedules.ExponentialDecay(
-            peak, decay_steps=task.lr_step_epochs * steps_per_epoch, decay_rate=task.lr_gamma, staircase=True)
+            peak, decay_steps=task.recipe.lr_step_epochs * steps_per_epoch, decay_rate=task.recipe.lr_gamma,
+            staircase=True)
     else:
         if not warmup:
             return peak

@@ -34,10 +34,10 @@ def normalise(images):
 def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0) -> dict:
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
     task = worker.task
-    global_batch = task.global_batch
+    global_batch = task.recipe.global_batch
     source = None if worker.synthetic else InputSource(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
-        (task.epochs, source.train_count // global_batch)
+        (task.recipe.epochs, source.train_count // global_batch)
     model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy, steps_per_epoch, epochs)
     eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     # Every worker waits until the chief has written (a one-number sum across workers).
@@ -50,7 +50,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
         def step():
             return train_step_on(*device_batch)
     else:
-        batches = iter(train_dataset(strategy, source, task.seed, global_batch, steps_per_epoch,
+        batches = iter(train_dataset(strategy, source, task.recipe.seed, global_batch, steps_per_epoch,
                                      range(first_epoch, epochs)))
 
         def step():
@@ -95,14 +95,14 @@ def fast_path(task: TaskSpec) -> dict:
     decoding of files with --loader-workers)."""
     gpu = bool(tf.config.list_logical_devices("GPU"))
     return {"onednn": bool(_pywrap_util_port.IsMklEnabled()), "channels_last": True, "tf32": gpu and tf.config.experimental.tensor_float_32_execution_enabled(),
-            "prefetch": True, "compile": bool(task.compile), "parallel_decode": task.loader_workers}
+            "prefetch": True, "compile": bool(task.options.compile), "parallel_decode": task.data.loader_workers}
 
 
 def build_training(task: TaskSpec, strategy, steps_per_epoch: int, epochs: int):
     """The model, its optimizer (on the task's schedule over `epochs` x `steps_per_epoch` steps), the loss
     and the distributed training step, as a tf.function taking the batch iterator and as one taking a
     batch already on the devices."""
-    global_batch, fp16 = task.global_batch, task.precision == "fp16"
+    global_batch, fp16 = task.recipe.global_batch, task.recipe.precision == "fp16"
     with strategy.scope():
         model = build_model(task)
         optimizer = make_optimizer(task, steps_per_epoch, epochs)
@@ -120,7 +120,7 @@ def build_training(task: TaskSpec, strategy, steps_per_epoch: int, epochs: int):
             scaled = optimizer.scale_loss(loss) if fp16 else loss
         return loss, tape.gradient(scaled, model.trainable_variables)
 
-    if task.compile:
+    if task.options.compile:
         # XLA for the forward and backward pass. The update stays outside: under MirroredStrategy it
         # all-reduces across the replicas' devices, which one XLA cluster cannot span.
         loss_and_gradients = tf.function(loss_and_gradients, jit_compile=True)
@@ -144,19 +144,19 @@ def build_training(task: TaskSpec, strategy, steps_per_epoch: int, epochs: int):
 
 def synthetic_batch(strategy, task: TaskSpec):
     """Each replica's share of one random global batch, made on its own device (uint8 NHWC, int64 labels)."""
-    per_replica = task.global_batch // strategy.num_replicas_in_sync
+    per_replica = task.recipe.global_batch // strategy.num_replicas_in_sync
 
     def make(ctx: "tf.distribute.ValueContext"):
-        return random_batch(task, per_replica, task.seed + ctx.replica_id_in_sync_group)
+        return random_batch(task, per_replica, task.recipe.seed + ctx.replica_id_in_sync_group)
 
     return strategy.experimental_distribute_values_from_function(make)
 
 
 def random_batch(task: TaskSpec, size: int, seed: int):
     """`size` random images of the task's shape (uint8 NHWC) and labels (int64), drawn from `seed` alone."""
-    side, channels = task.image_size, task.channels
+    side, channels = task.model.image_size, task.model.channels
     images = tf.random.stateless_uniform((size, side, side, channels), seed=(seed, 0), maxval=256, dtype=tf.int32)
-    labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task.classes, dtype=tf.int64)
+    labels = tf.random.stateless_uniform((size,), seed=(seed, 1), maxval=task.model.classes, dtype=tf.int64)
     return tf.cast(images, tf.uint8), labels
 
 
@@ -166,8 +166,8 @@ class InputSource:
 
     def __init__(self, spec: RankSpec):
         task = spec.task
-        self.workers = task.loader_workers
-        if task.input in ("files", "s3"):
+        self.workers = task.data.loader_workers
+        if task.data.input in ("files", "s3"):
             from tf_impl import files
 
             found = files.listing(spec)

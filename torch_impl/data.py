@@ -60,10 +60,10 @@ class ExactShardSampler(Sampler[int]):
 def load_splits(spec: RankSpec) -> tuple[Dataset, Dataset]:
     """(train, test) of the run's input: the cached arrays, an image folder, or an S3 prefix."""
     task = spec.task
-    if task.input in ("files", "s3"):
+    if task.data.input in ("files", "s3"):
         from torch_impl import files
 
-        return (files.s3_splits if task.input == "s3" else files.folder_splits)(task, spec.images)
+        return (files.s3_splits if task.data.input == "s3" else files.folder_splits)(task, spec.images)
     arrays = cache.load(spec.data_path, mmap=False)
     return (InMemoryImages(arrays["train_x"], arrays["train_y"]),
             InMemoryImages(arrays["test_x"], arrays["test_y"]))
@@ -96,10 +96,10 @@ def eval_loader(dataset: Dataset, rank: int, world_size: int, pin_memory: bool =
 
 def synthetic_batches(task: TaskSpec, batch: int, device: torch.device, steps: int, rank: int):
     """One fixed random batch on the device, reused: throughput without an input pipeline."""
-    gen = torch.Generator().manual_seed(task.seed + rank)
-    side, ch = task.image_size, task.channels
+    gen = torch.Generator().manual_seed(task.recipe.seed + rank)
+    side, ch = task.model.image_size, task.model.channels
     images = torch.randint(0, 256, (batch, side, side, ch), dtype=torch.uint8, generator=gen).to(device)
-    labels = torch.randint(0, task.classes, (batch,), generator=gen).to(device)
+    labels = torch.randint(0, task.model.classes, (batch,), generator=gen).to(device)
     return [(images, labels)] * steps
 
 

@@ -11,6 +11,6 @@ def modes(given: dict[str, list], sweep: bool) -> list[dict]:
 
 
 def check(spec) -> None:
-    if spec.task.compile and spec.device_type == "cuda" and spec.world_size > 1:
+    if spec.task.options.compile and spec.device_type == "cuda" and spec.world_size > 1:
         raise SpecError("--compile does not speed up nn.DataParallel over several GPUs (it runs eager; "
                         "pytorch/pytorch#94636): use torch-ddp --compile, or torch-dp on one GPU")

@@ -26,7 +26,7 @@ class HWC:
 
 
 def image_transform(task: TaskSpec) -> transforms.Compose:
-    side = task.image_size
+    side = task.model.image_size
     return transforms.Compose([transforms.Resize((side, side), transforms.InterpolationMode.BILINEAR),
                                transforms.PILToTensor(), HWC()])
 
@@ -68,7 +68,7 @@ class S3Decode:
     """s3torchconnector's transform: an object reader -> (uint8 HWC image, label), labels by class folder."""
 
     def __init__(self, task: TaskSpec, classes: list[str]):
-        self.channels, self.side = task.channels, task.image_size
+        self.channels, self.side = task.model.channels, task.model.image_size
         self.label = {name: index for index, name in enumerate(classes)}
 
     def __call__(self, reader):
@@ -79,7 +79,7 @@ class S3Decode:
 def folder_splits(task: TaskSpec, root: str) -> tuple[Dataset, Dataset]:
     """(train, test) ImageFolders of a folder; without test/ the seeded --val-split of every class."""
     found = imagefolder.splits(task.replace(data_dir=root))
-    opener, transform = ImageOpener(task.channels), image_transform(task)
+    opener, transform = ImageOpener(task.model.channels), image_transform(task)
 
     def folder(path: Path) -> NameOrderedImageFolder:
         return NameOrderedImageFolder(str(path), transform=transform, loader=opener)
@@ -87,7 +87,7 @@ def folder_splits(task: TaskSpec, root: str) -> tuple[Dataset, Dataset]:
     if "all" not in found:
         return folder(found["train"]), folder(found["test"])
     whole = folder(found["all"])
-    test = imagefolder.holdout(np.asarray(whole.targets), task.val_split, task.seed)
+    test = imagefolder.holdout(np.asarray(whole.targets), task.data.val_split, task.recipe.seed)
     return Subset(whole, np.flatnonzero(~test).tolist()), Subset(whole, np.flatnonzero(test).tolist())
 
 

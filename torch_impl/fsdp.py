@@ -52,7 +52,7 @@ def train(spec_path: str) -> dict:
     with worker.session():
         set_threads(worker.pin())
         rank, world_size, device = loop.join_process_group(worker)
-        model = shard(build_model(worker.task).to(device), device, world_size, worker.task.precision)
+        model = shard(build_model(worker.task).to(device), device, world_size, worker.task.recipe.precision)
         return loop.train(worker, FSDPRank(model, model, device, rank, world_size))
 
 

@@ -50,11 +50,11 @@ def save_model(task: TaskSpec, state: dict[str, torch.Tensor], directory: Path) 
     side, channels = task.input_shape
     example = np.zeros((2, channels, side, side), dtype=np.float32)
     requirements = [f"torch=={torch.__version__.split('+')[0]}"]
-    if task.model == "resnet50" or task.model.startswith("timm:"):
+    if task.model.name == "resnet50" or task.model.name.startswith("timm:"):
         import timm
 
         requirements.append(f"timm=={timm.__version__}")
-    if task.model.startswith("torchvision:"):
+    if task.model.name.startswith("torchvision:"):
         import torchvision
 
         requirements.append(f"torchvision=={torchvision.__version__.split('+')[0]}")

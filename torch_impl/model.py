@@ -61,25 +61,26 @@ def build_model(task: TaskSpec) -> nn.Module:
     torchvision model, or the user's own (bench.spec.models), with random weights. Where the input pipeline
     hands it images of another size or channel count (a bundled dataset at --image-size / --channels), the
     first layer resizes them on the device."""
-    torch.manual_seed(task.seed)
-    name = models.parse(task.model)
-    args = (task.channels, task.classes, task.image_size)
+    torch.manual_seed(task.recipe.seed)
+    name = models.parse(task.model.name)
+    args = (task.model.channels, task.model.classes, task.model.image_size)
     if name.builtin:
-        model = BUILT_IN[task.model](*args)
+        model = BUILT_IN[task.model.name](*args)
     elif name.source in ("timm", "paired"):
-        model = _timm(name.library_name("torch"), *args, drop_rate=task.head_dropout)
+        model = _timm(name.library_name("torch"), *args, drop_rate=task.model.head_dropout)
     elif name.source == "torchvision":
         model = _torchvision(name.name, *args)
     elif name.source == models.OWN:
-        model = models.builder(name.name)(channels=task.channels, classes=task.classes, image_size=task.image_size)
+        shape = task.model
+        model = models.builder(name.name)(channels=shape.channels, classes=shape.classes, image_size=shape.image_size)
         if not isinstance(model, nn.Module):
             raise models.ModelNameError(f"--model-module {name.name} returned a {type(model).__name__}, not a "
                                         "torch.nn.Module: the TensorFlow approaches train Keras models")
     else:
-        raise models.ModelNameError(f"{task.model} is a {name.source} model: PyTorch's approaches train timm:, "
+        raise models.ModelNameError(f"{task.model.name} is a {name.source} model: PyTorch's approaches train timm:, "
                                     "torchvision: and built-in models")
-    if task.input_shape != (task.image_size, task.channels):
-        return Resized(model, task.image_size, task.channels)
+    if task.input_shape != (task.model.image_size, task.model.channels):
+        return Resized(model, task.model.image_size, task.model.channels)
     return model
 
 
@@ -139,4 +140,4 @@ def count_parameters(model: nn.Module) -> int:
 if __name__ == "__main__":  # the request's check (bench.spec.model_check)
     import sys
 
-    sys.exit(models.check_build(lambda task: build_model(TaskSpec(**task)), count_parameters, sys.argv[1:]))
+    sys.exit(models.check_build(lambda task: build_model(TaskSpec.from_dict(task)), count_parameters, sys.argv[1:]))

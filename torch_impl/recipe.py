@@ -18,21 +18,22 @@ from bench.spec.task import TaskSpec
 def make_optimizer(model: nn.Module, task: TaskSpec) -> torch.optim.Optimizer:
     """SGD with momentum, Adam or AdamW at the task's peak rate (the scheduler scales it per step).
     weight_decay is torch's: an L2 term in the gradient for SGD and Adam, decoupled for AdamW."""
-    lr, decay = task.lr * task.lr_scale, task.weight_decay
-    if task.optimizer == "adam":
+    lr, decay = task.recipe.lr * task.recipe.lr_scale, task.recipe.weight_decay
+    if task.recipe.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay)
-    if task.optimizer == "adamw":
+    if task.recipe.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay)
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=task.momentum, weight_decay=decay)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=task.recipe.momentum, weight_decay=decay)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, task: TaskSpec, steps_per_epoch: int,
                    epochs: int) -> lr_scheduler.LRScheduler:
     """The task's schedule over `epochs` x `steps_per_epoch` optimizer steps."""
     total, warmup = epochs * steps_per_epoch, task.lr_warmup_steps(steps_per_epoch)
-    if task.schedule == "step":
-        main = lr_scheduler.StepLR(optimizer, step_size=task.lr_step_epochs * steps_per_epoch, gamma=task.lr_gamma)
-    elif task.schedule == "cosine":
+    if task.recipe.schedule == "step":
+        main = lr_scheduler.StepLR(optimizer, step_size=task.recipe.lr_step_epochs * steps_per_epoch,
+                                   gamma=task.recipe.lr_gamma)
+    elif task.recipe.schedule == "cosine":
         main = lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(1, total - warmup))
     else:
         main = lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)

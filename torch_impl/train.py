@@ -65,7 +65,7 @@ class Approach:
         """(train loader, test loader, the train order's set_epoch): the same data-order policy for every
         variant (`data.train_loader`), and this rank's exact share of the test set."""
         train_set, test_set = data.load_splits(worker.spec)
-        loader = data.train_loader(train_set, batch, self.rank, self.world_size, worker.task.seed, pin_memory,
+        loader = data.train_loader(train_set, batch, self.rank, self.world_size, worker.task.recipe.seed, pin_memory,
                                    worker.loader_workers)
         # One evaluation loader for the run: a file input's workers stay up from one evaluation to the next.
         test_loader = data.eval_loader(test_set, self.rank, self.world_size, self.device.type == "cuda",
@@ -109,12 +109,12 @@ class Distributed(Approach):
 def train(worker: Worker, approach: Approach) -> dict:
     """Train the task under `approach`."""
     task, device, model, raw_model = worker.task, approach.device, approach.model, approach.raw_model
-    batch = task.global_batch // approach.world_size  # what this process loads per step
+    batch = task.recipe.global_batch // approach.world_size  # what this process loads per step
     settings = {**fast_path(device, task), **({} if approach.channels_last else {"channels_last": False})}
     optimizer = make_optimizer(model, task) if approach.optimizer is None else approach.optimizer
-    amp_dtype = None if approach.precision_in_model else AMP_DTYPES.get(task.precision)
-    scaler = torch.amp.GradScaler(device.type, enabled=task.precision == "fp16")
-    if task.compile and not approach.compiles_itself:  # the wrapped model, as torch.compile's docs for DDP say
+    amp_dtype = None if approach.precision_in_model else AMP_DTYPES.get(task.recipe.precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=task.recipe.precision == "fp16")
+    if task.options.compile and not approach.compiles_itself:  # the wrapped model, as torch.compile's docs for DDP say
         model = torch.compile(model)
     step = approach.step if approach.has_own_step else functools.partial(
         train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=approach.no_sync)
@@ -123,13 +123,13 @@ def train(worker: Worker, approach: Approach) -> dict:
         test_loader, set_epoch, epochs = None, None, 1
     else:
         loader, test_loader, set_epoch = approach.input(worker, batch, settings["pin_memory"])
-        epochs = task.epochs
+        epochs = task.recipe.epochs
     scheduler = approach.schedule(make_scheduler(optimizer, task, len(loader), epochs))
     checkpoint = approach.checkpoint(optimizer, scaler, scheduler)
     first_epoch = worker.restore(checkpoint)  # 0, or the epoch after a resumed run's last checkpoint
     profiler = TorchProfiler(worker, device) if worker.profile_windows else None
     # A rank's own time is its forward, except where the forward all-gathers the parameters (lockstep).
-    clock = worker.clock(task.global_batch, approach.sync, steps=(epochs - first_epoch) * len(loader),
+    clock = worker.clock(task.recipe.global_batch, approach.sync, steps=(epochs - first_epoch) * len(loader),
                          on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu),
                          profiler=profiler, own_timer=None if approach.lockstep_eval else own_time.keep(device))
     running_loss = RunningLoss(device)
@@ -190,8 +190,8 @@ def fast_path(device: torch.device, task: TaskSpec) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls and convolutions on TF32 tensor cores
         torch.backends.cudnn.allow_tf32 = True
     return {"channels_last": data.channels_last(device), "cudnn_benchmark": cuda, "tf32": cuda,
-            "pin_memory": cuda, "compile": bool(task.compile),
-            "persistent_workers": bool(task.loader_workers)}
+            "pin_memory": cuda, "compile": bool(task.options.compile),
+            "persistent_workers": bool(task.data.loader_workers)}
 
 
 def cast_inputs(model: nn.Module, dtype: torch.dtype) -> None:
@@ -303,7 +303,7 @@ def join_process_group(worker: Worker) -> tuple[int, int, torch.device]:
     device = torch.device("cuda", worker.cuda_device(torch.cuda.device_count())) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-        memory.cap(device, worker.task.device_memory_gib)
+        memory.cap(device, worker.task.options.device_memory_gib)
     worker.joined(dist.get_world_size(), backend=dist.get_backend(), **device_info(device))
     return dist.get_rank(), dist.get_world_size(), device
 
@@ -328,5 +328,5 @@ def single_process_device(worker: Worker) -> torch.device:
     """Pin this process and size its pools; it trains on the first visible GPU, or the CPU."""
     set_threads(worker.pin())
     device = torch.device("cuda", 0) if worker.device_type == "cuda" else torch.device("cpu")
-    memory.cap(device, worker.task.device_memory_gib, every_visible=True)  # DataParallel drives every visible GPU
+    memory.cap(device, worker.task.options.device_memory_gib, every_visible=True)  # DataParallel drives every visible GPU
     return device

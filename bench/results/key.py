@@ -3,7 +3,6 @@ groups, report labels), built here and nowhere else, and the task settings the k
 one rule (`same_settings`: resume, regress, --resume-from). Standard library only."""
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple
 
 from bench.spec import options
@@ -97,10 +96,9 @@ def settings(task: dict) -> dict:
     """The task's settings as a spec writes them (what a row adds, such as params, is no TaskSpec field); a field
     an older row or spec predates at its default. per_device_batch is derived from the global batch and the world
     size, which the key holds."""
-    from bench.spec.task import TaskSpec
+    from bench.spec.task import FLAT_DEFAULTS
 
-    return {f.name: task.get(f.name, None if f.default is dataclasses.MISSING else f.default)
-            for f in dataclasses.fields(TaskSpec) if f.name != "per_device_batch"}
+    return {name: task.get(name, default) for name, default in FLAT_DEFAULTS.items() if name != "per_device_batch"}
 
 
 def settings_differ(a: dict, b: dict) -> list[str]:
@@ -129,7 +127,7 @@ def dataset_override(task: dict) -> str:
 
     preset = PRESETS.get(task.get("name"))
     dataset = task.get("dataset") or ""
-    if preset is None or dataset == preset.dataset:
+    if preset is None or dataset == preset.data.dataset:
         return ""
     if dataset == "imagefolder":
         source = task.get("data_url") if task.get("input") == "s3" else task.get("data_dir")
@@ -146,14 +144,14 @@ def model_override(task: dict) -> str:
     preset = PRESETS.get(task.get("name"))
     if preset is None:
         return ""
-    model = task.get("model", preset.model)
-    parts = [model] if model != preset.model else []
-    dropout = task.get("head_dropout", preset.head_dropout)
-    parts += [f"dropout {dropout:g}"] if dropout != preset.head_dropout else []
+    model = task.get("model", preset.model.name)
+    parts = [model] if model != preset.model.name else []
+    dropout = task.get("head_dropout", preset.model.head_dropout)
+    parts += [f"dropout {dropout:g}"] if dropout != preset.model.head_dropout else []
     if not dataset_override(task) or task.get("dataset") == "synthetic":
-        side, channels = task.get("image_size", preset.image_size), task.get("channels", preset.channels)
-        parts += [f"at {side}px"] if side != preset.image_size else []
-        parts += [f"{channels}ch"] if channels != preset.channels else []
+        side, channels = task.get("image_size", preset.model.image_size), task.get("channels", preset.model.channels)
+        parts += [f"at {side}px"] if side != preset.model.image_size else []
+        parts += [f"{channels}ch"] if channels != preset.model.channels else []
     return " ".join(parts)
 
 
@@ -166,7 +164,7 @@ def recipe_override(task: dict) -> str:
     if preset is None:
         return ""
     return " ".join(f"{name}={task[name]}" for name in RECIPE_FIELDS
-                    if name in task and task[name] != getattr(preset, name))
+                    if name in task and task[name] != preset.setting(name))
 
 
 def scaling_efficiency(throughput_n: float, devices: int, throughput_1: float | None) -> float | None:

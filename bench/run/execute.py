@@ -222,6 +222,7 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None,
              started: float | None = None) -> ResultRow:
     """The row's identity and settings; `started` (epoch seconds) the run's launch, else now (a run that
     never launched: skipped, interrupted before its launch)."""
+    timing = spec.task.timing
     return ResultRow(
         run_id=run_id, started_at=datetime.fromtimestamp(started or time.time(), timezone.utc).isoformat(
             timespec="seconds"), status=status,
@@ -230,9 +231,9 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None,
         device_type=spec.device_type, nodes=spec.nodes,
         devices_per_node=spec.devices_per_node, world_size=spec.world_size,
         cores_per_slot=spec.cores_per_slot if spec.device_type == "cpu" else None,
-        task={**spec.task.to_dict(), "per_device_batch": spec.task.global_batch // spec.world_size,
+        task={**spec.task.to_dict(), "per_device_batch": spec.task.recipe.global_batch // spec.world_size,
               "warmup_epochs_applied": spec.task.effective_warmup_epochs},
-        warmup_steps=spec.task.warmup_steps, window_steps=spec.task.window_steps, windows=spec.task.windows,
+        warmup_steps=timing.warmup_steps, window_steps=timing.window_steps, windows=timing.windows,
         independent=spec.independent, asynchronous=spec.variant.asynchronous, as_shipped=spec.as_shipped,
         git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
 
@@ -261,7 +262,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     row.timeseries = run.timeseries
     if run.hosts:
         row.environment["hosts"] = {str(rank): address for rank, address in sorted(run.hosts.items())}
-    if spec.task.input == "s3":  # where the objects came from (a MinIO row and an AWS row are not alike)
+    if spec.task.data.input == "s3":  # where the objects came from (a MinIO row and an AWS row are not alike)
         from bench.worker import s3
 
         row.environment["s3_endpoint"] = s3.endpoint_label()

@@ -83,7 +83,7 @@ def earlier_rows(specs: list[RunSpec], store: ResultStore) -> list[dict]:
     """The rows a sweep's clock learns its shape from: the committed reference of each device type the sweep runs
     on, and what the folder already holds (a resumed sweep), those of the sweep's own tasks only (a task's costs
     say nothing of another's)."""
-    tasks = {(s.task.name, s.task.global_batch) for s in specs}
+    tasks = {(s.task.name, s.task.recipe.global_batch) for s in specs}
     references = [REPO_ROOT / "results" / f"reference-{t}" / "results.jsonl" for t in {s.device_type for s in specs}]
     rows = [row for path in references for row in read_jsonl(path)] + store.dicts()
     return [row for row in rows if ((row.get("task") or {}).get("name"), (row.get("task") or {}).get("global_batch"))

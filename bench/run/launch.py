@@ -133,7 +133,7 @@ def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) 
     """Only what the harness sets: recorded with the command so the launch can be re-run by hand."""
     threads = str(plan.threads)
     return {
-        **malloc_environment(spec.malloc, budget=spec.device_type == "cpu" and bool(spec.task.device_memory_gib)),
+        **malloc_environment(spec.malloc, budget=spec.device_type == "cpu" and bool(spec.task.options.device_memory_gib)),
         **fast_path_environment(spec),
         RUN_ID_ENV: run_id, NODE_RANK_ENV: str(plan.node_rank), "PYTHONPATH": python_path(),
         "PYTHONUNBUFFERED": "1",

@@ -86,7 +86,7 @@ def first_answer(spec: RunSpec, most: int) -> bool:
     """The runs the verdict's main comparison rests on: each approach (not a single-device baseline, not a no-sync
     or synthetic-input twin) at the most devices of the sweep."""
     return (spec.world_size == most and spec.variant.baseline is not None and not spec.independent
-            and (spec.task.dataset == "synthetic" or spec.task.input != "synthetic"))
+            and (spec.task.data.dataset == "synthetic" or spec.task.data.input != "synthetic"))
 
 
 def answer_first(specs: list[RunSpec]) -> tuple[list[RunSpec], int]:

@@ -107,7 +107,7 @@ class RunSpec:
                            "as_shipped": self.as_shipped})
 
     def inapplicable(self) -> str | None:
-        if refused := models.refusal(self.task.model, models.parse(self.task.model).framework, self.variant):
+        if refused := models.refusal(self.task.model.name, models.parse(self.task.model.name).framework, self.variant):
             return refused
         return not_applicable(self.variant, self.device_type, self.nodes, self.devices_per_node)
 
@@ -124,9 +124,13 @@ class RunSpec:
         differ = [f"{name} {old[name]!r} there, {value!r} here" for name, value in
                   (("variant", self.variant.name), ("world_size", self.world_size), ("nodes", self.nodes),
                    ("device_type", self.device_type)) if old[name] != value]
+        try:  # the task as that run's spec.json wrote it: the tree, or an older run's flat settings
+            theirs = TaskSpec.from_dict(old["task"]).to_dict() if "recipe" in old["task"] else old["task"]
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise SpecError(f"--resume-from {self.resume_from}: its spec.json holds no task this dtbench reads "
+                            f"({exc}): resume it with the dtbench that ran it") from None
         mine = self.task.to_dict()
-        differ += [f"{name} {old['task'].get(name)!r} there, {mine[name]!r} here"
-                   for name in settings_differ(mine, old["task"])]
+        differ += [f"{name} {theirs.get(name)!r} there, {mine[name]!r} here" for name in settings_differ(mine, theirs)]
         if differ:
             raise SpecError(f"--resume-from {self.resume_from} trained another configuration ({'; '.join(differ)}): "
                             "pass the options it ran with")
@@ -135,10 +139,10 @@ class RunSpec:
         """Everything that can be wrong with the request, as one-line errors, before anything starts."""
         if self.nodes < 1 or self.devices_per_node < 1:
             raise SpecError("devices and nodes must be at least 1")
-        if self.task.global_batch % self.world_size:
-            raise SpecError(f"global batch {self.task.global_batch} does not divide by world size "
+        if self.task.recipe.global_batch % self.world_size:
+            raise SpecError(f"global batch {self.task.recipe.global_batch} does not divide by world size "
                             f"{self.world_size}: pass --global-batch a multiple of {self.world_size}")
-        if self.task.precision == "fp16" and self.device_type != "cuda":
+        if self.task.recipe.precision == "fp16" and self.device_type != "cuda":
             raise SpecError("fp16 needs CUDA: use --precision bf16 or fp32 on CPU")
         if self.independent and not self.variant.independent:
             raise SpecError(f"{self.variant.name} has no independent (no gradient sync) mode: "
@@ -146,9 +150,9 @@ class RunSpec:
         if self.profile and not self.variant.profiles:
             profiled = ", ".join(v.name for v in VARIANTS.values() if v.profiles)
             raise SpecError(f"--profile is not wired for {self.variant.name}: drop it, or profile one of {profiled}")
-        if self.task.compile and not self.variant.compiles:
+        if self.task.options.compile and not self.variant.compiles:
             raise SpecError(f"--compile is not wired for {self.variant.name} yet: drop it, or use torch-ddp --compile")
-        if self.task.compile and not self.variant.framework.startswith("tensorflow") and not compiler():
+        if self.task.options.compile and not self.variant.framework.startswith("tensorflow") and not compiler():
             raise SpecError("--compile needs a C++ compiler for torch.compile's inductor (none of c++, g++, clang++ "
                             "on PATH): install one (apt-get install g++) or drop --compile")
         check_engine(self.engine)
@@ -158,7 +162,7 @@ class RunSpec:
             engines_ok = ", ".join(v.name for v in VARIANTS.values() if v.engine_entry)
             raise SpecError(f"{self.variant.name} runs only under its own launcher: --engine {self.engine} runs "
                             f"{engines_ok}")
-        if self.task.checkpoint_every_epoch and not self.variant.checkpoints:
+        if self.task.options.checkpoint_every_epoch and not self.variant.checkpoints:
             raise SpecError(f"{self.variant.name} does not checkpoint yet ({self.variant.checkpoint_hint}): "
                             "drop --checkpoint-every-epoch, or use torch-ddp")
         options.check(self)
@@ -166,7 +170,7 @@ class RunSpec:
             raise SpecError(f"{self.variant.name} reads the in-memory input only (its workers are TF servers "
                             "running the chief's graphs, where the file pipeline's Python S3 reader cannot run): "
                             "use --input memory")
-        if self.engine == "dask" and self.task.loader_workers:
+        if self.engine == "dask" and self.task.data.loader_workers:
             raise SpecError("--engine dask runs each rank in a daemonic worker process, which cannot start "
                             "DataLoader workers: use --loader-workers 0 there, or another engine")
         if self.on_engine and self.host_node is not None:

@@ -20,15 +20,15 @@ def check(task: TaskSpec, variants=()) -> str | None:
     """The framework of the task's model ("torch", "tensorflow"), built once to be sure; None for a model both
     frameworks build: a built-in one (always built), or one named for both, built by the framework of each of
     `variants` (the approaches about to train it) in turn."""
-    name = models.parse(task.model)
+    name = models.parse(task.model.name)
     if name.framework is None and name.source != models.OWN:
         for framework in sorted({models.framework_of_approach(v.framework) for v in variants}) if name.library else ():
             _run(framework, ["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
         return None
     framework = name.framework
     if framework is None:  # the user's module: its framework is what it returns
-        framework = _run(None, ["-m", "bench.spec.models", name.name, str(task.channels), str(task.classes),
-                                str(task.image_size)])["framework"]
+        framework = _run(None, ["-m", "bench.spec.models", name.name, str(task.model.channels), str(task.model.classes),
+                                str(task.model.image_size)])["framework"]
     _run(framework, ["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
     return framework
 

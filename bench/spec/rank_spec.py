@@ -54,7 +54,7 @@ class RankSpec:
 
     @classmethod
     def from_dict(cls, doc: dict) -> "RankSpec":
-        return cls(**{**doc, "task": TaskSpec(**doc["task"]),
+        return cls(**{**doc, "task": TaskSpec.from_dict(doc["task"]),
                       "node_plans": tuple(NodePlan(**p) for p in doc.get("node_plans", ()))})
 
     @classmethod

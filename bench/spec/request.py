@@ -55,7 +55,7 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
                     device_memory_gib=args.device_memory)
     for mode in more_modes:
         task.replace(**mode).validate()
-    if task.dataset == "imagefolder":  # classes, channels and size come from the folder
+    if task.data.dataset == "imagefolder":  # classes, channels and size come from the folder
         from bench.worker import imagefolder
 
         task = imagefolder.describe(task, args.image_size)

@@ -1,7 +1,9 @@
-"""The task every implementation trains: dataset, model and hyper-parameters.
+"""The task every implementation trains, as one tree of dataclasses: the model, the recipe, the timing, the data
+and the run options (`TaskSpec`). spec.json holds the tree and a rank loads it back into these same classes
+(bench.spec.rank_spec); the command line and a row's `task` name each setting flat (`FLAT`).
 
-One `TaskSpec` is read by every framework, so nothing framework-specific lives
-here. Presets are plain code: easy to read, diff and override.
+One `TaskSpec` is read by every framework, so nothing framework-specific lives here. Presets are plain code: easy
+to read, diff and override.
 """
 from __future__ import annotations
 
@@ -30,8 +32,6 @@ DATASET_SHAPES = {"fashion-mnist": (28, 1, 10), "digits": (8, 1, 10)}
 # A synthetic dataset is always read the last way.
 INPUTS = ("memory", "files", "s3", "synthetic")
 FILE_INPUTS = ("files", "s3")
-# How a sharded approach splits the model state over the ranks, where it has a choice: DeepSpeed's ZeRO
-# stage (1: optimizer state, 2: + gradients, 3: + parameters), and the plugin Accelerate hands its loop to.
 
 
 class SpecError(ValueError):
@@ -39,13 +39,18 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class TaskSpec:
-    name: str
-    dataset: str
-    model: str
+class ModelSpec:
+    """What is trained: the model and the images it takes."""
+    name: str                # a built-in model, a library's (timm:, torchvision:, keras:) or one named for both
     image_size: int          # square images, pixels per side
     channels: int
     classes: int
+    head_dropout: float = 0.0  # a library model's dropout before its classifier
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How it is trained: batch, optimizer, learning-rate schedule, precision, seed."""
     global_batch: int
     epochs: int
     lr: float
@@ -56,76 +61,121 @@ class TaskSpec:
     # lr_step_epochs) or cosine (to 0 at the end) decay.
     schedule: str = "constant"
     warmup_epochs: float | None = None    # None: none, or WEAK_SCALING_WARMUP_EPOCHS when the rate is scaled
-    #                                       (effective_warmup_epochs)
+    #                                       (TaskSpec.effective_warmup_epochs)
     lr_step_epochs: int = 1
     lr_gamma: float = 0.1
     # How the batch follows the device count, and the learning rate the batch (Goyal et al., 2017).
     scaling: str = "strong"
     per_device_batch: int | None = None   # weak: what each device trains on (default: the one-device batch)
     lr_scaling: str = "linear"
-    lr_scale: float = 1.0                 # set by for_world: the factor the base lr is multiplied by
-    loss_every_steps: int = 10            # rank 0 records the training loss this often (the loss curve)
+    lr_scale: float = 1.0                 # set by TaskSpec.for_world: the factor the base lr is multiplied by
     seed: int = 0
-    head_dropout: float = 0.0             # a library model's dropout before its classifier
     precision: str = "fp32"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How it is measured: steps never timed, the timed windows, how often the loss is kept, the target."""
     warmup_steps: int = 10
     window_steps: int = 20
     windows: int = 10
+    loss_every_steps: int = 10            # rank 0 records the training loss this often (the loss curve)
     target_accuracy: float | None = None  # for time-to-accuracy
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where the images come from."""
+    dataset: str
+    input: str = "memory"
     data_dir: str | None = None           # imagefolder root, or an override for the dataset's files
     val_split: float | None = None        # imagefolder with no test/ or val/: the seeded test fraction per class
-    input: str = "memory"
     loader_workers: int = 0               # files | s3: parallel decoders (DataLoader worker processes, tf.data
     #                                       map threads), their cores taken out of the slot's; 0: in the loop
     data_url: str | None = None           # --input s3: s3://bucket/prefix holding the image folder
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How the approach runs it: compiled, checkpointed, its sharding (bench.spec.options: declared and checked in
+    the approach's own package, kept here so that they are part of the run key), the device memory it is given."""
     compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
     checkpoint_every_epoch: bool = False  # save model + optimizer state after each epoch, the approach's own way
-    # Approach options (bench.spec.options: declared and checked in the approach's own package), stored in the
-    # task so that they are part of the run key: deepspeed's (and accelerate's DeepSpeed plugin's) ZeRO stage,
-    # accelerate's fsdp | deepspeed plugin instead of its DDP.
+    # DeepSpeed's (and Accelerate's DeepSpeed plugin's) ZeRO stage: 1 shards the optimizer state, 2 + gradients,
+    # 3 + parameters.
     zero_stage: int | None = None
-    accelerate_plugin: str | None = None
+    accelerate_plugin: str | None = None  # accelerate's fsdp | deepspeed plugin instead of its DDP
     # --device-memory: every rank given the memory of a smaller device (GiB): on CUDA the framework's own cap, on
     # a CPU the rank process's RLIMIT_DATA (framework and data included). Part of the run key.
     device_memory_gib: float | None = None
 
+
+GROUPS = {"model": ModelSpec, "recipe": Recipe, "timing": Timing, "data": DataSpec, "options": RunOptions}
+# Every setting by its flat name (the command line's, a row's `task`): (its group, its name there). The model's
+# name is `model` flat and `model.name` in the tree.
+FLAT = {("model" if (g, f.name) == ("model", "name") else f.name): (g, f.name)
+        for g, cls in GROUPS.items() for f in dataclasses.fields(cls)}
+
+
+def _flat_defaults() -> dict:
+    """Each flat setting's default (None where it has none), for a row written before the setting existed."""
+    out = {"name": None}
+    for flat, (group, name) in FLAT.items():
+        [field] = [f for f in dataclasses.fields(GROUPS[group]) if f.name == name]
+        out[flat] = None if field.default is dataclasses.MISSING else field.default
+    return out
+
+
+FLAT_DEFAULTS = _flat_defaults()
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The task every approach trains, as one tree: its model, recipe, timing, data and run options."""
+    name: str
+    model: ModelSpec
+    recipe: Recipe
+    data: DataSpec
+    timing: Timing = Timing()
+    options: RunOptions = RunOptions()
+
     @property
     def synthetic(self) -> bool:
         """Batches made on the device: a synthetic dataset, or a real one's synthetic twin."""
-        return self.dataset == "synthetic" or self.input == "synthetic"
+        return self.data.dataset == "synthetic" or self.data.input == "synthetic"
 
     @property
     def input_shape(self) -> tuple[int, int]:
         """(side, channels) of the images as the input pipeline hands them to the model. A bundled dataset in
         memory keeps its own; the model resizes it on the device to (image_size, channels) where they differ
         (--image-size, --channels). Files are decoded, and synthetic batches made, at the task's size."""
-        if self.input == "memory" and self.dataset in DATASET_SHAPES:
-            side, channels, _ = DATASET_SHAPES[self.dataset]
+        if self.data.input == "memory" and self.data.dataset in DATASET_SHAPES:
+            side, channels, _ = DATASET_SHAPES[self.data.dataset]
             return side, channels
-        return self.image_size, self.channels
+        return self.model.image_size, self.model.channels
 
     @property
     def reads_files(self) -> bool:
         """Images decoded from files (local or S3) by the framework's input pipeline, every epoch."""
-        return self.input in FILE_INPUTS
+        return self.data.input in FILE_INPUTS
 
     @property
     def peak_lr(self) -> float:
-        return self.lr * self.lr_scale
+        return self.recipe.lr * self.recipe.lr_scale
 
     @property
     def warmup_start_factor(self) -> float:
         """Where the warm-up starts, as a fraction of the peak: at the unscaled rate when the rate was
         scaled (Goyal et al.'s gradual warm-up), else at a tenth of it."""
-        return 1.0 / self.lr_scale if self.lr_scale > 1 else 0.1
+        return 1.0 / self.recipe.lr_scale if self.recipe.lr_scale > 1 else 0.1
 
     def for_world(self, world_size: int) -> "TaskSpec":
         """The task as `world_size` devices train it: under weak scaling the global batch is the per-device
         batch times the devices, and the learning rate follows it (linear rule, with a warm-up)."""
-        if self.scaling == "strong":
+        if self.recipe.scaling == "strong":
             return self.replace(lr_scale=1.0)
-        per_device = self.per_device_batch or self.global_batch
-        scale = float(world_size) if self.lr_scaling == "linear" else 1.0
+        per_device = self.recipe.per_device_batch or self.recipe.global_batch
+        scale = float(world_size) if self.recipe.lr_scaling == "linear" else 1.0
         return self.replace(global_batch=per_device * world_size, per_device_batch=per_device, lr_scale=scale)
 
     def lr_warmup_steps(self, steps_per_epoch: int) -> int:
@@ -135,103 +185,138 @@ class TaskSpec:
     @property
     def effective_warmup_epochs(self) -> float:
         """--warmup-epochs, else the warm-up a scaled rate gets by itself, else none."""
-        if self.warmup_epochs is not None:
-            return self.warmup_epochs
-        return WEAK_SCALING_WARMUP_EPOCHS if self.lr_scale > 1 else 0.0
+        if self.recipe.warmup_epochs is not None:
+            return self.recipe.warmup_epochs
+        return WEAK_SCALING_WARMUP_EPOCHS if self.recipe.lr_scale > 1 else 0.0
 
     def replace(self, **changes) -> "TaskSpec":
-        return dataclasses.replace(self, **changes)
+        """The task with settings changed by their flat names (`model`, `global_batch`, `zero_stage` ...)."""
+        top = {k: changes.pop(k) for k in [k for k in changes if k == "name"]}
+        grouped: dict[str, dict] = {}
+        for flat, value in changes.items():
+            if flat not in FLAT:
+                raise TypeError(f"TaskSpec has no setting {flat!r}")
+            group, field = FLAT[flat]
+            grouped.setdefault(group, {})[field] = value
+        return dataclasses.replace(self, **top, **{g: dataclasses.replace(getattr(self, g), **fields)
+                                                   for g, fields in grouped.items()})
+
+    def setting(self, flat: str):
+        """One setting by its flat name."""
+        group, field = FLAT[flat]
+        return getattr(getattr(self, group), field)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every setting by its flat name: a row's `task`, what a run key and --resume compare."""
+        return {"name": self.name, **{flat: self.setting(flat) for flat in FLAT}}
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> "TaskSpec":
+        """From its tree (spec.json) or its flat settings (a row's `task`, an older spec.json)."""
+        if isinstance(doc.get("model"), dict):
+            unknown = set(doc) - {"name", *GROUPS}
+            if unknown:
+                raise TypeError(f"TaskSpec has no group {', '.join(sorted(unknown))}")
+            return cls(doc["name"], **{g: GROUPS[g](**doc[g]) for g in GROUPS if g in doc})
+        grouped: dict[str, dict] = {g: {} for g in GROUPS}
+        for flat, value in doc.items():
+            if flat in FLAT:
+                group, field = FLAT[flat]
+                grouped[group][field] = value
+        return cls(doc["name"], **{g: GROUPS[g](**fields) for g, fields in grouped.items() if fields})
+
+    @classmethod
+    def of(cls, name: str, **settings) -> "TaskSpec":
+        return cls.from_dict({"name": name, **settings})
 
     def validate(self) -> None:
-        if self.dataset not in DATASETS:
-            raise SpecError(f"unknown dataset {self.dataset!r}: choose one of {', '.join(DATASETS)}")
+        if self.data.dataset not in DATASETS:
+            raise SpecError(f"unknown dataset {self.data.dataset!r}: choose one of {', '.join(DATASETS)}")
         try:
-            models.parse(self.model)
+            models.parse(self.model.name)
         except models.ModelNameError as exc:
             raise SpecError(str(exc)) from None
-        if self.image_size < 1 or self.channels not in (1, 3):
-            raise SpecError(f"images of {self.image_size} pixels and {self.channels} channels: give --image-size 1 or "
-                            "more and --channels 1 or 3")
-        if self.precision not in PRECISIONS:
-            raise SpecError(f"unknown precision {self.precision!r}: choose one of {', '.join(PRECISIONS)}")
-        if self.input not in INPUTS:
-            raise SpecError(f"unknown input {self.input!r}: choose one of {', '.join(INPUTS)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise SpecError(f"unknown optimizer {self.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
-        for name, value, choices in (("schedule", self.schedule, SCHEDULES), ("scaling", self.scaling, SCALINGS),
-                                     ("lr scaling", self.lr_scaling, LR_SCALINGS)):
+        if self.model.image_size < 1 or self.model.channels not in (1, 3):
+            raise SpecError(f"images of {self.model.image_size} pixels and {self.model.channels} channels: give "
+                            "--image-size 1 or more and --channels 1 or 3")
+        if self.recipe.precision not in PRECISIONS:
+            raise SpecError(f"unknown precision {self.recipe.precision!r}: choose one of {', '.join(PRECISIONS)}")
+        if self.data.input not in INPUTS:
+            raise SpecError(f"unknown input {self.data.input!r}: choose one of {', '.join(INPUTS)}")
+        if self.recipe.optimizer not in OPTIMIZERS:
+            raise SpecError(f"unknown optimizer {self.recipe.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
+        recipe = self.recipe
+        for name, value, choices in (("schedule", recipe.schedule, SCHEDULES), ("scaling", recipe.scaling, SCALINGS),
+                                     ("lr scaling", recipe.lr_scaling, LR_SCALINGS)):
             if value not in choices:
                 raise SpecError(f"unknown {name} {value!r}: choose one of {', '.join(choices)}")
-        if self.lr <= 0 or self.momentum < 0 or self.weight_decay < 0 or not 0 < self.lr_gamma <= 1:
+        if recipe.lr <= 0 or recipe.momentum < 0 or recipe.weight_decay < 0 or not 0 < recipe.lr_gamma <= 1:
             raise SpecError("--lr must be > 0, --momentum and --weight-decay >= 0, --lr-gamma in (0, 1]")
-        if self.warmup_epochs is not None and not 0 <= self.warmup_epochs < self.epochs:
-            raise SpecError(f"--warmup-epochs {self.warmup_epochs} must be at least 0 and fewer than the "
-                            f"{self.epochs} epochs trained")
-        if self.per_device_batch is not None and self.scaling != "weak":
+        if self.recipe.warmup_epochs is not None and not 0 <= self.recipe.warmup_epochs < self.recipe.epochs:
+            raise SpecError(f"--warmup-epochs {self.recipe.warmup_epochs} must be at least 0 and fewer than the "
+                            f"{self.recipe.epochs} epochs trained")
+        if self.recipe.per_device_batch is not None and self.recipe.scaling != "weak":
             raise SpecError("--per-device-batch goes with --scaling weak (strong scaling splits --global-batch)")
         for field in ("global_batch", "epochs", "window_steps", "windows", "lr_step_epochs", "loss_every_steps"):
-            if getattr(self, field) < 1:
-                raise SpecError(f"{field} must be at least 1 (got {getattr(self, field)})")
-        if self.warmup_steps < 1:
+            if self.setting(field) < 1:
+                raise SpecError(f"{field} must be at least 1 (got {self.setting(field)})")
+        if self.timing.warmup_steps < 1:
             # The first step compiles kernels and grows allocators: never timed.
-            raise SpecError(f"warmup_steps must be at least 1 (got {self.warmup_steps})")
-        if not 0 <= self.head_dropout < 1:
-            raise SpecError(f"--head-dropout {self.head_dropout} must be at least 0 and below 1, e.g. 0.5")
-        if self.head_dropout and not models.parse(self.model).library:
+            raise SpecError(f"warmup_steps must be at least 1 (got {self.timing.warmup_steps})")
+        if not 0 <= self.model.head_dropout < 1:
+            raise SpecError(f"--head-dropout {self.model.head_dropout} must be at least 0 and below 1, e.g. 0.5")
+        if self.model.head_dropout and not models.parse(self.model.name).library:
             raise SpecError(f"--head-dropout goes with a library's model (timm:, keras:, or one named for both); "
-                            f"{self.model} has its own layers")
-        if self.device_memory_gib is not None and not self.device_memory_gib > 0:
-            raise SpecError(f"--device-memory {self.device_memory_gib}: give each device's memory in GiB, e.g. 4")
-        if self.val_split is not None and not 0 < self.val_split < 1:
-            raise SpecError(f"--val-split {self.val_split} must be between 0 and 1, e.g. 0.2")
-        if self.per_device_batch is not None and self.per_device_batch < 1:
-            raise SpecError(f"--per-device-batch must be at least 1 (got {self.per_device_batch})")
-        if self.dataset == "imagefolder" and not self.data_dir and self.input != "s3":
+                            f"{self.model.name} has its own layers")
+        if self.options.device_memory_gib is not None and not self.options.device_memory_gib > 0:
+            raise SpecError(f"--device-memory {self.options.device_memory_gib}: give each device's memory in GiB, e.g. 4")
+        if self.data.val_split is not None and not 0 < self.data.val_split < 1:
+            raise SpecError(f"--val-split {self.data.val_split} must be between 0 and 1, e.g. 0.2")
+        if self.recipe.per_device_batch is not None and self.recipe.per_device_batch < 1:
+            raise SpecError(f"--per-device-batch must be at least 1 (got {self.recipe.per_device_batch})")
+        if self.data.dataset == "imagefolder" and not self.data.data_dir and self.data.input != "s3":
             raise SpecError("dataset imagefolder needs a directory: pass --data-dir DIR")
         self._validate_input()
 
     def _validate_input(self) -> None:
-        if self.loader_workers < 0:
-            raise SpecError(f"--loader-workers must be at least 0 (got {self.loader_workers})")
-        if self.loader_workers and not self.reads_files:
+        if self.data.loader_workers < 0:
+            raise SpecError(f"--loader-workers must be at least 0 (got {self.data.loader_workers})")
+        if self.data.loader_workers and not self.reads_files:
             raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
-        if self.reads_files and self.dataset == "synthetic":
-            raise SpecError(f"task {self.name} is synthetic: it has no images for --input {self.input}; "
+        if self.reads_files and self.data.dataset == "synthetic":
+            raise SpecError(f"task {self.name} is synthetic: it has no images for --input {self.data.input}; "
                             "pick a task with a dataset (e.g. --task default)")
-        if self.input == "s3" and not (self.data_url or "").startswith("s3://"):
+        if self.data.input == "s3" and not (self.data.data_url or "").startswith("s3://"):
             raise SpecError("--input s3 reads an image folder from object storage: pass --data-url "
                             "s3://BUCKET/PREFIX (fill it with `python -m bench data export-images --task T s3://...`)")
-        if self.data_url and self.input != "s3":
+        if self.data.data_url and self.data.input != "s3":
             raise SpecError("--data-url goes with --input s3")
 
 
 PRESETS: dict[str, TaskSpec] = {
     # Seconds: sklearn's bundled 8x8 digits. For tests and CI.
-    "quick": TaskSpec(
-        name="quick", dataset="digits", model="small-cnn", image_size=8, channels=1, classes=10,
+    "quick": TaskSpec.of(
+        "quick", dataset="digits", model="small-cnn", image_size=8, channels=1, classes=10,
         global_batch=64, epochs=3, lr=0.05, warmup_steps=2, window_steps=4, windows=5,
         target_accuracy=0.5,
     ),
     # The main job: a small CNN in the style of the PyTorch MNIST examples on
     # Fashion-MNIST; two epochs reach >= 85 % test accuracy in every variant.
-    "default": TaskSpec(
-        name="default", dataset="fashion-mnist", model="small-cnn", image_size=28, channels=1,
+    "default": TaskSpec.of(
+        "default", dataset="fashion-mnist", model="small-cnn", image_size=28, channels=1,
         # 20-step windows: under weak scaling 8 devices train 116 steps (batch 1024), still 4 windows.
         classes=10, global_batch=128, epochs=2, lr=0.05, warmup_steps=20, window_steps=20,
         windows=10, target_accuracy=0.85,
     ),
     # The classic pytorch/examples MNIST net (conv32, conv64, pool, dropout, fc128, fc10).
-    "mnist-cnn": TaskSpec(
-        name="mnist-cnn", dataset="fashion-mnist", model="mnist-cnn", image_size=28, channels=1,
+    "mnist-cnn": TaskSpec.of(
+        "mnist-cnn", dataset="fashion-mnist", model="mnist-cnn", image_size=28, channels=1,
         classes=10, global_batch=128, epochs=2, lr=0.05, warmup_steps=10, window_steps=20,
         windows=10, target_accuracy=0.88,
     ),
     # The standard GPU throughput benchmark: timm ResNet-50 on synthetic 224x224 images.
-    "resnet50": TaskSpec(
-        name="resnet50", dataset="synthetic", model="resnet50", image_size=224, channels=3,
+    "resnet50": TaskSpec.of(
+        "resnet50", dataset="synthetic", model="resnet50", image_size=224, channels=3,
         classes=1000, global_batch=256, epochs=1, lr=0.1, weight_decay=1e-4, warmup_steps=10,
         window_steps=20, windows=10, precision="fp32",
     ),
@@ -239,19 +324,19 @@ PRESETS: dict[str, TaskSpec] = {
     # accuracy on a CPU, where they train at CPU_IMAGE_SIZE) or at 224 px on a GPU.
     # The TensorFlow seed: EfficientNet-B2 (timm's for PyTorch, keras.applications' for TensorFlow), a
     # dropout-0.5 head, Adam.
-    "efficientnet-b2": TaskSpec(
-        name="efficientnet-b2", dataset="fashion-mnist", model="efficientnet_b2", image_size=224, channels=3,
+    "efficientnet-b2": TaskSpec.of(
+        "efficientnet-b2", dataset="fashion-mnist", model="efficientnet_b2", image_size=224, channels=3,
         classes=10, global_batch=64, epochs=1, optimizer="adam", lr=0.001, head_dropout=0.5, warmup_steps=10,
         window_steps=20, windows=10,
     ),
     # The Dask seed: torchvision's ResNet-18, SGD with momentum 0.9 (PyTorch's approaches).
-    "resnet18": TaskSpec(
-        name="resnet18", dataset="fashion-mnist", model="torchvision:resnet18", image_size=224, channels=3,
+    "resnet18": TaskSpec.of(
+        "resnet18", dataset="fashion-mnist", model="torchvision:resnet18", image_size=224, channels=3,
         classes=10, global_batch=64, epochs=1, lr=0.01, momentum=0.9, warmup_steps=10, window_steps=20, windows=10,
     ),
     # The Databricks seed: the PyTorch MNIST example of its day (two 5x5 convolutions, dropout), SGD momentum 0.5.
-    "databricks-mnist": TaskSpec(
-        name="databricks-mnist", dataset="fashion-mnist", model="databricks-cnn", image_size=28, channels=1,
+    "databricks-mnist": TaskSpec.of(
+        "databricks-mnist", dataset="fashion-mnist", model="databricks-cnn", image_size=28, channels=1,
         classes=10, global_batch=64, epochs=2, lr=0.01, momentum=0.5, warmup_steps=10, window_steps=20,
         windows=10, target_accuracy=0.8,
     ),

@@ -36,7 +36,7 @@ def machine_fingerprint(device_type: str, cores_per_slot: int, task: TaskSpec, d
     """What the audit's figures depend on: the CPU and its instruction sets, the device, the libraries, the task."""
     environment = env_info.environment()
     parts = [environment["cpu_model"], instruction_sets(), device_type, device_name, cores_per_slot, task.name,
-             task.global_batch, task.precision, sorted(environment["libraries"].items())]
+             task.recipe.global_batch, task.recipe.precision, sorted(environment["libraries"].items())]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 

@@ -56,7 +56,7 @@ def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, r
     """Doubling from the task's per-device batch, then bisection until the gap between what fits and what does
     not is `resolution` samples a device: every batch a multiple of the world size."""
     world = spec.world_size
-    found = Search(spec.key.label, world, spec.task.device_memory_gib, spec.key.series)
+    found = Search(spec.key.label, world, spec.task.options.device_memory_gib, spec.key.series)
 
     def fits(per_device: int) -> bool | None:
         row = run(probe_spec(spec, per_device * world))
@@ -75,7 +75,7 @@ def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, r
 
     cap = max_batch // world  # the largest per-device batch asked about
     low, high = 0, None  # per-device batches: `low` fits (0: none yet), `high` does not
-    per_device = min(max(1, spec.task.global_batch // world), cap)
+    per_device = min(max(1, spec.task.recipe.global_batch // world), cap)
     while high is None:
         ok = fits(per_device)
         if ok is None:

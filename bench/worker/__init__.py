@@ -76,7 +76,7 @@ class LossCurve:
             self.pending.append((self.step, clock.train_seconds(), loss))
 
     def flush(self) -> None:
-        samples_per_step = self.worker.task.global_batch
+        samples_per_step = self.worker.task.recipe.global_batch
         for step, seconds, loss in self.pending:
             self.worker.record("loss", step=step, samples=step * samples_per_step, train_s=seconds, loss=float(loss))
         self.pending = []
@@ -97,8 +97,8 @@ class Worker:
         self.node_rank = int(env.get(NODE_RANK_ENV, env.get("GROUP_RANK", 0)))
         self._report = open(self.run_dir / f"rank{self.rank}.jsonl", "a", buffering=1)
         stacks.write_on_signal(self.run_dir, f"rank{self.rank}")
-        if self.task.device_memory_gib and self.device_type == "cpu":  # an allocation past it fails (ENOMEM)
-            limit = int(self.task.device_memory_gib * 2**30)
+        if self.task.options.device_memory_gib and self.device_type == "cpu":  # an allocation past it fails (ENOMEM)
+            limit = int(self.task.options.device_memory_gib * 2**30)
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         self._time_to_accuracy: float | None = None
         self._loss_curve: LossCurve | None = None
@@ -119,7 +119,8 @@ class Worker:
     @property
     def timed_steps(self) -> int:
         """Warm-up, the profiled windows and every timing window: the fewest steps a run must train."""
-        return self.task.warmup_steps + self.task.window_steps * (self.profile_windows + self.task.windows)
+        timing = self.task.timing
+        return timing.warmup_steps + timing.window_steps * (self.profile_windows + timing.windows)
 
     @property
     def synthetic(self) -> bool:
@@ -160,7 +161,7 @@ class Worker:
 
     @property
     def loader_workers(self) -> int:
-        return self.task.loader_workers
+        return self.task.data.loader_workers
 
 
     def record(self, event: str, **fields) -> None:
@@ -183,7 +184,7 @@ class Worker:
         (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
         recorded; fewer than MIN_WINDOWS is refused. With --profile, `profiler` runs over the profiled
         windows (`profile_windows`)."""
-        t = self.task
+        t = self.task.timing
         profiled = self.profile_windows if profiler is not None else 0
         windows = min(t.windows, (steps - t.warmup_steps) // t.window_steps - profiled)
         if windows < min(MIN_WINDOWS, t.windows):
@@ -202,7 +203,7 @@ class Worker:
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:
         """The loop's loss log (`add(loss, clock)` after every step); a resumed run counts on from its steps."""
-        self._loss_curve = LossCurve(self, self.task.loss_every_steps, steps_done)
+        self._loss_curve = LossCurve(self, self.task.timing.loss_every_steps, steps_done)
         return self._loss_curve
 
     @property
@@ -264,17 +265,17 @@ class Worker:
             self._loss_curve.flush()
         if clock.stop:
             return None
-        if checkpoint is not None and self.task.checkpoint_every_epoch:
+        if checkpoint is not None and self.task.options.checkpoint_every_epoch:
             self._checkpoint(checkpoint, epoch + 1, last=epoch + 1 == epochs)
         evaluation = None
         if evaluate is not None and not self.independent:
             started = time.perf_counter()
             evaluation = evaluate()
             eval_s = time.perf_counter() - started
-            target = self.task.target_accuracy
+            target = self.task.timing.target_accuracy
             if self._time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
                 self._time_to_accuracy = clock.train_seconds()
-            seen = self._loss_curve.step * self.task.global_batch if self._loss_curve else None
+            seen = self._loss_curve.step * self.task.recipe.global_batch if self._loss_curve else None
             self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, eval_s=eval_s,
                         **evaluation)
         if epoch + 1 < epochs:

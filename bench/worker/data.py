@@ -126,28 +126,28 @@ def read_digits(seed: int = 0) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------- cache
 
 def cache_key(task: TaskSpec) -> str:
-    if task.dataset == "imagefolder":
-        return f"imagefolder-{imagefolder.fingerprint(task)}-{task.image_size}px-{task.channels}ch"
-    if task.dataset == "digits":
-        return f"digits-seed{task.seed}"
-    return task.dataset
+    if task.data.dataset == "imagefolder":
+        return f"imagefolder-{imagefolder.fingerprint(task)}-{task.model.image_size}px-{task.model.channels}ch"
+    if task.data.dataset == "digits":
+        return f"digits-seed{task.recipe.seed}"
+    return task.data.dataset
 
 
 def _read_source(task: TaskSpec) -> dict[str, np.ndarray]:
-    if task.dataset == "fashion-mnist":
-        return read_fashion_mnist(task.data_dir)
-    if task.dataset == "digits":
-        return read_digits(task.seed)
+    if task.data.dataset == "fashion-mnist":
+        return read_fashion_mnist(task.data.data_dir)
+    if task.data.dataset == "digits":
+        return read_digits(task.recipe.seed)
     return imagefolder.read(task)
 
 
 def prepare(task: TaskSpec) -> Path | None:
     """Make sure the task's dataset is in the cache, and for --input files its image folder; return the
     cache's folder (None for synthetic data and for an image folder read as files)."""
-    if task.synthetic or (task.dataset == "imagefolder" and task.reads_files):
+    if task.synthetic or (task.data.dataset == "imagefolder" and task.reads_files):
         return None
     folder = _prepare_arrays(task)
-    if task.input == "files":
+    if task.data.input == "files":
         export_images(task, folder)
     return folder
 
@@ -155,24 +155,24 @@ def prepare(task: TaskSpec) -> Path | None:
 def images_root(task: TaskSpec) -> str | None:
     """Where a run with --input files or s3 reads its images: the user's image folder, the task's dataset
     exported into the cache (`prepare`), or the S3 URL."""
-    if task.input == "s3":
-        return task.data_url
-    if task.input != "files":
+    if task.data.input == "s3":
+        return task.data.data_url
+    if task.data.input != "files":
         return None
-    return task.data_dir if task.dataset == "imagefolder" else str(exported_images_dir(task))
+    return task.data.data_dir if task.data.dataset == "imagefolder" else str(exported_images_dir(task))
 
 
 def check_remote(task: TaskSpec) -> None:
     """Before a run with --input s3 starts: the endpoint answers, the credentials and bucket are good, the
     prefix holds an image folder, and its images are the task's (classes, channels, size); else one line."""
-    found = imagefolder.describe(task)
+    theirs, mine = imagefolder.describe(task).model, task.model
     # An image folder's task may resize (--image-size); a bundled dataset's images must be its own size.
-    same_size = task.dataset == "imagefolder" or found.image_size == task.image_size
-    if not same_size or (found.classes, found.channels) != (task.classes, task.channels):
-        raise SpecError(f"{task.data_url} holds {found.classes} classes of {found.image_size}px {found.channels}-channel "
-                        f"images, task {task.name} trains {task.classes} classes of {task.image_size}px "
-                        f"{task.channels}-channel ones: upload the task's own (python -m bench data export-images "
-                        f"--task {task.name} {task.data_url})")
+    same_size = task.data.dataset == "imagefolder" or theirs.image_size == mine.image_size
+    if not same_size or (theirs.classes, theirs.channels) != (mine.classes, mine.channels):
+        raise SpecError(f"{task.data.data_url} holds {theirs.classes} classes of {theirs.image_size}px "
+                        f"{theirs.channels}-channel images, task {task.name} trains {mine.classes} classes of "
+                        f"{mine.image_size}px {mine.channels}-channel ones: upload the task's own (python -m bench "
+                        f"data export-images --task {task.name} {task.data.data_url})")
 
 
 def exported_images_dir(task: TaskSpec) -> Path:
@@ -190,7 +190,7 @@ def export_images(task: TaskSpec, folder: Path) -> Path:
     written = imagefolder.export(load(folder), tmp, "png")
     (tmp / "written.json").write_text(json.dumps(written))
     _publish(tmp, target)
-    log.info("exported %s as an image folder in %s", task.dataset, target)
+    log.info("exported %s as an image folder in %s", task.data.dataset, target)
     return target
 
 
@@ -210,9 +210,9 @@ def _prepare_arrays(task: TaskSpec) -> Path:
         return folder
     arrays = _read_source(task)
     x_shape = arrays["train_x"].shape[1:]
-    if x_shape != (task.image_size, task.image_size, task.channels):
-        raise SpecError(f"dataset {task.dataset} has images of shape {x_shape}, task {task.name} expects "
-                        f"{(task.image_size, task.image_size, task.channels)}: fix image_size/channels")
+    if x_shape != (task.model.image_size, task.model.image_size, task.model.channels):
+        raise SpecError(f"dataset {task.data.dataset} has images of shape {x_shape}, task {task.name} expects "
+                        f"{(task.model.image_size, task.model.image_size, task.model.channels)}: fix image_size/channels")
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     files = {}
@@ -220,11 +220,11 @@ def _prepare_arrays(task: TaskSpec) -> Path:
         np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
         files[name] = {"shape": list(array.shape), "dtype": str(array.dtype),
                        "sha256": sha256_file(tmp / f"{name}.npy")}
-    manifest = {"dataset": task.dataset, "key": cache_key(task), "files": files,
+    manifest = {"dataset": task.data.dataset, "key": cache_key(task), "files": files,
                 "classes": int(arrays["train_y"].max()) + 1}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     _publish(tmp, folder)
-    log.info("prepared %s in %s", task.dataset, folder)
+    log.info("prepared %s in %s", task.data.dataset, folder)
     return folder
 
 

@@ -28,10 +28,10 @@ def is_remote(root: str) -> bool:
 
 def splits(task: TaskSpec) -> dict[str, Path]:
     """{"train": folder, "test": folder}, or {"all": folder} to be split by --val-split; else one line naming the fix."""
-    root = Path(task.data_dir)
+    root = Path(task.data.data_dir)
     if not root.is_dir():
         raise SpecError(f"--data-dir {root} is not a directory: point it at an image folder (DIR/train/<class>/*)")
-    return _split_names(str(root), {d.name for d in root.iterdir() if d.is_dir()}, task.val_split,
+    return _split_names(str(root), {d.name for d in root.iterdir() if d.is_dir()}, task.data.val_split,
                         lambda name: root / name)
 
 
@@ -68,9 +68,9 @@ def images_of(folder: Path, cls: str) -> list[Path]:
 def layout(task: TaskSpec, root: str | None = None) -> dict[str, dict[str, list[str]]]:
     """{split: {class: [image, ...]}} of a folder (paths) or an S3 prefix (keys relative to it), every split
     with the same classes; `root` defaults to --data-dir."""
-    root = root or task.data_dir
+    root = root or task.data.data_dir
     if is_remote(root):
-        tree = _remote_layout(root, task.val_split)
+        tree = _remote_layout(root, task.data.val_split)
     else:
         folders = splits(task.replace(data_dir=root))
         tree = {split: {cls: [str(f) for f in images_of(folder, cls)] for cls in classes(folder)}
@@ -128,10 +128,10 @@ def listing(task: TaskSpec, root: str | None = None) -> Listing:
                for split, items in ordered.items()}
     if "all" in columns:
         files, labels = columns.pop("all")
-        test = holdout(labels, task.val_split, task.seed)
+        test = holdout(labels, task.data.val_split, task.recipe.seed)
         columns = {"train": ([f for f, t in zip(files, test) if not t], labels[~test]),
                    "test": ([f for f, t in zip(files, test) if t], labels[test])}
-    return Listing(root or task.data_dir, names, {s: c[0] for s, c in columns.items()},
+    return Listing(root or task.data.data_dir, names, {s: c[0] for s, c in columns.items()},
                    {s: c[1] for s, c in columns.items()})
 
 
@@ -176,7 +176,7 @@ def describe(task: TaskSpec, image_size: int | None = None) -> TaskSpec:
     """The task with the folder's classes, channels and image size (`image_size`, else the first image's)."""
     from PIL import Image, UnidentifiedImageError
 
-    root = task.data_url if task.input == "s3" and task.data_url else task.data_dir
+    root = task.data.data_url if task.data.input == "s3" and task.data.data_url else task.data.data_dir
     tree = layout(task, root)
     first_class = next(iter(tree.values()))
     first = next(iter(first_class.values()))[0]
@@ -200,7 +200,8 @@ def fingerprint(task: TaskSpec) -> str:
             if file.is_file():
                 stat = file.stat()
                 digest.update(f"{file.relative_to(folder)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    digest.update(f"{READER}|{task.image_size}|{task.channels}|{task.val_split}|{task.seed}".encode())
+    digest.update(f"{READER}|{task.model.image_size}|{task.model.channels}|{task.data.val_split}|"
+                  f"{task.recipe.seed}".encode())
     return digest.hexdigest()[:12]
 
 
@@ -209,7 +210,7 @@ def read(task: TaskSpec) -> dict[str, np.ndarray]:
     found = listing(task)
     arrays = {}
     for split in ("train", "test"):
-        arrays[f"{split}_x"] = np.stack([decode(Path(f).read_bytes(), f, task.channels, task.image_size)
+        arrays[f"{split}_x"] = np.stack([decode(Path(f).read_bytes(), f, task.model.channels, task.model.image_size)
                                          for f in found.files[split]])
         arrays[f"{split}_y"] = found.labels[split]
     return arrays
