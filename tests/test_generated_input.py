@@ -173,3 +173,67 @@ def test_a_report_of_a_folder_without_rows_is_one_line_and_exit_2(tmp_path, cont
     code, err = _outcome(["report", str(tmp_path)])
     assert code == "2" and "Traceback" not in err and err.strip().splitlines()[-1].startswith("error: "), err
     assert "holds no rows" in err
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**12) | st.floats(allow_nan=True) | WORDS,
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6) | WORDS, inner,
+                                                                                max_size=3), max_leaves=8)
+SPEC_KEYS = st.sampled_from(["variant", "world_size", "nodes", "device_type", "task", "run_id"])
+
+
+@st.composite
+def spec_files(draw) -> str:
+    """What a --resume-from folder's spec.json may hold: torn text, another shape, or a spec with some fields wrong
+    (the task as a tree, flat, or neither)."""
+    quick = {"name": "quick", "model": "small-cnn", "image_size": 8, "channels": 1, "classes": 10,
+             "global_batch": 64, "epochs": 3, "lr": 0.05, "dataset": "digits"}
+    tree = {"name": "quick", "model": {"name": "small-cnn", "image_size": 8, "channels": 1, "classes": 10},
+            "recipe": {"global_batch": 64, "epochs": 3, "lr": 0.05}, "data": {"dataset": "digits"}}
+    spec = {"variant": "torch-ddp", "world_size": 1, "nodes": 1, "device_type": "cpu",
+            "task": draw(st.sampled_from([quick, tree, {}, {"name": "quick"}]))}
+    for key in draw(st.lists(SPEC_KEYS, max_size=3, unique=True)):
+        spec[key] = draw(JSON)
+    text = json.dumps(spec)
+    return draw(st.sampled_from([text, text[:draw(st.integers(0, len(text)))], json.dumps(draw(JSON))]))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(content=spec_files())
+def test_a_resume_from_folder_whatever_its_spec_holds_is_one_line_or_a_start(content, stopped, tmp_path_factory):
+    """--resume-from names a run folder with a checkpoint; its spec.json is whatever a user, a newer or older dtbench
+    or a torn write left there."""
+    run_dir = tmp_path_factory.mktemp("resumed")
+    (run_dir / "checkpoint").mkdir()
+    (run_dir / "checkpoint" / "checkpoint.pt").write_bytes(b"x")
+    (run_dir / "spec.json").write_text(content)
+    out = tmp_path_factory.mktemp("out")
+    code, err = _outcome(["run", "--variant", "torch-ddp", "--task", "quick", "--checkpoint-every-epoch",
+                          "--resume-from", str(run_dir), "--out", str(out)])
+    assert "Traceback" not in err and code in ("trains", "2"), (content, code, err)
+    if code == "2":
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: --resume-from "), (content, err)
+
+
+IMAGE_BYTES = st.sampled_from([b"", b"\x89PNG\r\n\x1a\n", b"not an image", b"\xff\xd8\xff" + b"\x00" * 20]) | st.binary(
+    max_size=64)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(layout=st.lists(st.tuples(st.sampled_from(["train", "test", "val", "", "train/a", "train/b", "test/a",
+                                                  "train/a/deeper", "é", "train/💥"]),
+                                 st.sampled_from(["x.png", "y.jpg", "z.txt", ".hidden", "n"]), IMAGE_BYTES),
+                       max_size=6))
+def test_an_image_folder_whatever_it_holds_is_one_line_or_a_start(layout, stopped, tmp_path_factory):
+    """--dataset imagefolder --data-dir DIR: the folder a user points at, with any layout and any bytes in its files."""
+    root = tmp_path_factory.mktemp("images")
+    for folder, name, content in layout:
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / name).write_bytes(content)
+    out = tmp_path_factory.mktemp("out")
+    code, err = _outcome(["run", "--variant", "torch-ddp", "--task", "quick", "--dataset", "imagefolder",
+                          "--data-dir", str(root), "--out", str(out)])
+    assert "Traceback" not in err and code in ("trains", "2"), (layout, code, err)
+    if code == "2":
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), (layout, err)

@@ -120,13 +120,20 @@ class RunSpec:
         if not checkpoint.is_dir() or not any(checkpoint.iterdir()):
             raise SpecError(f"--resume-from {self.resume_from}: it saved no checkpoint (run it with "
                             "--checkpoint-every-epoch, and let it finish an epoch)")
-        old = json.loads(spec_file.read_text())
-        differ = [f"{name} {old[name]!r} there, {value!r} here" for name, value in
+        try:
+            old = json.loads(spec_file.read_text())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SpecError(f"--resume-from {self.resume_from}: its spec.json is not JSON ({exc}): pass the folder of "
+                            "a run that wrote one") from None
+        if not isinstance(old, dict) or not isinstance(old.get("task"), dict):
+            raise SpecError(f"--resume-from {self.resume_from}: its spec.json is no run's spec (no task in it): pass "
+                            "a folder under OUT/runs/")
+        differ = [f"{name} {old.get(name)!r} there, {value!r} here" for name, value in
                   (("variant", self.variant.name), ("world_size", self.world_size), ("nodes", self.nodes),
-                   ("device_type", self.device_type)) if old[name] != value]
+                   ("device_type", self.device_type)) if old.get(name) != value]
         try:  # the task as that run's spec.json wrote it: the tree, or an older run's flat settings
             theirs = TaskSpec.from_dict(old["task"]).to_dict() if "recipe" in old["task"] else old["task"]
-        except (TypeError, KeyError, AttributeError) as exc:
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
             raise SpecError(f"--resume-from {self.resume_from}: its spec.json holds no task this dtbench reads "
                             f"({exc}): resume it with the dtbench that ran it") from None
         mine = self.task.to_dict()
