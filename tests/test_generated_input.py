@@ -237,3 +237,40 @@ def test_an_image_folder_whatever_it_holds_is_one_line_or_a_start(layout, stoppe
     assert "Traceback" not in err and code in ("trains", "2"), (layout, code, err)
     if code == "2":
         assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), (layout, err)
+
+
+S3_OBJECTS = st.lists(st.tuples(st.sampled_from(["train/a/", "train/b/", "test/a/", "test/b/", "val/a/", "", "train/",
+                                                 "a/", "train/a/deeper/", "train/é/"]),
+                                st.sampled_from(["x.png", "y.jpg", "z", ".keep", "💥.png"]), IMAGE_BYTES),
+                      min_size=1, max_size=6)
+
+
+def test_an_s3_prefix_whatever_it_holds_is_one_line_or_readable(s3_server, monkeypatch):
+    """--input s3 --data-url s3://BUCKET/PREFIX against the real S3-compatible server: a prefix of any keys and bytes
+    is refused in one line before anything starts, or described as the image folder it is."""
+    import boto3
+
+    from bench.spec.task import SpecError, get_task
+    from bench.worker import data
+
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                      aws_access_key_id=s3_server.key_id, aws_secret_access_key=s3_server.secret)
+    s3.create_bucket(Bucket="generated")
+    prefixes = iter(range(10**6))
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(objects=S3_OBJECTS)
+    def check(objects):
+        prefix = f"p{next(prefixes)}/"
+        for folder, name, content in objects:
+            s3.put_object(Bucket="generated", Key=prefix + folder + name, Body=content)
+        task = get_task("quick", input="s3", data_url=f"s3://generated/{prefix}")
+        try:
+            data.check_remote(task)
+        except SpecError as exc:
+            assert "\n" not in str(exc) and str(exc), (objects, str(exc))
+
+    check()
