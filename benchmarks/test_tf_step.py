@@ -25,8 +25,8 @@ def test_tf_training_step(benchmark, precision):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (task.recipe.global_batch * 4, 28, 28, 1), dtype=np.uint8)
     labels = rng.integers(0, task.model.classes, task.recipe.global_batch * 4).astype(np.int64)
-    batches = iter(train.train_dataset(strategy, images, labels, task.recipe.seed, task.recipe.global_batch, 4,
-                                       range(10**6)))
+    source = train.InputSource((images, labels), (images[:0], labels[:0]))
+    batches = iter(train.train_dataset(strategy, source, task.recipe.seed, task.recipe.global_batch, 4, range(10**6)))
 
     def step():
         train_step(batches).numpy()  # fetching the loss waits for the step

@@ -32,7 +32,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     """Train the task with `model.fit` under `strategy`; this process is worker `worker_index` of `num_workers`."""
     task = worker.task
     global_batch = task.recipe.global_batch
-    source = None if worker.synthetic else loop.InputSource(worker.spec)
+    source = None if worker.synthetic else loop.InputSource.of(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
         (task.recipe.epochs, source.train_count // global_batch)
     with strategy.scope():

@@ -53,7 +53,7 @@ def serve(worker: Worker, config: dict) -> None:
 def train_async(worker: Worker, strategy, coordinator, num_workers: int) -> dict:
     task = worker.task
     per_update = task.recipe.global_batch // num_workers
-    source = None if worker.synthetic else train.InputSource(worker.spec)
+    source = None if worker.synthetic else train.InputSource.of(worker.spec)
     recipe = task.recipe
     epochs, rounds = (1, worker.timed_steps) if source is None else (recipe.epochs, source.train_count // recipe.global_batch)
     update_task = task.replace(global_batch=per_update, lr_scale=1.0)

@@ -35,7 +35,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
     """Train the task under `strategy`; this process is worker `worker_index` of `num_workers`."""
     task = worker.task
     global_batch = task.recipe.global_batch
-    source = None if worker.synthetic else InputSource(worker.spec)
+    source = None if worker.synthetic else InputSource.of(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
         (task.recipe.epochs, source.train_count // global_batch)
     model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy, steps_per_epoch, epochs)
@@ -164,19 +164,22 @@ class InputSource:
     """The run's images for tf.data: the cached arrays, or files (a folder or an S3 prefix) decoded in the
     pipeline by `loader_workers` parallel map calls (0: one at a time)."""
 
-    def __init__(self, spec: RankSpec):
+    def __init__(self, train: tuple, test: tuple, load=None, workers: int = 0):
+        """`train`, `test`: (images, labels), images as arrays or, with `load`, as file names it decodes."""
+        self.train, self.test, self.load, self.workers = train, test, load, workers
+
+    @classmethod
+    def of(cls, spec: RankSpec) -> "InputSource":
+        """The run's own: its image files (a folder or an S3 prefix), else the cached arrays."""
         task = spec.task
-        self.workers = task.data.loader_workers
         if task.data.input in ("files", "s3"):
             from tf_impl import files
 
             found = files.listing(spec)
-            self.load = files.image_loader(task, spec.images)
-            self.train, self.test = [(found.files[s], found.labels[s]) for s in ("train", "test")]
-        else:
-            arrays = cache.load(spec.data_path, mmap=False)
-            self.load = None
-            self.train, self.test = [(arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "test")]
+            return cls(*[(found.files[s], found.labels[s]) for s in ("train", "test")],
+                       load=files.image_loader(task, spec.images), workers=task.data.loader_workers)
+        arrays = cache.load(spec.data_path, mmap=False)
+        return cls(*[(arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in ("train", "test")])
 
     @property
     def train_count(self) -> int:
