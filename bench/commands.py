@@ -182,9 +182,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            analysis=args.analysis, compiled=args.compile, inputs=request.input_modes(args),
                            shardings={v.name: options.modes(v, named, sweep=True) for v in trains})
     task = tasks[0]
-    specs, first = plan.answer_first([dataclasses.replace(spec, malloc=args.malloc, sample_every_s=args.sample_every,
-                                                      profile=args.profile and spec.variant.profiles,
-                                                      as_shipped=args.as_shipped) for spec in specs])
+    specs = [dataclasses.replace(spec, malloc=args.malloc, sample_every_s=args.sample_every, as_shipped=args.as_shipped,
+                                 profile=args.profile and spec.variant.profiles) for spec in specs]
+    # An MLflow run logs the efficiencies the folder gives when it ends, which need its one-device runs before it:
+    # with --mlflow the plan keeps its order (baselines first) and no provisional answer comes early.
+    specs, first = (specs, 0) if args.mlflow else plan.answer_first(specs)
     most = max((s.world_size for s in specs), default=1)
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once

@@ -49,3 +49,9 @@ def test_resume_from_another_configuration_is_refused_in_one_line(tmp_path):
     nothing = bench("run", "--variant", "torch-ddp", "--task", "quick", "--resume-from", str(tmp_path / "runs"),
                     "--out", str(tmp_path), env=CPU)
     assert nothing.returncode == 2 and "not a run folder" in nothing.stderr
+    (run_dir / "spec.json").unlink()
+    (run_dir / "spec.json").mkdir()  # there, but no file to read
+    unreadable = bench("run", "--variant", "torch-ddp", "--task", "quick", "--checkpoint-every-epoch", "--resume-from",
+                       str(run_dir), "--out", str(tmp_path), env=CPU)
+    assert unreadable.returncode == 2 and len(unreadable.stderr.strip().splitlines()) == 1
+    assert "its spec.json cannot be read (Is a directory)" in unreadable.stderr

@@ -44,8 +44,10 @@ def test_a_size_off_the_line_shows_as_its_residual_and_a_negative_latency_is_not
     assert f.alpha_s == 0.0 and f.busbw == pytest.approx(1e9, rel=0.05)
 
 
-def test_too_few_sizes_or_one_rank_are_not_fitted():
+def test_too_few_sizes_one_rank_or_no_bandwidth_are_not_fitted():
     assert collectives.fits(measured("all_reduce", 2, 1e-4, 1e9)[:2]) == []
+    flat = [dict(r, seconds=2e-3 * (1 - i / 100)) for i, r in enumerate(measured("all_reduce", 2, 1e-4, 1e9))]
+    assert collectives.fits(flat) == []  # time falls as size grows: noise, no bandwidth to give
     assert collectives.fits([dict(r, world_size=1) for r in measured("all_reduce", 2, 1e-4, 1e9)]) == []
 
 
@@ -62,3 +64,24 @@ def test_the_report_gives_each_collectives_fit_and_an_older_all_reduce_table_is_
              if line.startswith("| all-") or line.startswith("| reduce-")]
     assert cells == [["all-reduce", "gloo (cpu)", "2 (1x2)", "2,000", "0.900", "0 %", "8"],
                      ["reduce-scatter", "gloo (cpu)", "2 (1x2)", "1,000", "0.500", "0 %", "8"]]
+
+
+def test_a_resumed_sweep_measures_the_collectives_a_folder_from_before_them_lacks(tmp_path, monkeypatch):
+    """--resume: a topology with only the all-reduce (a folder from before all-gather and reduce-scatter) is
+    measured again; one with all three is not."""
+    from bench.studies import microbench
+    from helpers import result_row
+
+    older = [{k: v for k, v in r.items() if k != "collective"} for r in measured("all_reduce", 2, 1e-3, 1e9)]
+    (tmp_path / "allreduce.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
+    ResultStore(tmp_path).append(result_row("torch-ddp", 2))
+    asked = []
+    monkeypatch.setattr(microbench, "measure_collectives", lambda out, machine, *topology: asked.append(topology))
+    microbench.communication_for_sweep([], tmp_path, machine=None, again=False)
+    assert asked == [("cpu", 1, 2)]
+    (tmp_path / collectives.FILE).write_text("".join(json.dumps(r) + "\n" for r in
+                                                     measured("all_gather", 2, 1e-3, 1e9)
+                                                     + measured("reduce_scatter", 2, 1e-3, 1e9)))
+    asked.clear()
+    microbench.communication_for_sweep([], tmp_path, machine=None, again=False)
+    assert asked == []

@@ -137,6 +137,38 @@ def test_a_sweep_runs_its_main_comparison_first_then_baselines_twins_and_fewer_d
     assert ("torch-single", 1, False, "memory") == label[2]  # the baseline, then the twins and 1-slot runs
 
 
+@pytest.mark.parametrize("mlflow", [False, True])
+def test_the_sweep_command_runs_the_main_comparison_first_unless_mlflow_logs_efficiencies(tmp_path, monkeypatch, mlflow):
+    """With --mlflow each run logs the efficiencies the folder gives when it ends, which need its one-device run
+    first: the plan keeps its own order there."""
+    import signal
+
+    from bench import cli
+    from bench.interrupt import STOP_SIGNALS
+    from bench.run import sweep
+    from bench.studies import audit, microbench
+
+    ran = []
+
+    def run_all(specs, *args, **kwargs):
+        ran.extend(specs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "run_all", run_all)
+    monkeypatch.setattr(microbench, "peak_for_sweep", lambda *a, **k: None)
+    monkeypatch.setattr(audit, "audit", lambda *a, **k: None)
+    handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}  # main() installs its own
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli.main(["sweep", "--task", "quick", "--variants", "torch-ddp,accelerate", "--max-devices", "2",
+                      "--out", str(tmp_path), *(["--mlflow", f"sqlite:///{tmp_path}/m.db"] if mlflow else [])])
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    first = (ran[0].variant.name, ran[0].world_size)
+    assert first == (("torch-ddp", 1) if mlflow else ("torch-ddp", 2)), [s.key.label for s in ran]
+
+
 def test_no_sync_runs_are_their_own_series():
     series = plots._series(configurations([row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0),
                                            row("torch-ddp", 2, 9000.0, independent=True)]).to_dict("records"))

@@ -85,8 +85,8 @@ class Part:
 class Metric:
     name: str
     columns: tuple[Column, ...] = ()
-    # How each of its columns folds over a configuration's repeated runs: "median", "max" or "mode" (the value
-    # most runs gave: a rank's number); a name ending in "." stands for every column under it.
+    # How each of its columns folds over a configuration's repeated runs: "median" or "max"; a name ending in "."
+    # stands for every column under it.
     repeats: tuple[tuple[str, str], ...] = ()
     # Its figures from the folded lines (the whole frame: an efficiency reads another configuration's line).
     derive: Callable[[pd.DataFrame, Context], None] | None = None

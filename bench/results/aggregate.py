@@ -48,9 +48,6 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None, settings
 
 
 def _fold_column(values: pd.Series, how: str):
-    if how == "mode":
-        found = values.dropna().mode()
-        return found.iloc[0] if len(found) else None
     return values.median() if how == "median" else values.max()
 
 

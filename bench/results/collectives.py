@@ -49,9 +49,10 @@ class Fit:
         return max(abs(r) for r in self.residuals)
 
 
-def fit_one(points: list[tuple[int, float]], collective: str, world_size: int) -> tuple[float, float]:
+def fit_one(points: list[tuple[int, float]], collective: str, world_size: int) -> tuple[float, float] | None:
     """(α seconds, busbw bytes/s) of t = α + size x bus_factor / busbw, least squares; α is never negative (a line
-    through the origin where the free fit's intercept is)."""
+    through the origin where the free fit's intercept is). None where time does not grow with size (nothing but
+    latency and noise measured: no bandwidth to give)."""
     sizes = np.array([s for s, _ in points], dtype=float)
     times = np.array([t for _, t in points], dtype=float)
     # Relative least squares (each point weighted by 1 / its time): a 4 KiB message's microseconds count as much
@@ -62,12 +63,14 @@ def fit_one(points: list[tuple[int, float]], collective: str, world_size: int) -
     if alpha < 0:
         alpha = 0.0
         slope = float(np.sum(sizes * times * weights**2) / np.sum((sizes * weights) ** 2))
+    if not slope > 0:
+        return None
     return float(alpha), BUS_FACTOR[collective](world_size) / float(slope)
 
 
 def fits(table: list[dict]) -> list[Fit]:
     """One fit per collective, backend, device type and topology, on the latest measurement of each size; a
-    topology with fewer than three sizes is not fitted."""
+    topology with fewer than three sizes, or whose time does not grow with size, is not fitted."""
     latest: dict[tuple, dict[int, float]] = {}
     for r in table:
         key = (r.get("collective", "all_reduce"), r["backend"], r["device_type"], r["nodes"], r["world_size"])
@@ -77,7 +80,10 @@ def fits(table: list[dict]) -> list[Fit]:
         if len(by_size) < 3 or world < 2:
             continue
         points = sorted(by_size.items())
-        alpha, busbw = fit_one(points, collective, world)
+        fitted = fit_one(points, collective, world)
+        if fitted is None:
+            continue
+        alpha, busbw = fitted
         made = Fit(collective, backend, device_type, nodes, world, alpha, busbw, (), tuple(s for s, _ in points))
         residuals = tuple((t - made.seconds(s)) / t for s, t in points)
         out.append(Fit(collective, backend, device_type, nodes, world, alpha, busbw, residuals, made.sizes))

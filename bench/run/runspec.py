@@ -122,7 +122,10 @@ class RunSpec:
                             "--checkpoint-every-epoch, and let it finish an epoch)")
         try:
             old = json.loads(spec_file.read_text())
-        except (ValueError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise SpecError(f"--resume-from {self.resume_from}: its spec.json cannot be read ({exc.strerror}): pass "
+                            "a run folder you can read") from None
+        except ValueError as exc:  # UnicodeDecodeError too
             raise SpecError(f"--resume-from {self.resume_from}: its spec.json is not JSON ({exc}): pass the folder of "
                             "a run that wrote one") from None
         if not isinstance(old, dict) or not isinstance(old.get("task"), dict):

@@ -8,7 +8,7 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.results import ResultRow, ResultStore, allreduce, collectives, peak
+from bench.results import ResultRow, ResultStore, collectives, peak
 from bench.results.jsonl import append_line
 from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
@@ -87,7 +87,12 @@ def communication_for_sweep(rows: list[ResultRow], out_dir: Path, machine: Machi
     sweep: on those the folder has rows for and no measurement yet)."""
     if not again:
         rows = ResultStore(out_dir).rows()
-    measured = {(r["device_type"], r["nodes"], r["devices_per_node"]) for r in allreduce.load(out_dir)}
+    # Measured: every collective on that topology (a folder from before all-gather and reduce-scatter has only the
+    # all-reduce, and is measured again).
+    found: dict[tuple, set] = {}
+    for r in collectives.load(out_dir):
+        found.setdefault((r["device_type"], r["nodes"], r["devices_per_node"]), set()).add(r["collective"])
+    measured = {topology for topology, kinds in found.items() if kinds >= set(collectives.BUS_FACTOR)}
     topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
                          if r.status == "ok" and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
                         - (set() if again else measured))
