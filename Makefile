@@ -86,7 +86,7 @@ test: setup test-tools
 
 # Two workers: these tests start no training run, so they share the cores without timing anything.
 test-fast: setup test-tools
-	$(PY) -m pytest -m "not slow" -n 2 --dist loadgroup $(ARGS)
+	$(PY) -m pytest -m "not slow" -n 2 $(ARGS)
 
 report:
 	$(PY) -m bench report $(OUT)

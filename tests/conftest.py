@@ -8,14 +8,6 @@ from pathlib import Path
 import pytest
 
 
-def pytest_collection_modifyitems(items):
-    """Under `make test-fast`'s two workers (--dist loadgroup), the tests of the S3 server share one worker, so
-    that one server starts (its first requests take seconds), not one a worker."""
-    for item in items:
-        if "s3_server" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("s3"))
-
-
 @pytest.fixture
 def out(tmp_path: Path) -> Path:
     return tmp_path / "results"
