@@ -9,6 +9,7 @@ protocol switch, a cache), the fit says so.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,8 +84,6 @@ def fits(table: list[dict]) -> list[Fit]:
         fitted = fit_one(points, collective, world)
         if fitted is None:
             continue
-        alpha, busbw = fitted
-        made = Fit(collective, backend, device_type, nodes, world, alpha, busbw, (), tuple(s for s, _ in points))
-        residuals = tuple((t - made.seconds(s)) / t for s, t in points)
-        out.append(Fit(collective, backend, device_type, nodes, world, alpha, busbw, residuals, made.sizes))
+        line = Fit(collective, backend, device_type, nodes, world, *fitted, (), tuple(s for s, _ in points))
+        out.append(dataclasses.replace(line, residuals=tuple((t - line.seconds(s)) / t for s, t in points)))
     return sorted(out, key=lambda f: (f.device_type, f.nodes, f.world_size, list(BUS_FACTOR).index(f.collective)))
