@@ -25,6 +25,18 @@ class S3Server:
         self._wait_until_listening()
         self.key_id, self.secret = self._make_user()
 
+    @classmethod
+    def attach(cls, described: dict) -> "S3Server":
+        """The server another pytest worker started and `describe`d."""
+        server = cls.__new__(cls)
+        server.port, server.key_id, server.secret, server.pid = (described[k] for k in ("port", "key_id", "secret",
+                                                                                         "pid"))
+        server.endpoint, server.process = f"http://127.0.0.1:{server.port}", None
+        return server
+
+    def describe(self) -> dict:
+        return {"port": self.port, "key_id": self.key_id, "secret": self.secret, "pid": self.process.pid}
+
     def _wait_until_listening(self, timeout_s: float = 30) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -56,9 +68,29 @@ class S3Server:
                 "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull, **changes}
 
     def stop(self) -> None:
+        if self.process is None:  # another worker's child: it cannot be waited on from here
+            _terminate(self.pid)
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def _terminate(pid: int, timeout_s: float = 10) -> None:
+    """Stop a process this one did not start: gone, or a zombie its own parent has yet to reap, is stopped."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        process.terminate()
+        deadline = time.monotonic() + timeout_s
+        while process.status() != psutil.STATUS_ZOMBIE:
+            if time.monotonic() > deadline:
+                process.kill()
+                return
+            time.sleep(0.05)
+    except psutil.NoSuchProcess:
+        pass

@@ -96,24 +96,24 @@ def test_a_row_names_the_s3_endpoint_without_its_user_and_password(monkeypatch):
     assert s3.endpoint_label() == "https://minio.example:9000"
 
 
-def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_exported_from(s3_server, s3_digits, monkeypatch):
+def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_uploaded_from(s3_server, s3_sample, monkeypatch):
     from torch_impl import files
 
+    url, folder = s3_sample
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
-    task = get_task("quick", input="s3", data_url=s3_digits)
-    remote = imagefolder.listing(task, s3_digits)
-    local = imagefolder.listing(task, data.images_root(task.replace(input="files", data_url=None)))
-    assert remote.classes == local.classes
+    task = get_task("quick", input="s3", data_url=url)
+    remote, local = imagefolder.listing(task, url), imagefolder.listing(task, str(folder))
+    assert remote.classes == local.classes == [str(label) for label in range(10)]
     for split in ("train", "test"):
         assert [k.rsplit("/", 1)[-1] for k in remote.files[split]] == [f.rsplit("/", 1)[-1] for f in local.files[split]]
         assert np.array_equal(remote.labels[split], local.labels[split])
-    train, test = files.s3_splits(task, s3_digits)  # s3torchconnector's map-style datasets
-    arrays = data.load(data.prepare(get_task("quick")))
-    for index in (0, 7, len(test) - 1):
-        image, label = test[index]
-        assert np.array_equal(image.numpy(), arrays["test_x"][index]) and label == arrays["test_y"][index]
-    assert len(train) == len(arrays["train_y"])
+    # s3torchconnector's map-style datasets against torchvision's ImageFolders of the same images
+    for from_s3, from_disk in zip(files.s3_splits(task, url), files.folder_splits(task, str(folder))):
+        assert len(from_s3) == len(from_disk) > 0
+        for index in range(len(from_s3)):
+            (s3_image, s3_label), (disk_image, disk_label) = from_s3[index], from_disk[index]
+            assert np.array_equal(s3_image.numpy(), disk_image.numpy()) and s3_label == disk_label
 
 
 @pytest.mark.parametrize("args, message", [
@@ -138,20 +138,20 @@ def test_input_options_are_checked_before_anything_starts(tmp_path, args, messag
 
 @pytest.mark.parametrize("problem, message", [
     ("unreachable", "cannot reach the S3 endpoint http://127.0.0.1:9"),
-    ("missing bucket", "bucket of s3://nobucket/digits does not exist"),
-    ("wrong secret", "refused the credentials for s3://dtbench/digits (SignatureDoesNotMatch)"),
-    ("unknown key", "refused the credentials for s3://dtbench/digits (InvalidAccessKeyId)"),
+    ("missing bucket", "bucket of s3://nobucket/sample does not exist"),
+    ("wrong secret", "refused the credentials for s3://dtbench/sample (SignatureDoesNotMatch)"),
+    ("unknown key", "refused the credentials for s3://dtbench/sample (InvalidAccessKeyId)"),
     ("empty prefix", "s3://dtbench/nothing-here holds no objects"),
-    ("not an image folder", "image folder s3://dtbench/digits/train/3 has no train/ and test/"),
+    ("not an image folder", "image folder s3://dtbench/sample/train/3 has no train/ and test/"),
     ("another task's images", "holds 10 classes of 8px 1-channel images, task default trains 10 classes of 28px"),
 ])
-def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secret(s3_server, s3_digits, tmp_path,
+def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secret(s3_server, s3_sample, tmp_path,
                                                                                    problem, message):
-    env, url, task = {}, s3_digits, "quick"
+    env, url, task = {}, s3_sample[0], "quick"
     if problem == "unreachable":
         env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # nothing listens on the discard port
     elif problem == "missing bucket":
-        url = "s3://nobucket/digits"
+        url = "s3://nobucket/sample"
     elif problem == "wrong secret":
         env = {"AWS_SECRET_ACCESS_KEY": "not-the-secret"}
     elif problem == "unknown key":
@@ -159,7 +159,7 @@ def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secre
     elif problem == "empty prefix":
         url = "s3://dtbench/nothing-here"
     elif problem == "not an image folder":
-        url = s3_digits + "/train/3"
+        url = s3_sample[0] + "/train/3"
     else:
         task = "default"
     # The timeout: refused before any run starts, with no retries backing off for minutes.
@@ -172,8 +172,8 @@ def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secre
     assert not (tmp_path / "results.jsonl").exists()
 
 
-def test_export_to_s3_refuses_a_prefix_that_already_holds_objects(s3_server, s3_digits):
-    result = bench("data", "export-images", "--task", "quick", s3_digits, env=s3_server.env())
+def test_export_to_s3_refuses_a_prefix_that_already_holds_objects(s3_server, s3_sample):
+    result = bench("data", "export-images", "--task", "quick", s3_sample[0], env=s3_server.env())
     assert result.returncode == 2
     assert "already holds objects: export under a new prefix" in result.stderr
 
