@@ -235,6 +235,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "the folders: samples per dollar in the table")
     p.set_defaults(func=commands.cmd_compare)
 
+    p = sub.add_parser("project", help="PROJECTED: each synchronous approach of a sweep at 1, 2, 8, 64, 512 devices, "
+                                       "from its measured compute, collectives and overlap; prints a table, draws "
+                                       "DIR/projection.png",
+                       description="Projects each synchronous approach of a results folder to more devices (weak "
+                                   "scaling): compute from its one-device run, communication from the folder's "
+                                   "collective fits, the share hidden behind the backward pass as measured at the most "
+                                   "devices; intervals from the inputs' measured spreads. See docs/projection.md.")
+    p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
+    p.add_argument("--devices-per-node", type=int, metavar="N",
+                   help="devices a node: beyond them the link is --alpha-us/--busbw-gbps (default: the most devices "
+                        "the sweep ran)")
+    p.add_argument("--alpha-us", type=float, metavar="US", help="the link between nodes: a collective's latency at 2 "
+                                                                "ranks, microseconds (with --busbw-gbps)")
+    p.add_argument("--busbw-gbps", type=float, metavar="GB/S", help="the link between nodes: its bus bandwidth, "
+                                                                    "GB/s as nccl-tests reports it (with --alpha-us)")
+    p.set_defaults(func=commands.cmd_project)
+
     p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "
                                     "writes one as an image folder (DIR/train/<class>/*, DIR/test/<class>/*)")
     p.add_argument("tasks", nargs="*", default=["quick", "default"])

@@ -274,6 +274,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_project(args: argparse.Namespace) -> int:
+    """`bench project DIR`: the projected table (bench.analysis.project) and DIR/projection.png."""
+    if (args.alpha_us is None) != (args.busbw_gbps is None):
+        raise SpecError("give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together")
+    if (args.alpha_us is not None and args.alpha_us < 0) or (args.busbw_gbps is not None and args.busbw_gbps <= 0):
+        raise SpecError("--alpha-us must be 0 or more and --busbw-gbps more than 0")
+    if args.devices_per_node is not None and args.devices_per_node < 1:
+        raise SpecError(f"--devices-per-node must be at least 1 (got {args.devices_per_node})")
+    from bench.analysis import project
+    from bench.analysis.projection import Link
+
+    far = Link(args.alpha_us * 1e-6, args.busbw_gbps * 1e9) if args.busbw_gbps else None
+    result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far)
+    print(project.text(result, project.COUNTS))
+    print(f"\nfigure: {project.figure(result, args.dir / 'projection.png')}")
+    return 0
+
+
 def print_provisional(directory: Path, settings: dict | None, done: int, still: list[RunSpec]) -> None:
     """The headline once each approach has run at the sweep's most devices: marked provisional, with what is
     still to run (baselines, twins, fewer devices, repeats), whose rows the full verdict at the end adds."""

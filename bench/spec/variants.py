@@ -42,6 +42,9 @@ class Variant:
     # What its module's ranks are told, in the spec they read ("approach"): an approach that is another's with
     # one setting changed is that module with the setting (torch-ddp-static: torch_impl.ddp, static_graph).
     approach: tuple[tuple[str, object], ...] = ()
+    # The collectives of one step, as a projection counts them (bench.analysis.projection.TRAFFIC): "ddp" (one
+    # all-reduce), "fsdp", or "zero" (by --zero-stage).
+    traffic: str = "ddp"
 
     @property
     def launcher_spec(self):
@@ -73,10 +76,12 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
                                       "gradients' order after the first step) under torchrun", baseline="torch-single",
             approach=(("static_graph", True),)),
     Variant("torch-fsdp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False, spans_nodes=True,
+            traffic="fsdp",
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,
             checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here"),
     Variant("deepspeed", "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train", single_process=False, spans_nodes=True,
+            traffic="zero",
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
                     "file written per run", baseline="torch-single", options="deepspeed_impl.options", checkpoints=False,
             checkpoint_hint="engine.save_checkpoint is not wired into the harness yet", compiles=False),
@@ -139,6 +144,8 @@ SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ran
 PROBED_COLLECTIVES = ("torch", "accelerate")
 # The panels of a sweep's line plots by framework, each a family whose approaches a reader compares directly, so
 # that no panel carries more than a handful of legend entries.
+# Accelerate's plugins hand its loop to another approach's traffic (Variant.traffic).
+PLUGIN_TRAFFIC = {"fsdp": "fsdp", "deepspeed": "zero"}
 FAMILIES = {"torch": "PyTorch", "deepspeed": "PyTorch wrappers", "lightning-fabric": "PyTorch wrappers",
             "accelerate": "PyTorch wrappers", "tensorflow-cpu": "TensorFlow"}
 # Per framework, "module:function" of the environment that puts it on its fast path for a device type, set in

@@ -1,0 +1,300 @@
+"""`bench project DIR`: each synchronous approach of a sweep projected to more devices than it ran on, from what
+the sweep measured (bench.analysis.projection holds the arithmetic and its assumptions).
+
+Per approach, under weak scaling: the compute is its own one-device step (per-device batch / throughput), the
+communication at N its collectives on the folder's α–β fits (or the link the user names beyond a node), and the
+share of that communication the backward pass hid is measured where it ran on the most devices. Every input's
+measured spread is carried through: the one-device and most-devices runs' intervals over repeats, and the fits'
+worst residual; the projection is evaluated at each corner of those ranges and reports the lowest and highest.
+Nothing here is measured at the projected counts: every figure it prints is labelled projected."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis import projection
+from bench.analysis.projection import Link
+from bench.metrics import present
+from bench.results import ResultStore, aggregate, collectives, peak
+from bench.results.frame import frame
+from bench.spec.task import SpecError
+from bench.spec.variants import PLUGIN_TRAFFIC, VARIANTS
+
+COUNTS = (1, 2, 8, 64, 512)
+UNBOUNDED = 3  # an interval's upper end this many times its median is shown as unbounded
+
+
+def kind(line: pd.Series) -> str | None:
+    """The traffic of the approach (projection.TRAFFIC), None where it is not projected: asynchronous, or one
+    process driving every device (it cannot span hosts)."""
+    variant = VARIANTS.get(line["variant"])
+    if variant is None or variant.asynchronous or variant.single_process or variant.max_devices == 1:
+        return None
+    plugin = line.get("task.accelerate_plugin") if present(line.get("task.accelerate_plugin")) else ""
+    traffic = PLUGIN_TRAFFIC.get(plugin, variant.traffic)
+    if traffic != "zero":
+        return traffic
+    stage = int(line["task.zero_stage"]) if present(line.get("task.zero_stage")) else 0
+    return f"zero-{stage}" if stage else "ddp"
+
+
+@dataclass(frozen=True)
+class Approach:
+    """One approach's measured inputs: the one-device step, the step where it ran on the most devices."""
+    series: str
+    framework: str
+    kind: str
+    per_device_batch: int
+    grad_bytes: float                      # Ψ: the parameters' bytes
+    parts: dict                            # one device's model state by part (bytes)
+    rest_mb: float | None                  # one device's peak less its model state: activations and the rest
+    compute_s: tuple[float, float, float]  # (median, low, high) of the one-device step
+    measured_n: int
+    step_n: tuple[float, float, float]     # the same at measured_n
+    efficiency_n: float | None
+
+
+@dataclass(frozen=True)
+class Projected:
+    series: str
+    world_size: int
+    throughput: tuple[float, float, float]  # samples/s: median, low, high
+    efficiency: tuple[float, float, float]
+    exposed_fraction: float                 # of the step, at the median inputs
+    memory_mb: float | None                 # per device
+
+
+def _step(line: pd.Series) -> tuple[float, float, float]:
+    """(median, low, high) seconds a step, from the throughput's median and interval over runs."""
+    batch, world = line["per_device_batch"], line["world_size"]
+    median = batch * world / line["throughput"]
+    low = batch * world / line["ci_high"] if present(line.get("ci_high")) else median
+    high = batch * world / line["ci_low"] if present(line.get("ci_low")) else median
+    return median, low, high
+
+
+def approaches(configs: pd.DataFrame) -> tuple[list[Approach], list[str]]:
+    """The approaches that can be projected (run on one device and on more, synchronously, under weak scaling),
+    and why each other multi-device approach is not."""
+    ok = configs[(configs["status"] == "ok") & configs["throughput"].notna()] if not configs.empty else configs
+    by_key = {line["key"]: line for _, line in ok.iterrows()}
+    found, skipped = [], []
+    widest: dict[str, pd.Series] = {}
+    for _, line in ok.iterrows():
+        key = line["key"]
+        if line["world_size"] > 1 and not key.independent and key.input != "synthetic":
+            if key.series not in widest or line["world_size"] > widest[key.series]["world_size"]:
+                widest[key.series] = line
+    for series, line in widest.items():
+        key, traffic = line["key"], kind(line)
+        if traffic is None:
+            skipped.append(f"{series}: {'asynchronous' if key.asynchronous else 'one process drives every device'}")
+            continue
+        if key.scaling != "weak":
+            skipped.append(f"{series}: strong scaling (the projection holds the per-device batch)")
+            continue
+        one = by_key.get(key.one_device())
+        if one is None or not present(one.get("memory.model_state_bytes.0.parameters")):
+            skipped.append(f"{series}: no one-device run with its model state")
+            continue
+        state = {p: float(one.get(f"memory.model_state_bytes.0.{p}") or 0) for p in
+                 ("parameters", "gradients", "optimizer", "master_weights")
+                 if present(one.get(f"memory.model_state_bytes.0.{p}"))}
+        rest = one["device_peak_mb"] - sum(state.values()) / 2**20 if present(one.get("device_peak_mb")) else None
+        found.append(Approach(series, line["framework"], traffic, int(line["per_device_batch"]), state["parameters"],
+                              state, rest, _step(one), int(line["world_size"]), _step(line),
+                              float(line["scaling_efficiency"]) if present(line.get("scaling_efficiency")) else None))
+    return found, skipped
+
+
+def links(fits: list[collectives.Fit], world_size: int, device_type: str) -> tuple[dict[str, Link], float, str]:
+    """Each collective's link at the measured world size (a collective the folder did not measure: the
+    all-reduce's), the worst relative residual among them, and a note of what was borrowed."""
+    here = {f.collective: f for f in fits if f.world_size == world_size and f.nodes == 1 and f.device_type == device_type}
+    if "all_reduce" not in here and not here:
+        raise SpecError(f"the folder has no collective microbenchmark at {world_size} devices: run the sweep with "
+                        "its analysis (the default) so that it measures them")
+    base = here.get("all_reduce") or next(iter(here.values()))
+    borrowed = [c for c in projection.BUS_FACTOR if c not in here]
+    chosen = {c: Link(here.get(c, base).alpha_s, here.get(c, base).busbw) for c in projection.BUS_FACTOR}
+    note = (f"{', '.join(c.replace('_', '-') for c in borrowed)} not measured: the {base.collective.replace('_', '-')}'s "
+            "fit stands in" if borrowed else "")
+    return chosen, max(f.worst_residual for f in here.values()), note
+
+
+def at(link: Link, measured_n: int, world_size: int) -> Link:
+    """A ring's latency grows with its hops: α measured at `measured_n` ranks, scaled by (N-1)/(n-1)."""
+    if world_size <= measured_n or measured_n < 2:
+        return link
+    return Link(link.alpha_s * (world_size - 1) / (measured_n - 1), link.busbw)
+
+
+def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[int, ...],
+            devices_per_node: int, far: dict[str, Link] | None) -> list[Projected]:
+    """The approach at each count: every corner of its inputs' ranges, the lowest and highest kept."""
+    def comm(n: int, scale: float = 1.0) -> float:
+        chosen = near if n <= devices_per_node or far is None else far
+        measured = a.measured_n if chosen is near else 2
+        return scale * projection.communication_s(a.kind, a.grad_bytes, n,
+                                                  {c: at(l, measured, n) for c, l in chosen.items()})
+
+    def step(n: int, compute: float, step_n: float, scale: float) -> tuple[float, float]:
+        """(the step at n, the communication exposed in it)"""
+        # What the run at measured_n took beyond its compute: communication not hidden, up to what the fit
+        # predicts there; the rest (two ranks contending for the machine's cores and memory, a straggler) is not
+        # communication and is held as it was measured at every count above one.
+        exposed, predicted = max(0.0, step_n - compute), comm(a.measured_n, scale)
+        hidden = projection.hidden_share(step_n, compute, predicted)
+        rest = max(0.0, exposed - predicted)
+        exposed_comm = (1 - hidden) * comm(n, scale)
+        return compute + exposed_comm + (rest if n > 1 else 0.0), exposed_comm
+
+    result = []
+    for n in counts:
+        corners = [step(n, *c)[0] for c in itertools.product(a.compute_s, a.step_n, (1 - residual, 1, 1 + residual))]
+        median, exposed_comm = step(n, a.compute_s[0], a.step_n[0], 1.0)
+        samples = a.per_device_batch * n
+        exposed = exposed_comm / median
+        memory = (projection.model_state_bytes(a.kind, a.parts, n) / 2**20 + a.rest_mb
+                  if a.rest_mb is not None else None)
+        result.append(Projected(a.series, n, (samples / median, samples / max(corners), samples / min(corners)),
+                                (a.compute_s[0] / median, a.compute_s[0] / max(corners), a.compute_s[0] / min(corners)),
+                                exposed, memory))
+    return result
+
+
+def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: int | None = None,
+           far: Link | None = None) -> dict:
+    """Everything `bench project` prints and draws for a results folder."""
+    rows = ResultStore(directory).dicts()
+    if not rows:
+        raise SpecError(f"{directory} holds no rows: name the folder a sweep wrote")
+    configs = aggregate.configurations(frame(rows), peak.load(directory))
+    found, skipped = approaches(configs)
+    if not found:
+        raise SpecError(f"{directory} has no synchronous approach run on one device and on more: run a sweep "
+                        "with --max-devices 2 or more")
+    fits = collectives.fits(collectives.load(directory))
+    device_type = configs["device_type"].iloc[0]
+    measured = max(a.measured_n for a in found)
+    near, residual, note = links(fits, measured, device_type)
+    per_node = devices_per_node or measured
+    far_links = {c: far for c in projection.BUS_FACTOR} if far else None
+    table = {a.series: project(a, near, residual, counts, per_node, far_links) for a in found}
+    return {"approaches": found, "skipped": skipped, "table": table, "residual": residual, "note": note,
+            "devices_per_node": per_node, "far": far, "near": near, "measured": measured}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def crossings(result: dict, counts: tuple[int, ...]) -> list[str]:
+    """Where the projected ranking of two approaches flips from the one measured at the most devices, and where
+    an approach's exposed communication passes half its step (powers of two up to the largest count)."""
+    grid = tuple(2 ** i for i in range(1, max(counts).bit_length()))
+    found = {a.series: a for a in result["approaches"]}
+    lines = []
+    table = {s: project(a, result["near"], result["residual"], grid, result["devices_per_node"],
+                        {c: result["far"] for c in projection.BUS_FACTOR} if result["far"] else None)
+             for s, a in found.items()}
+    for a, b in itertools.combinations(table, 2):
+        ahead = table[a][0].throughput[0] >= table[b][0].throughput[0]
+        for pa, pb in zip(table[a], table[b]):
+            if (pa.throughput[0] >= pb.throughput[0]) != ahead:
+                first, second = (b, a) if ahead else (a, b)
+                overlap = pa.throughput[1] <= pb.throughput[2] and pb.throughput[1] <= pa.throughput[2]
+                lines.append(f"{first} overtakes {second} at {pa.world_size} devices"
+                             + (" (their intervals overlap there)" if overlap else ""))
+                break
+    for series, points in table.items():
+        half = next((p.world_size for p in points if p.exposed_fraction > 0.5), None)
+        if half:
+            lines.append(f"{series}: communication is more than half the step from {half} devices")
+    return lines
+
+
+def text(result: dict, counts: tuple[int, ...]) -> str:
+    """The table `bench project` prints: per approach and count, projected throughput, scaling efficiency and
+    memory per device, each with its interval."""
+    far = result["far"]
+    beyond = (f"beyond {result['devices_per_node']} devices a node: α {far.alpha_s * 1e6:.3g} µs, busbw "
+              f"{far.busbw / 1e9:.3g} GB/s (given)" if far else
+              f"every link like this machine's at {result['measured']} devices (no --busbw-gbps given)")
+    lines = ["PROJECTED, not measured: weak scaling (per-device batch held); compute from each approach's one-device "
+             f"run; communication from the α–β fits at {result['measured']} devices, ring latency growing with the "
+             f"hops; {beyond}; the share of communication hidden behind the backward pass as measured at "
+             f"{result['measured']} devices. Intervals: every corner of the inputs' measured ranges (runs' spread, "
+             f"fit residual {result['residual']:.0%}); not widened by a measured projection error (none measured "
+             "yet)."]
+    if result["note"]:
+        lines.append(result["note"] + ".")
+    header = ("| approach | traffic | at measured N: hidden · not communication |"
+              + "".join(f" {n} device{'s' if n > 1 else ''} |" for n in counts))
+    lines += ["", "Throughput (samples/s) [interval] · scaling efficiency · memory per device:", "", header,
+              "|" + "---|" * (3 + len(counts))]
+    for a in result["approaches"]:
+        points = result["table"][a.series]
+        comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"])
+        hidden = projection.hidden_share(a.step_n[0], a.compute_s[0], comm)
+        rest = max(0.0, a.step_n[0] - a.compute_s[0] - comm)
+        cells = [f"{_fmt(p.throughput[0])} [{_fmt(p.throughput[1])}, "
+                 f"{_fmt(p.throughput[2]) if p.throughput[2] < UNBOUNDED * p.throughput[0] else '–'}] · "
+                 f"{p.efficiency[0]:.2f} · " + (f"{p.memory_mb:,.0f} MB" if p.memory_mb is not None else "–")
+                 for p in points]
+        lines.append(f"| {a.series} | {a.kind} | {hidden:.0%} · {rest * 1e3:.1f} ms |" + "".join(f" {c} |" for c in cells))
+    lines += ["", f"Not communication: the step at the measured N beyond its compute and the communication the fits "
+              "predict (ranks contending for the machine, a straggler), held at every count above one. An upper "
+              f"bound shown – is over {UNBOUNDED}× the median: the runs' spread allows the communication to be "
+              "wholly hidden there."]
+    lines += [""] + [f"- {line}" for line in crossings(result, counts)]
+    if result["skipped"]:
+        lines += ["", "Not projected: " + "; ".join(result["skipped"]) + "."]
+    return "\n".join(lines)
+
+
+def figure(result: dict, path: Path) -> Path:
+    """Scaling efficiency against devices (log scale), one panel per framework family: each approach's projected
+    line and band, its measured points drawn over them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.analysis import style
+    from bench.spec.variants import FAMILIES
+
+    grid = tuple(2 ** i for i in range(0, max(COUNTS).bit_length()))
+    families: dict[str, list[Approach]] = {}
+    for a in result["approaches"]:
+        families.setdefault(FAMILIES.get(a.framework, "other"), []).append(a)
+    fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families) + 0.6, 5.0), sharey=True, squeeze=False)
+    fig.suptitle("PROJECTED scaling efficiency (weak scaling): lines and bands projected, dots measured\n"
+                 + (f"beyond {result['devices_per_node']} devices: the given link" if result["far"] else
+                    f"every link like this machine's at {result['measured']} devices"), fontsize=9)
+    far = {c: result["far"] for c in projection.BUS_FACTOR} if result["far"] else None
+    for (name, members), ax in zip(families.items(), axes[0]):
+        for i, a in enumerate(members):
+            colour = style.PALETTE[i % len(style.PALETTE)]
+            points = project(a, result["near"], result["residual"], grid, result["devices_per_node"], far)
+            xs = [p.world_size for p in points]
+            ax.plot(xs, [p.efficiency[0] for p in points], ls="--", color=colour, lw=1.5, label=a.series)
+            ax.fill_between(xs, [p.efficiency[1] for p in points], [min(1.0, p.efficiency[2]) for p in points],
+                            color=colour, alpha=0.12, lw=0)
+            if a.efficiency_n is not None:
+                ax.plot([1, a.measured_n], [1.0, a.efficiency_n], "o", color=colour, ms=6, mec="black", mew=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(COUNTS), [str(n) for n in COUNTS])
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("devices")
+        ax.grid(alpha=0.3)
+        ax.set_title(name, fontsize=10)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    axes[0][0].set_ylabel("scaling efficiency (1 = linear)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
