@@ -191,7 +191,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis import report
-    from bench.run import resume, sweep
+    from bench.run import forecast, resume, sweep
     from bench.studies import audit, microbench
 
     if args.allow_mixed_revisions and not args.resume:
@@ -205,9 +205,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(preview.render(preview.build(specs, machine, args.out), machine, args.assume_gpus is not None,
                              args.out, args.analysis))
         return 0
+    frameworks = {s.variant.framework for s in specs}
+    audit_runs = (audit.pending_runs(machine, device_type, task, frameworks, args.cores_per_slot)
+                  if args.analysis else [])
+    print(forecast.up_front(specs, audit_runs, args.out))
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
         microbench.peak_for_sweep(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
-        audit.audit(args.out, machine, device_type, task, {s.variant.framework for s in specs}, args.cores_per_slot)
+        audit.audit(args.out, machine, device_type, task, frameworks, args.cores_per_slot)
     lead = min(first, len(list(itertools.takewhile(lambda s: plan.first_answer(s, most), specs))))  # one round's
 
     def provisional(done: int) -> None:

@@ -181,3 +181,28 @@ def test_before_any_run_the_estimate_is_the_earlier_rows_own_and_another_tasks_r
     other_task = {**earlier("tf-single", 1, 99.0), "task": {"name": "quick", "global_batch": 64}}
     append_line(tmp_path / "results.jsonl", other_task)
     assert [r for r in earlier_rows([spec("tf-single")], store) if r["wall_s"] == 99.0] == []
+
+
+def test_one_run_calibrates_every_configuration_the_earlier_rows_hold_to_this_machine():
+    """torch-ddp took twice its earlier time today: every other configuration is priced at twice its own earlier
+    cost (not at torch-ddp's), and one the earlier rows lack by the closest run measured."""
+    forecast = Forecast([earlier("torch-ddp", 2, 20.0), earlier("tf-single", 1, 40.0), earlier("tf-ps", 1, 90.0)])
+    assert forecast.scale() is None
+    forecast.add(spec("torch-ddp", 2), 40.0)
+    assert forecast.scale() == pytest.approx(2.0)
+    assert forecast.cost(spec("tf-single")) == pytest.approx(80.0)
+    assert forecast.cost(spec("tf-ps")) == pytest.approx(180.0)
+    assert forecast.cost(spec("torch-fsdp", 2)) == pytest.approx(40.0)  # no earlier row: the closest run today
+    assert forecast.remaining([spec("tf-single"), spec("tf-ps")]) == pytest.approx(260.0)
+
+
+def test_a_sweep_states_its_length_up_front_from_the_earlier_rows_of_its_runs_and_its_audit(tmp_path):
+    from bench.run.forecast import up_front
+
+    append_line(tmp_path / "results.jsonl", earlier("torch-ddp", 2, 60.0))
+    append_line(tmp_path / "results.jsonl", earlier("tf-single", 1, 120.0))
+    said = up_front([spec("torch-ddp", 2), spec("tf-single")], [spec("tf-single")], tmp_path)
+    assert said.startswith("Estimate: 2 runs and the fast-path audit's 1 run, about 5 min")
+    assert said.endswith("recalibrated for this machine after its first run.")
+    unknown_batch = spec("torch-ddp", 2, global_batch=72)  # no earlier row of this task
+    assert "first run's line gives the first ETA" in up_front([unknown_batch], [], tmp_path / "empty")

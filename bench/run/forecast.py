@@ -9,11 +9,15 @@ the configuration compared with the same level there: the earlier rows give the 
 TensorFlow's median), today's runs the scale. Scaling the earlier rows' own costs by today's ratio instead
 was worse: across CPUs and revisions the variants' costs do not scale alike.
 
-Before any run (the dry run's estimate) the price is the earlier rows' own: the closest level's median there."""
+Before any run (the dry run's estimate, and what a sweep says up front) the price is the earlier rows' own: the
+closest level's median there. Once a run has finished, a configuration the earlier rows hold is priced at its
+earlier cost times this machine's scale: how today's runs of its closest level compared with their own earlier
+rows (one run is enough to calibrate every other)."""
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
 from bench.results import ResultStore
 from bench.results.jsonl import read_jsonl
@@ -39,6 +43,7 @@ class Forecast:
     def __init__(self, earlier_rows: list[dict] = ()) -> None:
         self._seconds: dict[tuple, list[float]] = defaultdict(list)
         self._earlier: dict[tuple, list[float]] = defaultdict(list)
+        self._measured: dict[tuple, list[tuple]] = defaultdict(list)  # level -> (run key, seconds) measured today
         for row in earlier_rows:
             if row.get("status") == "ok" and row.get("wall_s"):
                 for level in _row_levels(row):
@@ -48,20 +53,31 @@ class Forecast:
         """A finished run's cost (a skipped one costs nothing and teaches nothing)."""
         for level in _levels(spec):
             self._seconds[level].append(seconds)
+            self._measured[level].append((spec.key, seconds))
 
     def cost(self, spec: RunSpec) -> float | None:
-        """The median cost of the closest measured runs (None before any run has finished)."""
+        """Its own configuration's median cost today; else its earlier cost at this machine's scale (how today's
+        runs of its closest level compared with their own earlier rows); else the closest level's median today
+        (None before any run has finished)."""
         if spec.inapplicable():
             return 0.0
         levels = _levels(spec)
-        for level in levels:
+        if self._seconds.get(levels[0]):
+            return statistics.median(self._seconds[levels[0]])
+        for level in levels[1:]:
             if self._seconds.get(level):
-                today = statistics.median(self._seconds[level])
-                if level != levels[0] and self._earlier.get(levels[0]) and self._earlier.get(level):
-                    # the earlier rows' shape: how this configuration compared with its level there
-                    return today * statistics.median(self._earlier[levels[0]]) / statistics.median(self._earlier[level])
-                return today
+                scale = self.scale(level)
+                if scale is not None and self._earlier.get(levels[0]):
+                    return statistics.median(self._earlier[levels[0]]) * scale
+                return statistics.median(self._seconds[level])
         return None
+
+    def scale(self, level: tuple = ()) -> float | None:
+        """How much longer this machine takes than the earlier rows' did: the median, over the runs measured
+        today at `level` whose own configuration the earlier rows hold, of today's cost over the earlier one."""
+        ratios = [seconds / statistics.median(self._earlier[key]) for key, seconds in self._measured.get(level, [])
+                  if self._earlier.get(key)]
+        return statistics.median(ratios) if ratios else None
 
     def estimate(self, spec: RunSpec) -> tuple[float | None, bool]:
         """Before any run: (the earlier rows' median cost at the closest level, whether that level is the run's own
@@ -88,3 +104,24 @@ def earlier_rows(specs: list[RunSpec], store: ResultStore) -> list[dict]:
     rows = [row for path in references for row in read_jsonl(path)] + store.dicts()
     return [row for row in rows if ((row.get("task") or {}).get("name"), (row.get("task") or {}).get("global_batch"))
             in tasks]
+
+
+def up_front(specs: list[RunSpec], audit: list[RunSpec], out_dir: Path) -> str:
+    """What a sweep says before it starts: how long its runs (and the fast-path audit's, when this machine has
+    not measured them yet) took in the earlier rows; its first run then recalibrates that for this machine."""
+    forecast = Forecast(earlier_rows(specs + audit, ResultStore(out_dir)))
+    priced = [forecast.estimate(spec)[0] for spec in specs + audit]
+    audit_part = f" and the fast-path audit's {_runs(len(audit))}" if audit else ""
+    known = [seconds for seconds in priced if seconds is not None]
+    if not known:
+        return (f"Estimate: {_runs(len(specs))}{audit_part}; no earlier row of this task to price them from, so the "
+                "first run's line gives the first ETA.")
+    missing = len(priced) - len(known)
+    return (f"Estimate: {_runs(len(specs))}{audit_part}, about {sum(known) / 60:.0f} min by the earlier rows' costs "
+            f"of the same runs (the committed reference of this device type, {out_dir})"
+            + (f", {missing} runs unpriced" if missing else "")
+            + "; recalibrated for this machine after its first run.")
+
+
+def _runs(count: int) -> str:
+    return f"{count} run{'s' if count != 1 else ''}"

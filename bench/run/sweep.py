@@ -43,7 +43,10 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine, mlflow_uri: s
             run_started = time.time()
             row = run_one(spec, store, out_dir, machine, data_paths[spec.task], environment)
             if row.status != "skipped":
+                calibrated = forecast.scale() is not None
                 forecast.add(spec, time.time() - run_started)
+                if not calibrated and forecast.scale() is not None:
+                    _calibrated(forecast, specs[index:])
             rows.append(row)
             if mlflow_uri:
                 _track(mlflow_uri, row, out_dir, store)
@@ -54,6 +57,16 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine, mlflow_uri: s
         stop.rows = rows + stop.rows
         raise
     return rows
+
+
+def _calibrated(forecast: Forecast, rest: list[RunSpec]) -> None:
+    """Once the first run of a configuration the earlier rows hold has finished: the whole sweep at this machine's
+    scale."""
+    left = forecast.remaining(rest)
+    if left is not None:
+        ends = time.strftime("%H:%M", time.localtime(time.time() + left))
+        log.info("      calibrated on this machine: %.2fx the earlier rows' time; about %.0f min of runs to go "
+                 "(done about %s)", forecast.scale(), left / 60, ends)
 
 
 DERIVED_TRACKED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")

@@ -44,14 +44,11 @@ def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, fra
           cores_per_slot: int = 1, again: bool = False) -> list[dict]:
     """Every switch of these frameworks for this device type: from the cache when this machine measured it
     already (unless `again`), else measured now; written to OUT/fast_path.jsonl and returned."""
-    device_name = machine.gpu_names[0] if device_type == "cuda" and machine.gpu_names else None
-    fingerprint = machine_fingerprint(device_type, cores_per_slot, task, device_name)
+    fingerprint = machine_fingerprint(device_type, cores_per_slot, task, _device_name(machine, device_type))
     cache = data.cache_root() / "fast-path-audit.jsonl"
-    known = {r["switch"]: r for r in read_jsonl(cache) if r.get("fingerprint") == fingerprint} if not again else {}
+    known = {} if again else _known(cache, fingerprint)
     rows = []
-    for switch in FAST_PATH_SWITCHES:
-        if device_type not in switch.device_types or switch.framework not in frameworks:
-            continue
+    for switch in _switches(device_type, frameworks):
         row = known.get(switch.name)
         if row is None:
             log.info("fast-path audit: %s, %s on and off", switch.framework, switch.name)
@@ -65,17 +62,42 @@ def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, fra
     return rows
 
 
+def _device_name(machine: Machine, device_type: str) -> str | None:
+    return machine.gpu_names[0] if device_type == "cuda" and machine.gpu_names else None
+
+
+def _switches(device_type: str, frameworks: set[str]) -> list[Switch]:
+    return [s for s in FAST_PATH_SWITCHES if device_type in s.device_types and s.framework in frameworks]
+
+
+def _known(cache: Path, fingerprint: str) -> dict[str, dict]:
+    return {r["switch"]: r for r in read_jsonl(cache) if r.get("fingerprint") == fingerprint}
+
+
+def pending_runs(machine: Machine, device_type: str, task: TaskSpec, frameworks: set[str],
+                 cores_per_slot: int = 1) -> list[RunSpec]:
+    """The runs `audit` will make now (every switch this machine has not measured yet), for the sweep's clock."""
+    fingerprint = machine_fingerprint(device_type, cores_per_slot, task, _device_name(machine, device_type))
+    known = _known(data.cache_root() / "fast-path-audit.jsonl", fingerprint)
+    return [_side(switch, value, task, device_type, cores_per_slot)
+            for switch in _switches(device_type, frameworks) if switch.name not in known for value in ORDER]
+
+
+def _side(switch: Switch, value: str, task: TaskSpec, device_type: str, cores_per_slot: int) -> RunSpec:
+    """One side of a switch: its framework's plain single-device loop with the switch set, on synthetic input."""
+    variant = get_variant(switch.variant)
+    with_switch = dataclasses.replace(variant, env=variant.env + ((switch.env, value),))
+    synthetic = task.replace(input="synthetic", loader_workers=0, data_url=None, windows=AUDIT_WINDOWS)
+    return RunSpec(with_switch, synthetic, device_type, cores_per_slot=cores_per_slot, timeout_s=300)
+
+
 def measure(switch: Switch, runs_dir: Path, machine: Machine, device_type: str, task: TaskSpec,
             cores_per_slot: int) -> dict:
     """One switch, on and off in ORDER: each run's median throughput, the on/off ratio of each pair."""
-    variant = get_variant(switch.variant)
-    synthetic = task.replace(input="synthetic", loader_workers=0, data_url=None, windows=AUDIT_WINDOWS)
     side: dict[str, list[float]] = {"1": [], "0": []}
     errors = []
     for value in ORDER:
-        with_switch = dataclasses.replace(variant, env=variant.env + ((switch.env, value),))
-        spec = RunSpec(with_switch, synthetic, device_type, cores_per_slot=cores_per_slot, timeout_s=300)
-        row = execute(spec, runs_dir, machine, None)
+        row = execute(_side(switch, value, task, device_type, cores_per_slot), runs_dir, machine, None)
         if row.status == "ok" and row.throughput:
             side[value].append(row.throughput["median"])
         else:
