@@ -14,13 +14,12 @@ import time
 import torch
 import torch.distributed as dist
 
+from bench.spec.collectives import BUS_FACTOR
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl.train import set_threads
 
 SIZES = [1 << k for k in range(12, 27, 2)]  # 4 KiB .. 64 MiB
 BYTES_PER_ITERATION_BUDGET = 1 << 30       # fewer repeats for large messages
-BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-              "reduce_scatter": lambda n: (n - 1) / n}
 
 
 def collectives(n: int, device: torch.device) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.results.collectives import BUS_FACTOR
+from bench.spec.collectives import BUS_FACTOR
 
 # Per approach kind: the collectives of one step, as (collective, times per step, paid once per sharded unit).
 TRAFFIC = {

@@ -17,10 +17,9 @@ import numpy as np
 
 from bench.results import allreduce
 from bench.results.jsonl import read_jsonl
+from bench.spec.collectives import BUS_FACTOR
 
 FILE = "collectives.jsonl"  # all-gather and reduce-scatter; the all-reduce stays in allreduce.jsonl
-BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-              "reduce_scatter": lambda n: (n - 1) / n}
 
 
 def load(out_dir: Path) -> list[dict]:
