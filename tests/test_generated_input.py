@@ -274,3 +274,59 @@ def test_an_s3_prefix_whatever_it_holds_is_one_line_or_readable(s3_server, monke
             assert "\n" not in str(exc) and str(exc), (objects, str(exc))
 
     check()
+
+
+CHECKPOINT_CHANGES = st.lists(st.tuples(
+    st.sampled_from(["truncate", "append", "flip", "delete", "add", "manifest", "none"]),
+    st.sampled_from(["model.pt", "optimizer.pt", "sub/shard-0.bin", "MANIFEST.json"]), st.binary(max_size=16)),
+    max_size=3)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(changes=CHECKPOINT_CHANGES)
+def test_a_checkpoint_changed_after_its_save_is_refused_in_one_line_and_an_intact_one_starts(
+        changes, stopped, tmp_path_factory):
+    """--resume-from a run whose checkpoint was then truncated, extended, edited, thinned, added to, or whose
+    manifest was: one line naming what changed and exit 2; left as saved, the run starts."""
+    from bench.run.execute import write_spec
+    from bench.run.runspec import RunSpec
+    from bench.spec.devices import discover
+    from bench.spec.task import get_task
+    from bench.spec.variants import get_variant
+    from bench.worker import manifest
+
+    run_dir = tmp_path_factory.mktemp("saved")
+    spec = RunSpec(get_variant("torch-ddp"), get_task("quick", checkpoint_every_epoch=True), "cpu", 1, 1)
+    write_spec(spec, spec.check(discover()), "saved", run_dir, None)
+    checkpoint = run_dir / "checkpoint"
+    for name, size in (("model.pt", 300), ("optimizer.pt", 200), ("sub/shard-0.bin", 50)):
+        (checkpoint / name).parent.mkdir(parents=True, exist_ok=True)
+        (checkpoint / name).write_bytes(bytes(i % 251 for i in range(size)))
+    manifest.write(checkpoint, 1)
+    for change, name, content in changes:
+        path = checkpoint / name
+        if change == "truncate" and path.exists():
+            path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+        elif change == "append" and path.exists():
+            path.write_bytes(path.read_bytes() + content)
+        elif change == "flip" and path.exists() and path.stat().st_size:
+            data = bytearray(path.read_bytes())
+            data[len(data) // 3] ^= 0xFF
+            path.write_bytes(bytes(data))
+        elif change == "delete":
+            path.unlink(missing_ok=True)
+        elif change == "add":
+            (checkpoint / f"extra-{name.replace('/', '-')}").write_bytes(content)
+        elif change == "manifest":
+            (checkpoint / manifest.NAME).write_bytes(content)
+    out = tmp_path_factory.mktemp("out")
+    code, err = _outcome(["run", "--variant", "torch-ddp", "--task", "quick", "--checkpoint-every-epoch",
+                          "--resume-from", str(run_dir), "--out", str(out)])
+    assert "Traceback" not in err and code in ("trains", "2"), (changes, code, err)
+    damaged = manifest.damage(checkpoint)
+    if damaged or not (checkpoint / manifest.NAME).exists() and not any(checkpoint.rglob("*.pt")):
+        assert code == "2" and len(err.strip().splitlines()) == 1, (changes, err)
+        assert err.startswith(f"error: --resume-from {run_dir}: "), (changes, err)
+    else:
+        assert code == "trains", (changes, err)

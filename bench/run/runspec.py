@@ -13,7 +13,7 @@ from bench.spec import devices, models, options
 from bench.spec.devices import Machine, Placement
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
-from bench.worker import CHECKPOINT_DIR
+from bench.worker import CHECKPOINT_DIR, manifest
 
 
 def compiler() -> str | None:
@@ -120,6 +120,10 @@ class RunSpec:
         if not checkpoint.is_dir() or not any(checkpoint.iterdir()):
             raise SpecError(f"--resume-from {self.resume_from}: it saved no checkpoint (run it with "
                             "--checkpoint-every-epoch, and let it finish an epoch)")
+        damaged = manifest.damage(checkpoint)
+        if damaged:
+            raise SpecError(f"--resume-from {self.resume_from}: its checkpoint is damaged: {damaged}: resume from an "
+                            "intact copy of the run folder")
         try:
             old = json.loads(spec_file.read_text())
         except OSError as exc:

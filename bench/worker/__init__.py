@@ -34,7 +34,7 @@ from typing import Callable, Protocol
 
 from bench.spec.rank_spec import RankSpec
 from bench.spec.task import TaskSpec
-from bench.worker import faults, stacks
+from bench.worker import faults, manifest, stacks
 from bench.worker.clock import OwnTimer, Profiler, StepClock
 from bench.worker.faults import FAULT_ENV  # noqa: F401  (the harness names it)
 from bench.worker.profile import PROFILE_DIR, PROFILED_WINDOWS
@@ -244,9 +244,13 @@ class Worker:
     def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
         """Save (the training stall, timed across the barrier every approach ends its save with); after the
         last epoch load it back, timed, so that the final evaluation runs on the state read from disk."""
+        if self.rank == 0:  # a save killed halfway leaves no manifest that vouches for it
+            (self.checkpoint_dir / manifest.NAME).unlink(missing_ok=True)
         started = time.perf_counter()
         checkpoint.save(self.checkpoint_dir, epochs_done)
         save_s = time.perf_counter() - started
+        if self.rank == 0:  # after the barrier every approach ends its save with: the save is whole
+            manifest.write(self.checkpoint_dir, epochs_done)
         load_s = None
         if last:
             started = time.perf_counter()
