@@ -15,12 +15,16 @@ NAME = "MANIFEST.json"
 
 def _files(directory: Path) -> dict[str, dict]:
     out = {}
-    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != NAME):
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        out[path.relative_to(directory).as_posix()] = {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file() and not p.name.startswith((NAME, f".{NAME}"))):
+        digest, size = hashlib.sha256(), 0
+        try:
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+                    size += len(block)
+        except FileNotFoundError:  # a framework's scratch file, removed as it was listed: not part of the save
+            continue
+        out[path.relative_to(directory).as_posix()] = {"bytes": size, "sha256": digest.hexdigest()}
     return out
 
 
@@ -44,7 +48,7 @@ def damage(directory: Path) -> str | None:
     found = {name: (f["bytes"], f["sha256"]) for name, f in _files(directory).items()}
     missing = sorted(set(expected) - set(found))
     changed = sorted(n for n in set(expected) & set(found) if expected[n] != found[n])
-    added = sorted(n for n in set(found) - set(expected) if not n.startswith(f".{NAME}"))
+    added = sorted(set(found) - set(expected))
     for what, names in (("missing", missing), ("changed", changed), ("not saved with it", added)):
         if names:
             more = f" and {len(names) - 1} more" if len(names) > 1 else ""
