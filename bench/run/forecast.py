@@ -117,8 +117,9 @@ def up_front(specs: list[RunSpec], audit: list[RunSpec], out_dir: Path) -> str:
         return (f"Estimate: {_runs(len(specs))}{audit_part}; no earlier row of this task to price them from, so the "
                 "first run's line gives the first ETA.")
     missing = len(priced) - len(known)
-    return (f"Estimate: {_runs(len(specs))}{audit_part}, about {sum(known) / 60:.0f} min by the earlier rows' costs "
-            f"of the same runs (the committed reference of this device type, {out_dir})"
+    references = sorted({f"results/reference-{spec.device_type}" for spec in specs})
+    return (f"Estimate: {_runs(len(specs))}{audit_part}, about {sum(known) / 60:.0f} min by what the same runs took "
+            f"before ({', '.join(references)}, and {out_dir} where it holds rows)"
             + (f", {missing} runs unpriced" if missing else "")
             + "; recalibrated for this machine after its first run.")
 
