@@ -184,23 +184,21 @@ def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: 
     per_node = devices_per_node or measured
     far_links = {c: far for c in projection.BUS_FACTOR} if far else None
     table = {a.series: project(a, near, residual, counts, per_node, far_links) for a in found}
-    return {"approaches": found, "skipped": skipped, "table": table, "residual": residual, "note": note,
-            "devices_per_node": per_node, "far": far, "near": near, "measured": measured}
+    grid = tuple(2 ** i for i in range(max(counts).bit_length()))  # every power of two up to the largest count
+    curve = {a.series: project(a, near, residual, grid, per_node, far_links) for a in found}
+    return {"approaches": found, "skipped": skipped, "table": table, "curve": curve, "residual": residual,
+            "note": note, "devices_per_node": per_node, "far": far, "near": near, "measured": measured}
 
 
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def crossings(result: dict, counts: tuple[int, ...]) -> list[str]:
+def crossings(result: dict) -> list[str]:
     """Where the projected ranking of two approaches flips from the one measured at the most devices, and where
     an approach's exposed communication passes half its step (powers of two up to the largest count)."""
-    grid = tuple(2 ** i for i in range(1, max(counts).bit_length()))
-    found = {a.series: a for a in result["approaches"]}
     lines = []
-    table = {s: project(a, result["near"], result["residual"], grid, result["devices_per_node"],
-                        {c: result["far"] for c in projection.BUS_FACTOR} if result["far"] else None)
-             for s, a in found.items()}
+    table = {series: [p for p in points if p.world_size > 1] for series, points in result["curve"].items()}
     for a, b in itertools.combinations(table, 2):
         ahead = table[a][0].throughput[0] >= table[b][0].throughput[0]
         for pa, pb in zip(table[a], table[b]):
@@ -250,7 +248,7 @@ def text(result: dict, counts: tuple[int, ...]) -> str:
               "predict (ranks contending for the machine, a straggler), held at every count above one. An upper "
               f"bound shown – is over {UNBOUNDED}× the median: the runs' spread allows the communication to be "
               "wholly hidden there."]
-    lines += [""] + [f"- {line}" for line in crossings(result, counts)]
+    lines += [""] + [f"- {line}" for line in crossings(result)]
     if result["skipped"]:
         lines += ["", "Not projected: " + "; ".join(result["skipped"]) + "."]
     return "\n".join(lines)
@@ -267,7 +265,6 @@ def figure(result: dict, path: Path) -> Path:
     from bench.analysis import style
     from bench.spec.variants import FAMILIES
 
-    grid = tuple(2 ** i for i in range(0, max(COUNTS).bit_length()))
     families: dict[str, list[Approach]] = {}
     for a in result["approaches"]:
         families.setdefault(FAMILIES.get(a.framework, "other"), []).append(a)
@@ -275,11 +272,10 @@ def figure(result: dict, path: Path) -> Path:
     fig.suptitle("PROJECTED scaling efficiency (weak scaling): lines and bands projected, dots measured\n"
                  + (f"beyond {result['devices_per_node']} devices: the given link" if result["far"] else
                     f"every link like this machine's at {result['measured']} devices"), fontsize=9)
-    far = {c: result["far"] for c in projection.BUS_FACTOR} if result["far"] else None
     for (name, members), ax in zip(families.items(), axes[0]):
         for i, a in enumerate(members):
             colour = style.PALETTE[i % len(style.PALETTE)]
-            points = project(a, result["near"], result["residual"], grid, result["devices_per_node"], far)
+            points = result["curve"][a.series]
             xs = [p.world_size for p in points]
             ax.plot(xs, [p.efficiency[0] for p in points], ls="--", color=colour, lw=1.5, label=a.series)
             ax.fill_between(xs, [p.efficiency[1] for p in points], [min(1.0, p.efficiency[2]) for p in points],
