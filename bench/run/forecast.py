@@ -41,7 +41,6 @@ def _row_levels(row: dict) -> list[tuple]:
 
 class Forecast:
     def __init__(self, earlier_rows: list[dict] = ()) -> None:
-        self._seconds: dict[tuple, list[float]] = defaultdict(list)
         self._earlier: dict[tuple, list[float]] = defaultdict(list)
         self._measured: dict[tuple, list[tuple]] = defaultdict(list)  # level -> (run key, seconds) measured today
         for row in earlier_rows:
@@ -52,7 +51,6 @@ class Forecast:
     def add(self, spec: RunSpec, seconds: float) -> None:
         """A finished run's cost (a skipped one costs nothing and teaches nothing)."""
         for level in _levels(spec):
-            self._seconds[level].append(seconds)
             self._measured[level].append((spec.key, seconds))
 
     def cost(self, spec: RunSpec) -> float | None:
@@ -62,15 +60,18 @@ class Forecast:
         if spec.inapplicable():
             return 0.0
         levels = _levels(spec)
-        if self._seconds.get(levels[0]):
-            return statistics.median(self._seconds[levels[0]])
+        if self._measured.get(levels[0]):
+            return self._today(levels[0])
         for level in levels[1:]:
-            if self._seconds.get(level):
+            if self._measured.get(level):
                 scale = self.scale(level)
                 if scale is not None and self._earlier.get(levels[0]):
                     return statistics.median(self._earlier[levels[0]]) * scale
-                return statistics.median(self._seconds[level])
+                return self._today(level)
         return None
+
+    def _today(self, level: tuple) -> float:
+        return statistics.median(seconds for _, seconds in self._measured[level])
 
     def scale(self, level: tuple = ()) -> float | None:
         """How much longer this machine takes than the earlier rows' did: the median, over the runs measured
