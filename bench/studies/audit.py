@@ -44,8 +44,7 @@ def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, fra
           cores_per_slot: int = 1, again: bool = False) -> list[dict]:
     """Every switch of these frameworks for this device type: from the cache when this machine measured it
     already (unless `again`), else measured now; written to OUT/fast_path.jsonl and returned."""
-    fingerprint = machine_fingerprint(device_type, cores_per_slot, task, _device_name(machine, device_type))
-    cache = data.cache_root() / "fast-path-audit.jsonl"
+    cache, fingerprint = _cache(), _fingerprint(machine, device_type, task, cores_per_slot)
     known = {} if again else _known(cache, fingerprint)
     rows = []
     for switch in _switches(device_type, frameworks):
@@ -62,8 +61,13 @@ def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, fra
     return rows
 
 
-def _device_name(machine: Machine, device_type: str) -> str | None:
-    return machine.gpu_names[0] if device_type == "cuda" and machine.gpu_names else None
+def _cache() -> Path:
+    return data.cache_root() / "fast-path-audit.jsonl"
+
+
+def _fingerprint(machine: Machine, device_type: str, task: TaskSpec, cores_per_slot: int) -> str:
+    device_name = machine.gpu_names[0] if device_type == "cuda" and machine.gpu_names else None
+    return machine_fingerprint(device_type, cores_per_slot, task, device_name)
 
 
 def _switches(device_type: str, frameworks: set[str]) -> list[Switch]:
@@ -77,8 +81,7 @@ def _known(cache: Path, fingerprint: str) -> dict[str, dict]:
 def pending_runs(machine: Machine, device_type: str, task: TaskSpec, frameworks: set[str],
                  cores_per_slot: int = 1) -> list[RunSpec]:
     """The runs `audit` will make now (every switch this machine has not measured yet), for the sweep's clock."""
-    fingerprint = machine_fingerprint(device_type, cores_per_slot, task, _device_name(machine, device_type))
-    known = _known(data.cache_root() / "fast-path-audit.jsonl", fingerprint)
+    known = _known(_cache(), _fingerprint(machine, device_type, task, cores_per_slot))
     return [_side(switch, value, task, device_type, cores_per_slot)
             for switch in _switches(device_type, frameworks) if switch.name not in known for value in ORDER]
 
