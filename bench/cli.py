@@ -128,6 +128,14 @@ def _add_engine_options(p: argparse.ArgumentParser, several: bool) -> None:
                                                    "MLflow model)")
 
 
+def _add_host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node-rank", type=int, help="real multi-host: run only this node's share here")
+    p.add_argument("--master-addr", default="127.0.0.1", help="real multi-host: node 0's address")
+    p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
+    p.add_argument("--ifname", help="real multi-host: the network interface the collectives use (default: the one "
+                                    "this host's route to --master-addr leaves by)")
+
+
 def one_line(message: str) -> str:
     """An error as one printable line: a value given with a newline or a carriage return shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
@@ -151,11 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", type=int, default=1, help="device slots in all (world size)")
     p.add_argument("--nodes", "--nnodes", type=int, default=1,
                    help="nodes the devices are split over (fake nodes on this host unless --node-rank is given)")
-    p.add_argument("--node-rank", type=int, help="real multi-host: run only this node's share here")
-    p.add_argument("--master-addr", default="127.0.0.1", help="real multi-host: node 0's address")
-    p.add_argument("--master-port", type=int, help="real multi-host: a port free on node 0 (the same on every host)")
-    p.add_argument("--ifname", help="real multi-host: the network interface the collectives use (default: the one "
-                                    "this host's route to --master-addr leaves by)")
+    _add_host_options(p)
     p.add_argument("--resume-from", type=Path, metavar="RUN_DIR",
                    help="continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint")
     p.add_argument("--independent", action="store_true",
@@ -216,6 +220,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
     p.set_defaults(func=commands.cmd_peak)
 
+    p = sub.add_parser("collectives", help="all-reduce, all-gather and reduce-scatter on one topology and their "
+                                           "α–β fits; across two real hosts, the link `bench project "
+                                           "--between-nodes` reads")
+    p.add_argument("--devices", type=int, default=2, help="ranks in all (default 2)")
+    p.add_argument("--nodes", "--nnodes", type=int, default=1,
+                   help="nodes the ranks are split over (fake nodes on this host unless --node-rank is given)")
+    _add_host_options(p)
+    p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before it is killed (default 300)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
+    p.set_defaults(func=commands.cmd_collectives)
+
     p = sub.add_parser("report", help="report.md and results.csv from a results directory")
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
     metrics.add_options(p)
@@ -250,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                 "ranks, microseconds (with --busbw-gbps)")
     p.add_argument("--busbw-gbps", type=float, metavar="GB/S", help="the link between nodes: its bus bandwidth, "
                                                                     "GB/s as nccl-tests reports it (with --alpha-us)")
+    p.add_argument("--between-nodes", type=Path, metavar="DIR",
+                   help="the link between nodes as measured: a folder `bench collectives --nnodes 2 --node-rank R` "
+                        "wrote across two hosts (instead of --alpha-us/--busbw-gbps)")
     p.set_defaults(func=commands.cmd_project)
 
     p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "

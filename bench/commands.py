@@ -68,13 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("bench run takes one --engine: use bench sweep to compare several")
     [(engine, address)] = engines
     spec = dataclasses.replace(spec, engine=engine, engine_address=address)
-    if args.ifname and args.node_rank is None:
-        raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
-    if args.node_rank is not None and args.master_port is not None:
-        from bench.run import interface
-
-        chosen = interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
-        spec = dataclasses.replace(spec, interface=chosen)
+    spec = dataclasses.replace(spec, interface=chosen_interface(args))
     plan.check_all([spec], machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.worker import data
     from bench.run import sweep
@@ -92,6 +86,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
     print_table(rows, args.out, metrics.settings(args))
     return 0 if rows[0].status == "ok" else 1
+
+
+def chosen_interface(args: argparse.Namespace):
+    """A real multi-host run's interface on this host: --ifname's, or the one the route to the master leaves by."""
+    if args.ifname and args.node_rank is None:
+        raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
+    if args.node_rank is None or args.master_port is None:
+        return None
+    from bench.run import interface
+
+    return interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
 
 
 def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fields) -> RunSpec:
@@ -245,6 +250,38 @@ def cmd_peak(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collectives(args: argparse.Namespace) -> int:
+    """All-reduce, all-gather and reduce-scatter on one topology, as the sweep measures them, and their α–β fits:
+    across real hosts (--node-rank on each), the link between nodes that `bench project --between-nodes` reads."""
+    from bench.results import collectives
+    from bench.studies import microbench
+
+    if args.devices < 2:
+        raise SpecError(f"--devices {args.devices}: a collective needs at least 2 ranks")
+    if args.nodes < 1 or args.devices % args.nodes:
+        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    machine = devices.discover()
+    device_type = request.device_type(args, machine)
+    across = ({} if args.node_rank is None else
+              dict(host_node=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
+                   interface=chosen_interface(args)))
+    measured = microbench.measure_collectives(args.out, machine, device_type, args.nodes, args.devices // args.nodes,
+                                              timeout_s=args.timeout, **across)
+    if args.node_rank not in (None, 0):
+        print(f"node {args.node_rank}: ok")
+        return 0
+    if not measured:
+        print(f"error: the collective microbenchmarks failed: see {args.out / 'runs'}", file=sys.stderr)
+        return 1
+    world = args.devices
+    for fit in collectives.fits(measured):
+        if fit.world_size == world:
+            print(f"{fit.collective:15} {fit.backend} {fit.nodes}x{world // fit.nodes}: α {fit.alpha_s * 1e6:8.1f} µs  "
+                  f"busbw {fit.busbw / 1e9:7.3f} GB/s  worst residual {fit.worst_residual:.0%}")
+    print(f"\nappended to {args.out / 'allreduce.jsonl'} and {args.out / collectives.FILE}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.analysis import report
     from bench.results import ResultStore
@@ -289,8 +326,11 @@ def cmd_project(args: argparse.Namespace) -> int:
     from bench.analysis import project
     from bench.analysis.projection import Link
 
-    far = Link(args.alpha_us * 1e-6, args.busbw_gbps * 1e9) if args.busbw_gbps else None
-    result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far)
+    if args.between_nodes and args.busbw_gbps:
+        raise SpecError("name the link between nodes once: --between-nodes DIR or --alpha-us/--busbw-gbps")
+    far = (project.between_nodes(args.between_nodes) if args.between_nodes else
+           Link(args.alpha_us * 1e-6, args.busbw_gbps * 1e9) if args.busbw_gbps else None)
+    result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far, check=project.measured_error())
     print(project.text(result, project.COUNTS))
     print(f"\nfigure: {project.figure(result, args.dir / 'projection.png')}")
     return 0

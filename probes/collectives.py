@@ -20,6 +20,7 @@ from torch_impl.train import set_threads
 
 SIZES = [1 << k for k in range(12, 27, 2)]  # 4 KiB .. 64 MiB
 BYTES_PER_ITERATION_BUDGET = 1 << 30       # fewer repeats for large messages
+SECONDS_PER_SIZE = 2.0                     # and for slow links: about this long a size
 
 
 def collectives(n: int, device: torch.device) -> dict:
@@ -58,13 +59,24 @@ def main() -> None:
                 torch.cuda.synchronize(device)
             dist.barrier()
 
+        def slowest(seconds: float) -> float:
+            """The slowest rank's time: every rank must choose the same number of calls, or the collective hangs."""
+            agreed = torch.tensor([seconds], dtype=torch.float64, device=device)
+            dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+            return float(agreed.item())
+
         measured = []
         for name, make in collectives(n, device).items():
             for size in SIZES:
                 call = make(size)
-                iterations = max(5, min(50, BYTES_PER_ITERATION_BUDGET // size))
-                for _ in range(3):  # warm-up: connection set-up, buffer allocation
-                    call()
+                sync()
+                start = time.perf_counter()
+                call()  # warm-up: connection set-up, buffer allocation; timed to size the measurement
+                sync()
+                first = slowest(time.perf_counter() - start)
+                if first < 0.1:
+                    call(), call()
+                iterations = max(3, min(50, BYTES_PER_ITERATION_BUDGET // size, int(SECONDS_PER_SIZE / first)))
                 sync()
                 start = time.perf_counter()
                 for _ in range(iterations):
@@ -75,6 +87,8 @@ def main() -> None:
                 measured.append({"collective": name, "size_bytes": size, "seconds": seconds,
                                  "algbw_gbps": algbw / 1e9, "busbw_gbps": algbw * BUS_FACTOR[name](n) / 1e9,
                                  "iterations": iterations})
+                if first > SECONDS_PER_SIZE:
+                    break  # a link this slow: the larger sizes add minutes, and nothing the fit lacks
         worker.record("collectives", backend=dist.get_backend(), results=measured)
         dist.destroy_process_group()
     exit_now(0)

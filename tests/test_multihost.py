@@ -11,7 +11,7 @@ import time
 import pytest
 
 from helpers import CPU, REPO, bench, rows
-from hosts import two_hosts, why_no_namespaces
+from bench.studies.netns import two_hosts, why_no_namespaces
 
 NO_NAMESPACES = why_no_namespaces()
 needs_namespaces = pytest.mark.skipif(NO_NAMESPACES is not None, reason=str(NO_NAMESPACES))
@@ -150,3 +150,80 @@ def test_a_master_port_in_use_is_one_line_on_node_0_and_a_failure_on_the_others(
         "give every host another free port")
     assert "Traceback" not in node0.stderr and rows(tmp_path / "n0") == []
     assert node1.returncode == 1 and "node 1: failed:" in node1.stdout and "on a port no other program holds" in node1.stdout
+
+
+def _send(sender, receiver, megabytes: int) -> float:
+    """Seconds to send `megabytes` over TCP from `sender` to `receiver` (a listener in the receiving namespace)."""
+    listener = subprocess.Popen(receiver.command(sys.executable, "-c", (
+        "import socket; s = socket.create_server(('0.0.0.0', 29590)); print('up', flush=True); c, _ = s.accept()\n"
+        "while c.recv(1 << 20): pass")), stdout=subprocess.PIPE, text=True)
+    assert listener.stdout.readline().strip() == "up"
+    sent = subprocess.run(sender.command(sys.executable, "-c", (
+        f"import socket, time; c = socket.create_connection(('{receiver.address}', 29590)); t = time.perf_counter()\n"
+        f"c.sendall(bytes({megabytes << 20})); c.shutdown(socket.SHUT_WR); c.recv(1)\n"
+        "print(time.perf_counter() - t)")), capture_output=True, text=True, timeout=60)
+    listener.wait(timeout=30)
+    return float(sent.stdout)
+
+
+@needs_namespaces
+def test_a_shaped_link_carries_no_more_than_its_rate_and_nothing_outlives_the_hosts():
+    """What the projection check (benchmarks/projection_check.py) stands on: tc's token bucket caps the link between
+    the hosts at the rate asked, and their namespaces (the qdiscs with them) go when the hosts do."""
+    from bench.studies.netns import shape
+
+    with two_hosts(subnet=83) as (h0, h1):
+        unshaped = _send(h1, h0, 8)
+        shape(h1, "100mbit")
+        capped = _send(h1, h0, 8)
+        qdisc = subprocess.run(h1.command("tc", "qdisc", "show", "dev", h1.interface), capture_output=True,
+                               text=True).stdout
+    assert "tbf" in qdisc and "rate 100Mbit" in qdisc
+    assert 8 * 8 * 2**20 / capped < 1.1 * 100e6  # never above the rate (the bucket's 10 ms burst aside)
+    assert capped > 3 * unshaped
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert h0.namespace not in listed and h1.namespace not in listed
+
+
+@needs_namespaces
+def test_namespaces_left_by_a_process_killed_outright_are_deleted_by_the_next_hosts():
+    from bench.studies import netns
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = f"{netns.PREFIX}{gone.pid}h0"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        with two_hosts(subnet=84):
+            listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", stale], capture_output=True)
+    assert stale not in listed
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_the_projection_check_interrupted_leaves_no_namespace_qdisc_or_process(tmp_path):
+    import shutil
+    import signal
+
+    import psutil
+
+    (tmp_path / "one-host").mkdir()
+    shutil.copy(REPO / "results/reference-cpu/results.jsonl", tmp_path / "one-host")  # the one-host sweep, done
+    check = subprocess.Popen([sys.executable, "benchmarks/projection_check.py", "--out", str(tmp_path),
+                              "--rates", "50mbit", "--repeats", "1"], cwd=REPO, env={**os.environ, **CPU},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    namespace = f"dtb{check.pid}h0"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(
+            "collectives" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+        time.sleep(0.2)
+    shaped = subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc", "show"], capture_output=True,
+                            text=True).stdout
+    check.send_signal(signal.SIGTERM)
+    check.communicate(timeout=60)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    assert "rate 50Mbit" in shaped  # it was under way, its link shaped
+    assert check.returncode != 0 and f"dtb{check.pid}" not in listed and left == []

@@ -121,3 +121,53 @@ def test_bench_project_on_the_committed_reference_prints_projected_figures_and_d
     bad = bench("project", str(folder), "--alpha-us", "5")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together"]
+
+
+def _collective_rows(path, nodes: int, alpha_s: float, busbw: float) -> None:
+    """A folder's collective tables as `bench collectives` writes them: every size timed on the line α + size x
+    bus factor / busbw, at 2 ranks over `nodes` nodes."""
+    import json
+
+    from bench.spec.collectives import BUS_FACTOR
+
+    path.mkdir(parents=True, exist_ok=True)
+    for collective in BUS_FACTOR:
+        table = path / ("allreduce.jsonl" if collective == "all_reduce" else "collectives.jsonl")
+        with table.open("a") as f:
+            for size in (4096, 65536, 1 << 20, 1 << 24):
+                row = {"backend": "gloo", "device_type": "cpu", "nodes": nodes, "devices_per_node": 2 // nodes,
+                       "world_size": 2, "size_bytes": size,
+                       "seconds": alpha_s + size * BUS_FACTOR[collective](2) / busbw}
+                f.write(json.dumps(row if collective == "all_reduce" else {"collective": collective, **row}) + "\n")
+
+
+def test_the_link_between_nodes_as_bench_collectives_measured_it_across_two_hosts(tmp_path):
+    from bench.analysis import project
+    from bench.spec.task import SpecError
+
+    _collective_rows(tmp_path / "across", nodes=2, alpha_s=200e-6, busbw=25e6)  # a 200 Mbit/s link
+    links = project.between_nodes(tmp_path / "across")
+    assert links["all_gather"].alpha_s == pytest.approx(200e-6, rel=1e-3)
+    assert links["reduce_scatter"].busbw == pytest.approx(25e6, rel=1e-3)
+    _collective_rows(tmp_path / "one-host", nodes=1, alpha_s=50e-6, busbw=1e9)
+    with pytest.raises(SpecError, match="no collective measured across nodes there"):
+        project.between_nodes(tmp_path / "one-host")
+    # Two devices on two nodes of one device: the step is compute + exposed communication on that link + the rest
+    # measured on one host. DDP: 1 MB all-reduced at 2 ranks over 25 MB/s = 40 ms + 0.2 ms; none hidden.
+    near = {c: Link(50e-6, 1e9) for c in projection.BUS_FACTOR}
+    one_host_step = 0.010 + 1e6 / 1e9 + 50e-6 + 0.002  # compute, communication on one host, 2 ms of the rest
+    [across] = project.project(approach(one_host_step), near, 0.0, (2,), 1, links)
+    assert 100 * 2 / across.throughput[0] == pytest.approx(0.010 + 0.040 + 200e-6 + 0.002, rel=1e-3)
+
+
+def test_bench_collectives_and_project_refuse_what_they_cannot_measure_or_mix(tmp_path):
+    from helpers import bench
+
+    one = bench("collectives", "--devices", "1", "--out", str(tmp_path))
+    assert one.returncode == 2 and one.stderr.strip() == "error: --devices 1: a collective needs at least 2 ranks"
+    both = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path), "--alpha-us", "5",
+                 "--busbw-gbps", "1")
+    assert both.returncode == 2 and "name the link between nodes once" in both.stderr
+    missing = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "no collective measured across nodes there: run `bench collectives" in missing.stderr

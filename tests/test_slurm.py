@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers import CPU, REPO, rows
-from hosts import two_hosts, why_no_namespaces
+from bench.studies.netns import two_hosts, why_no_namespaces
 from slurm import slurm_cluster, why_no_slurm
 
 NO_SLURM = why_no_namespaces() or why_no_slurm()

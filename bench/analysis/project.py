@@ -10,11 +10,13 @@ Nothing here is measured at the projected counts: every figure it prints is labe
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bench import REPO_ROOT
 from bench.analysis import projection
 from bench.analysis.projection import Link
 from bench.metrics import present
@@ -133,10 +135,11 @@ def at(link: Link, measured_n: int, world_size: int) -> Link:
 
 
 def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[int, ...],
-            devices_per_node: int, far: dict[str, Link] | None) -> list[Projected]:
-    """The approach at each count: every corner of its inputs' ranges, the lowest and highest kept."""
-    def comm(n: int, scale: float = 1.0) -> float:
-        chosen = near if n <= devices_per_node or far is None else far
+            devices_per_node: int, far: dict[str, Link] | None, error: float = 0.0) -> list[Projected]:
+    """The approach at each count: every corner of its inputs' ranges, the lowest and highest kept, and beyond one
+    device widened by the projection's measured `error` (|projected / measured - 1| at worst)."""
+    def comm(n: int, scale: float = 1.0, within_a_node: bool = False) -> float:
+        chosen = near if within_a_node or n <= devices_per_node or far is None else far
         measured = a.measured_n if chosen is near else 2
         return scale * projection.communication_s(a.kind, a.grad_bytes, n,
                                                   {c: at(l, measured, n) for c, l in chosen.items()})
@@ -146,7 +149,8 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
         # What the run at measured_n took beyond its compute: communication not hidden, up to what the fit
         # predicts there; the rest (two ranks contending for the machine's cores and memory, a straggler) is not
         # communication and is held as it was measured at every count above one.
-        exposed, predicted = max(0.0, step_n - compute), comm(a.measured_n, scale)
+        # The measured run was on one host, over the near link, whatever the nodes it is projected onto.
+        exposed, predicted = max(0.0, step_n - compute), comm(a.measured_n, scale, within_a_node=True)
         hidden = projection.hidden_share(step_n, compute, predicted)
         rest = max(0.0, exposed - predicted)
         exposed_comm = (1 - hidden) * comm(n, scale)
@@ -155,6 +159,8 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
     result = []
     for n in counts:
         corners = [step(n, *c)[0] for c in itertools.product(a.compute_s, a.step_n, (1 - residual, 1, 1 + residual))]
+        if n > 1:  # measured = projected / (1 + e) for an error e in [-error, error]
+            corners = [min(corners) * (1 - min(error, 0.99)), max(corners) * (1 + error)]
         median, exposed_comm = step(n, a.compute_s[0], a.step_n[0], 1.0)
         samples = a.per_device_batch * n
         exposed = exposed_comm / median
@@ -166,9 +172,34 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
     return result
 
 
+CHECK = REPO_ROOT / "results" / "projection-check-cpu"  # benchmarks/projection_check.py's committed figures
+
+
+def measured_error(check: Path = CHECK) -> dict | None:
+    """The worst error of the projection against runs across shaped links (error.json of the check), or None."""
+    path = check / "error.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def between_nodes(directory: Path) -> dict[str, Link]:
+    """The link between nodes as `bench collectives` measured it across real hosts into `directory`: each
+    collective's fit at the fewest ranks over two nodes or more (a collective not measured: the all-reduce's)."""
+    across = [f for f in collectives.fits(collectives.load(directory)) if f.nodes >= 2]
+    if not across:
+        raise SpecError(f"--between-nodes {directory}: no collective measured across nodes there: run `bench "
+                        "collectives --devices 2 --nnodes 2 --node-rank R --master-addr A --master-port P --out "
+                        f"{directory}` on two hosts")
+    fewest = min(f.world_size for f in across)
+    here = {f.collective: f for f in across if f.world_size == fewest}
+    base = here.get("all_reduce") or next(iter(here.values()))
+    return {c: Link(here.get(c, base).alpha_s, here.get(c, base).busbw) for c in projection.BUS_FACTOR}
+
+
 def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: int | None = None,
-           far: Link | None = None) -> dict:
-    """Everything `bench project` prints and draws for a results folder."""
+           far: Link | dict[str, Link] | None = None, check: dict | None = None) -> dict:
+    """Everything `bench project` prints and draws for a results folder; `far`: the link beyond a node, one for
+    every collective or each its own; `check`: the projection's measured error (measured_error()) its intervals
+    are widened by, none where None."""
     rows = ResultStore(directory).dicts()
     if not rows:
         raise SpecError(f"{directory} holds no rows: name the folder a sweep wrote")
@@ -182,12 +213,23 @@ def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: 
     measured = max(a.measured_n for a in found)
     near, residual, note = links(fits, measured, device_type)
     per_node = devices_per_node or measured
-    far_links = {c: far for c in projection.BUS_FACTOR} if far else None
-    table = {a.series: project(a, near, residual, counts, per_node, far_links) for a in found}
+    far_links = far if isinstance(far, dict) or far is None else {c: far for c in projection.BUS_FACTOR}
+    error = check["worst_error"] if check and check.get("worst_error") is not None else 0.0
+    table = {a.series: project(a, near, residual, counts, per_node, far_links, error) for a in found}
     grid = tuple(2 ** i for i in range(max(counts).bit_length()))  # every power of two up to the largest count
-    curve = {a.series: project(a, near, residual, grid, per_node, far_links) for a in found}
+    curve = {a.series: project(a, near, residual, grid, per_node, far_links, error) for a in found}
     return {"approaches": found, "skipped": skipped, "table": table, "curve": curve, "residual": residual,
-            "note": note, "devices_per_node": per_node, "far": far, "near": near, "measured": measured}
+            "check": check if error else None,
+            "note": note, "devices_per_node": per_node, "far": far_links, "near": near, "measured": measured}
+
+
+def checked(check: dict | None) -> str:
+    """What the intervals say of the projection's own error."""
+    if not check:
+        return "not widened by a measured projection error (none measured)."
+    return (f"widened by ±{check['worst_error']:.0%}, the projection's worst error against runs across two hosts "
+            f"on shaped links ({CHECK.relative_to(REPO_ROOT)}, {check['date'][:10]}: {check['within_10_percent']} of "
+            f"{check['configurations']} configurations within ±10 %; CPU ranks over gloo, one rank a host).")
 
 
 def _fmt(value: float) -> str:
@@ -218,16 +260,15 @@ def crossings(result: dict) -> list[str]:
 def text(result: dict, counts: tuple[int, ...]) -> str:
     """The table `bench project` prints: per approach and count, projected throughput, scaling efficiency and
     memory per device, each with its interval."""
-    far = result["far"]
-    beyond = (f"beyond {result['devices_per_node']} devices a node: α {far.alpha_s * 1e6:.3g} µs, busbw "
-              f"{far.busbw / 1e9:.3g} GB/s (given)" if far else
+    far = result["far"] and result["far"]["all_reduce"]
+    beyond = (f"beyond {result['devices_per_node']} devices a node: all-reduce α {far.alpha_s * 1e6:.3g} µs, busbw "
+              f"{far.busbw / 1e9:.3g} GB/s" if far else
               f"every link like this machine's at {result['measured']} devices (no --busbw-gbps given)")
     lines = ["PROJECTED, not measured: weak scaling (per-device batch held); compute from each approach's one-device "
              f"run; communication from the α–β fits at {result['measured']} devices, ring latency growing with the "
              f"hops; {beyond}; the share of communication hidden behind the backward pass as measured at "
              f"{result['measured']} devices. Intervals: every corner of the inputs' measured ranges (runs' spread, "
-             f"fit residual {result['residual']:.0%}); not widened by a measured projection error (none measured "
-             "yet)."]
+             f"fit residual {result['residual']:.0%}); " + checked(result["check"])]
     if result["note"]:
         lines.append(result["note"] + ".")
     header = ("| approach | traffic | at measured N: hidden · not communication |"
