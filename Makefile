@@ -1,6 +1,6 @@
 # Thin wrappers over `python -m bench`. Both `make bench` and `make test` set themselves up first.
 #   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [MODELS=a,b,...] [ARGS=...]
-#   make test        the whole suite (what CI runs)
+#   make test        the whole suite (what CI runs), on two pytest workers
 #   make test-fast   the tests that start no training run, on two pytest workers: the edit loop
 #   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled;
 #   DTBENCH_TF_PYTHON=/path/to/python names a TensorFlow GPU interpreter of your own).
@@ -81,8 +81,11 @@ test-tools:
 bench: setup
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) $(if $(MODELS),--models $(MODELS)) --out $(OUT) $(ARGS)
 
+# Two workers, each test file on one (its module fixtures run once): most of a test's time is process start-up,
+# rendezvous and timeouts, not both cores; no test asserts an absolute time. TEST_WORKERS=0 runs them one by one.
+TEST_WORKERS ?= 2
 test: setup test-tools
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(ARGS)
 
 # Two workers: these tests start no training run, so they share the cores without timing anything.
 test-fast: setup test-tools
