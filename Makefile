@@ -82,7 +82,8 @@ bench: setup
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) $(if $(MODELS),--models $(MODELS)) --out $(OUT) $(ARGS)
 
 # Two workers, each test file on one (its module fixtures run once): most of a test's time is process start-up,
-# rendezvous and timeouts, not both cores; no test asserts an absolute time. TEST_WORKERS=0 runs them one by one.
+# rendezvous and timeouts, not both cores. No test asserts an absolute time; the timeouts tests wait on leave room
+# for a machine running two at once. TEST_WORKERS=0 runs them one by one.
 TEST_WORKERS ?= 2
 test: setup test-tools
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(ARGS)

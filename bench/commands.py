@@ -262,14 +262,15 @@ def cmd_collectives(args: argparse.Namespace) -> int:
         raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
     machine = devices.discover()
     device_type = request.device_type(args, machine)
+    interface = chosen_interface(args)
     across = ({} if args.node_rank is None else
               dict(host_node=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
-                   interface=chosen_interface(args)))
+                   interface=interface))
     measured = microbench.measure_collectives(args.out, machine, device_type, args.nodes, args.devices // args.nodes,
                                               timeout_s=args.timeout, **across)
     if args.node_rank not in (None, 0):
-        print(f"node {args.node_rank}: ok")
-        return 0
+        print(f"node {args.node_rank}: {'failed: see ' + str(args.out / 'runs') if measured is None else 'ok'}")
+        return 0 if measured is not None else 1
     if not measured:
         print(f"error: the collective microbenchmarks failed: see {args.out / 'runs'}", file=sys.stderr)
         return 1
@@ -330,7 +331,8 @@ def cmd_project(args: argparse.Namespace) -> int:
         raise SpecError("name the link between nodes once: --between-nodes DIR or --alpha-us/--busbw-gbps")
     far = (project.between_nodes(args.between_nodes) if args.between_nodes else
            Link(args.alpha_us * 1e-6, args.busbw_gbps * 1e9) if args.busbw_gbps else None)
-    result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far, check=project.measured_error())
+    result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far, check=project.measured_error(),
+                            far_source=f"measured in {args.between_nodes}" if args.between_nodes else "given")
     print(project.text(result, project.COUNTS))
     print(f"\nfigure: {project.figure(result, args.dir / 'projection.png')}")
     return 0

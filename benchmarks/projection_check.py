@@ -1,16 +1,17 @@
 """How far `bench project` can be trusted, measured on this machine (issue 41): two namespace hosts
-(bench.studies.netns) whose link is shaped to several rates with tc's token bucket. From what one host measured (a
-sweep on 1 and 2 slots, its collectives) and the link between the hosts at each rate (`bench collectives` across
-them), each approach is projected to 2 devices on 2 nodes; then it runs across the two hosts at that rate, repeats
-interleaved over rates and approaches, and the projection is held against what it measured.
+(bench.studies.netns) whose link is shaped to several rates with tc's token bucket, one core each. Each round, each
+approach runs on 1 and 2 slots of one host (what `bench project` reads) and at once across the two hosts at every
+rate; its projection to 2 devices on 2 nodes, from those one-host runs and the link measured across the hosts at
+that rate (`bench collectives`), is held against what the two-host runs measured.
 
     sudo .venv/bin/python benchmarks/projection_check.py --out results/projection-check-cpu [--rates 50mbit,200mbit,1gbit,none]
 
-Writes OUT/one-host/ (the sweep the projection reads), OUT/link-<rate>/ (the collectives across the hosts),
-OUT/two-host-<rate>/ (the runs), OUT/check.jsonl (a line per approach and rate: predicted and measured with their
-intervals) and OUT/check.md; OUT/error.json is the worst error, which `bench project` widens its intervals by.
-Needs root (network namespaces); makes nothing but its two namespaces, and deletes them and their qdiscs on every
-exit (an interrupt or SIGTERM included; one killed outright leaves them for the next run to delete)."""
+Writes OUT/near-link/ and OUT/link-<rate>/ (the collectives on one host and across the hosts), OUT/round-<k>/
+(one-host/ and two-host-<rate>/: the runs; a rerun goes on from what the folders hold), OUT/check.jsonl (a line per
+approach and rate: projected and measured, with their ranges over rounds), OUT/check.md, and OUT/error.json (the
+worst error, which `bench project` widens its intervals by). Needs root (network namespaces); makes nothing but its
+two namespaces, and deletes them and their qdiscs on every exit (an interrupt or SIGTERM included; one killed
+outright leaves them for the next run to delete)."""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,9 @@ import json
 import logging
 import os
 import platform
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -28,6 +31,7 @@ from bench import REPO_ROOT
 from bench.analysis import project
 from bench.results import ResultStore, aggregate, peak
 from bench.results.frame import frame
+from bench.spec.task import SpecError
 from bench.studies import netns
 
 log = logging.getLogger(__name__)
@@ -37,22 +41,28 @@ APPROACHES = (("torch-ddp", "torch-ddp", ()), ("torch-fsdp", "torch-fsdp", ()),
               ("deepspeed ZeRO-1", "deepspeed", ("--zero-stage", "1")),
               ("deepspeed ZeRO-3", "deepspeed", ("--zero-stage", "3")),
               ("tf-multiworker", "tf-multiworker", ()))
-TASK = ("--task", "default", "--epochs", "1")
+TASK = ("--task", "default", "--epochs", "1", "--scaling", "weak")  # as the sweep: each device keeps its batch
 PORT = "29571"
 CPU = {"CUDA_VISIBLE_DEVICES": ""}
 
 
-def bench(*argv: str, host: netns.Host | None = None) -> subprocess.Popen:
-    """`python -m bench ARGV` started on `host` (this host's network where None), its output kept."""
+def bench(*argv: str, host: netns.Host | None = None, core: int | None = None) -> subprocess.Popen:
+    """`python -m bench ARGV` started on `host` (this host's network where None), on `core` alone where given,
+    its output kept."""
     command = [sys.executable, "-m", "bench", *argv]
     return subprocess.Popen(host.command(*command) if host else command, cwd=REPO_ROOT,
-                            env={**os.environ, **CPU}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env={**os.environ, **CPU}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=None if core is None else lambda: os.sched_setaffinity(0, {core}))
 
 
 def on_two_hosts(hosts, out: Path, *argv: str) -> None:
-    """One command of `bench` across both hosts (node 0's folder `out`, node 1's `out/node1`), both waited for."""
+    """One command of `bench` across both hosts (node 0's folder `out`, node 1's `out/node1`), both waited for.
+    Each host has a core of its own, as the one-host run's two ranks had: namespaces share the machine's cores,
+    and each host's agent would otherwise pin its rank to the first."""
+    cores = sorted(os.sched_getaffinity(0))
     agents = [bench(*argv, "--nnodes", "2", "--node-rank", str(rank), "--master-addr", hosts[0].address,
-                    "--master-port", PORT, "--out", str(out if rank == 0 else out / "node1"), host=host)
+                    "--master-port", PORT, "--out", str(out if rank == 0 else out / "node1"), host=host,
+                    core=cores[rank % len(cores)])
               for rank, host in enumerate(hosts)]
     for agent in agents:
         _, err = agent.communicate(timeout=900)
@@ -60,21 +70,24 @@ def on_two_hosts(hosts, out: Path, *argv: str) -> None:
             log.warning("%s failed on a host: %s", argv[:3], err.strip().splitlines()[-1:] or "")
 
 
-def one_host(out: Path, repeats: int) -> None:
-    """What the projection reads: every approach on 1 and 2 slots of one host (the analysis runs it needs not:
-    no-sync twins, synthetic input), and its collectives on 2 slots."""
-    if ResultStore(out).dicts():
-        return
-    variants = ",".join(dict.fromkeys(variant for _, variant, _ in APPROACHES))
-    sweep = bench("sweep", "--variants", variants, "--zero-stage", "1,3", "--devices", "1,2", "--no-analysis",
-                  "--repeats", str(repeats), *TASK, "--out", str(out))
-    _, err = sweep.communicate()
-    if sweep.returncode not in (0, 1):
-        raise SystemExit(f"the one-host sweep failed: {err.strip()[-500:]}")
-    measured = bench("collectives", "--devices", "2", "--out", str(out))
-    _, err = measured.communicate()
-    if measured.returncode:
-        raise SystemExit(f"the one-host collectives failed: {err.strip()[-500:]}")
+def near_link(out: Path) -> Path:
+    """The collectives on 2 slots of one host (the link the measured 2-slot runs used), measured once."""
+    near = out / "near-link"
+    if not (near / "allreduce.jsonl").exists():
+        waited(bench("collectives", "--devices", "2", "--out", str(near)), "the one-host collectives")
+    return near
+
+
+def waited(process: subprocess.Popen, what: str, ok: tuple[int, ...] = (0,)) -> None:
+    """Wait for a command on this host; interrupted, it is interrupted too (it records and cleans up its run)."""
+    try:
+        _, err = process.communicate()
+    except BaseException:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=60)
+        raise
+    if process.returncode not in ok:
+        log.warning("%s failed: %s", what, err.strip()[-300:])
 
 
 def label(rate: str | None) -> str:
@@ -82,46 +95,86 @@ def label(rate: str | None) -> str:
 
 
 def measure(out: Path, rates: list[str | None], repeats: int) -> None:
-    """Per rate, the link across the hosts and every approach's two-host run, repeats interleaved: each round
-    visits the rates and the approaches in an order rotated by one from the last."""
+    """The link across the hosts at each rate, once; then, each round, every approach's inputs to the projection
+    (its runs on 1 and 2 slots of one host) followed at once by its runs across the hosts at every rate, so that the
+    machine's drift (15 % over 20 minutes was seen) reaches a projection's inputs and the runs it predicts alike.
+    Each round rotates the order of the approaches and of the rates."""
+    near = near_link(out)
     with netns.two_hosts(subnet=91) as hosts:
-        for round_ in range(repeats):
-            for r in range(len(rates)):
-                rate = rates[(r + round_) % len(rates)]
+        for rate in rates:
+            link = out / f"link-{label(rate)}"
+            if not (link / "allreduce.jsonl").exists():
                 for host in hosts:
                     netns.shape(host, rate)
-                link = out / f"link-{label(rate)}"
-                if not (link / "allreduce.jsonl").exists():
-                    log.info("collectives across the hosts at %s", label(rate))
-                    on_two_hosts(hosts, link, "collectives", "--devices", "2")
-                for a in range(len(APPROACHES)):
-                    name, variant, extra = APPROACHES[(a + round_ + r) % len(APPROACHES)]
+                log.info("collectives across the hosts at %s", label(rate))
+                on_two_hosts(hosts, link, "collectives", "--devices", "2")
+        for round_ in range(repeats):
+            folder = out / f"round-{round_ + 1}"
+            (folder / "one-host").mkdir(parents=True, exist_ok=True)
+            for table in ("allreduce.jsonl", "collectives.jsonl"):  # the near link, for `bench project`'s fits
+                shutil.copy(near / table, folder / "one-host" / table)
+            for a in range(len(APPROACHES)):
+                name, variant, extra = APPROACHES[(a + round_) % len(APPROACHES)]
+                for devices in (1, 2):  # a rerun goes on from the runs the folders hold
+                    if not ran(folder / "one-host", variant, extra, devices):
+                        log.info("round %d: %s on %d slot(s) of one host", round_ + 1, name, devices)
+                        waited(bench("run", "--variant", variant, "--devices", str(devices), *extra, *TASK,
+                                     "--out", str(folder / "one-host")), f"{name} on one host")
+                for r in range(len(rates)):
+                    rate = rates[(r + a + round_) % len(rates)]
+                    runs = folder / f"two-host-{label(rate)}"
+                    if ran(runs, variant, extra, 2):
+                        continue
+                    for host in hosts:
+                        netns.shape(host, rate)
                     log.info("round %d, %s: %s across the hosts", round_ + 1, label(rate), name)
-                    on_two_hosts(hosts, out / f"two-host-{label(rate)}", "run", "--variant", variant,
-                                 "--devices", "2", *extra, *TASK, "--timeout", "600")
+                    on_two_hosts(hosts, runs, "run", "--variant", variant, "--devices", "2", *extra, *TASK,
+                                 "--timeout", "600")
 
 
-def compare(out: Path, rates: list[str | None]) -> list[dict]:
-    """Per rate and approach: the projection to 2 devices on 2 nodes, and what the two-host runs measured."""
+def ran(runs: Path, variant: str, extra: tuple[str, ...], world: int) -> int:
+    """How many runs of the approach on `world` devices the folder holds, whatever their status."""
+    stage = int(extra[1]) if extra else None
+    return sum(r["variant"] == variant and r["world_size"] == world
+               and (stage is None or r["task"].get("zero_stage") == stage) for r in ResultStore(runs).dicts())
+
+
+def compare(out: Path, rates: list[str | None], repeats: int) -> list[dict]:
+    """Per rate and approach: each round's projection to 2 devices on 2 nodes from that round's one-host runs,
+    against that round's runs across the hosts; the line holds their medians over rounds and each round's error."""
     lines = []
     for rate in rates:
-        link_dir, runs = out / f"link-{label(rate)}", out / f"two-host-{label(rate)}"
-        far = project.between_nodes(link_dir)
-        result = project.folder(out / "one-host", counts=(2,), devices_per_node=1, far=far)
-        measured = aggregate.configurations(frame(ResultStore(runs).dicts()), peak.load(runs))
-        measured = measured[(measured["status"] == "ok") & (measured["world_size"] == 2)]
-        by_series = {line["key"].series: line for _, line in measured.iterrows()}
-        for a in result["approaches"]:
-            [point] = result["table"][a.series]
-            line = by_series.get(a.series)
-            row = {"rate": label(rate), "series": a.series, "kind": a.kind,
+        try:
+            far = project.between_nodes(out / f"link-{label(rate)}")
+        except SpecError as missing:
+            log.warning("%s: no projection (%s)", label(rate), missing)
+            lines += [{"rate": label(rate), "series": name, "not_projected": "the link was not measured"}
+                      for name, _, _ in APPROACHES]
+            continue
+        rounds: dict[str, list[tuple]] = {}
+        for round_ in range(repeats):
+            folder = out / f"round-{round_ + 1}"
+            result = project.folder(folder / "one-host", counts=(2,), devices_per_node=1, far=far)
+            runs = folder / f"two-host-{label(rate)}"
+            measured = aggregate.configurations(frame(ResultStore(runs).dicts()), peak.load(runs))
+            measured = measured[(measured["status"] == "ok") & (measured["world_size"] == 2)]
+            by_series = {line["key"].series: float(line["throughput"]) for _, line in measured.iterrows()}
+            for a in result["approaches"]:
+                [point] = result["table"][a.series]
+                rounds.setdefault(a.series, []).append((point, by_series.get(a.series), a.kind))
+        for series, points in rounds.items():
+            predicted = [p.throughput[0] for p, _, _ in points]
+            got = [m for _, m, _ in points if m is not None]
+            row = {"rate": label(rate), "series": series, "kind": points[0][2],
                    "link_busbw_gbps": far["all_reduce"].busbw / 1e9, "link_alpha_us": far["all_reduce"].alpha_s * 1e6,
-                   "predicted": point.throughput[0], "predicted_low": point.throughput[1],
-                   "predicted_high": point.throughput[2], "exposed_fraction": point.exposed_fraction}
-            if line is not None:
-                row.update(measured=float(line["throughput"]), measured_low=float(line["ci_low"]),
-                           measured_high=float(line["ci_high"]), runs=int(line.get("runs", 1) or 1),
-                           error=point.throughput[0] / float(line["throughput"]) - 1)
+                   "predicted": statistics.median(predicted), "predicted_low": min(p.throughput[1] for p, _, _ in points),
+                   "predicted_high": max(p.throughput[2] for p, _, _ in points),
+                   "exposed_fraction": statistics.median(p.exposed_fraction for p, _, _ in points),
+                   "rounds": len(points)}
+            if got:
+                row.update(measured=statistics.median(got), measured_low=min(got), measured_high=max(got),
+                           runs=len(got), error=statistics.median(predicted) / statistics.median(got) - 1,
+                           round_errors=[p.throughput[0] / m - 1 for p, m, _ in points if m is not None])
             lines.append(row)
     return lines
 
@@ -137,12 +190,15 @@ def write(out: Path, lines: list[dict], command: str) -> None:
     (out / "check.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     errors = [abs(line["error"]) for line in lines if "error" in line]
     summary = {"worst_error": max(errors) if errors else None, "configurations": len(errors),
-               "within_10_percent": sum(e <= 0.10 for e in errors), "date": stamp, "machine": machine(),
-               "command": command}
+               "within_10_percent": sum(e <= 0.10 for e in errors), "not_measured": len(lines) - len(errors),
+               "date": stamp, "machine": machine(), "command": command}
     (out / "error.json").write_text(json.dumps(summary, indent=1) + "\n")
     table = ["| link | approach | link all-reduce busbw | projected samples/s [interval] | measured samples/s "
              "[interval] | projected / measured − 1 |", "|---|---|---|---|---|---|"]
     for line in lines:
+        if "not_projected" in line:
+            table.append(f"| {line['rate']} | {line['series']} | – | not projected: {line['not_projected']} | – | – |")
+            continue
         got = (f"{line['measured']:,.0f} [{line['measured_low']:,.0f}, {line['measured_high']:,.0f}]"
                if "measured" in line else "not measured")
         error = f"{line['error']:+.1%}" if "error" in line else "–"
@@ -150,17 +206,21 @@ def write(out: Path, lines: list[dict], command: str) -> None:
                      f"{line['predicted']:,.0f} [{line['predicted_low']:,.0f}, {line['predicted_high']:,.0f}] | "
                      f"{got} | {error} |")
     verdict = (f"Worst error {summary['worst_error']:.1%}; {summary['within_10_percent']} of "
-               f"{summary['configurations']} configurations within ±10 %." if errors else "No configuration was measured.")
+               f"{summary['configurations']} configurations within ±10 %; {summary['not_measured']} not measured."
+               if errors else "No configuration was measured.")
     (out / "check.md").write_text(
         f"# How far the projection holds: predicted against measured across two namespace hosts\n\n"
         f"{stamp} on {machine()}: `{command}`\n\n"
-        "Projected from the one-host sweep (`one-host/`) and the collectives measured across the hosts at each "
-        "link rate (`link-*/`); measured by the same approaches run across the hosts (`two-host-*/`), repeats "
-        "interleaved. Default task, one epoch, one rank a host.\n\n" + "\n".join(table) + f"\n\n{verdict}\n")
+        "Each round, each approach ran on 1 and 2 slots of one host (`round-*/one-host/`, the projection's inputs, "
+        "with the collectives on one host in `near-link/`) and at once across the two hosts at every link rate "
+        "(`round-*/two-host-*/`); the link between the hosts was measured once a rate (`link-*/`). A line: the "
+        "median over rounds of each round's projection from its own inputs, against the median of what the rounds "
+        "measured (interval: lowest and highest). Default task, one epoch, weak scaling, one rank and one core a "
+        "host.\n\n" + "\n".join(table) + f"\n\n{verdict}\n")
 
 
 def interrupted(signum, frame) -> None:
-    """SIGTERM as Ctrl-C: the namespaces' clean-up runs on the way out."""
+    """SIGINT and SIGTERM as Ctrl-C: the namespaces' clean-up runs on the way out."""
     raise KeyboardInterrupt
 
 
@@ -180,11 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     for rate in rates:
         if rate:
             netns.bits_per_s(rate)
-    signal.signal(signal.SIGTERM, interrupted)
+    for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
+        signal.signal(stop, interrupted)
     args.out.mkdir(parents=True, exist_ok=True)
-    one_host(args.out / "one-host", args.repeats)
     measure(args.out, rates, args.repeats)
-    lines = compare(args.out, rates)
+    lines = compare(args.out, rates, args.repeats)
     write(args.out, lines, "python benchmarks/projection_check.py " + " ".join(argv or sys.argv[1:]))
     print((args.out / "check.md").read_text())
     return 0

@@ -20,7 +20,7 @@ from torch_impl.train import set_threads
 
 SIZES = [1 << k for k in range(12, 27, 2)]  # 4 KiB .. 64 MiB
 BYTES_PER_ITERATION_BUDGET = 1 << 30       # fewer repeats for large messages
-SECONDS_PER_SIZE = 2.0                     # and for slow links: about this long a size
+SECONDS_PER_SIZE = 2.0                     # and on slow links: the timed calls of a size take about this long
 
 
 def collectives(n: int, device: torch.device) -> dict:
@@ -74,8 +74,8 @@ def main() -> None:
                 call()  # warm-up: connection set-up, buffer allocation; timed to size the measurement
                 sync()
                 first = slowest(time.perf_counter() - start)
-                if first < 0.1:
-                    call(), call()
+                for _ in range(2 if first < 0.1 else 0):  # more warm-up where it is cheap
+                    call()
                 iterations = max(3, min(50, BYTES_PER_ITERATION_BUDGET // size, int(SECONDS_PER_SIZE / first)))
                 sync()
                 start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""A real Slurm cluster for the tests, on namespace hosts (tests/hosts.py): Debian's munged (one, its socket on
+"""A real Slurm cluster for the tests, on namespace hosts (bench/studies/netns.py): Debian's munged (one, its socket on
 the shared file system), slurmctld on the first host, one slurmd per host under its own NodeName and NodeAddr.
 No systemd: the fixture starts every daemon in the foreground itself, with a slurm.conf of its own
 (SLURM_CONF), and stops them all whatever the test's outcome. `make test` installs the packages when missing."""

@@ -1,4 +1,4 @@
-"""Runs across hosts that have their own network (namespace hosts, tests/hosts.py): the collectives leave by
+"""Runs across hosts that have their own network (namespace hosts, bench/studies/netns.py): the collectives leave by
 the interface toward the master, never by loopback, and the row records it."""
 from __future__ import annotations
 
@@ -217,7 +217,8 @@ def test_the_projection_check_interrupted_leaves_no_namespace_qdisc_or_process(t
     namespace = f"dtb{check.pid}h0"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(
-            "collectives" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+            "collectives" in (line := " ".join(p.info["cmdline"] or [])) and str(tmp_path) in line
+            for p in psutil.process_iter(["cmdline"])):
         time.sleep(0.2)
     shaped = subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc", "show"], capture_output=True,
                             text=True).stdout
@@ -227,3 +228,28 @@ def test_the_projection_check_interrupted_leaves_no_namespace_qdisc_or_process(t
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert "rate 50Mbit" in shaped  # it was under way, its link shaped
     assert check.returncode != 0 and f"dtb{check.pid}" not in listed and left == []
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_bench_collectives_across_two_hosts_measures_the_link_bench_project_reads(tmp_path):
+    """Node 0's folder holds every collective at 2 ranks over 2 nodes, fitted; node 1's agent says its share ran;
+    a 100 Mbit/s link measures as one (the ranks agree on each size's calls, and a slow size ends the sizes)."""
+    from bench.analysis import project
+    from bench.studies.netns import shape
+
+    with two_hosts(subnet=85) as (h0, h1):
+        for host in (h0, h1):
+            shape(host, "100mbit")
+        agents = [subprocess.Popen(h.command(sys.executable, "-m", "bench", "collectives", "--devices", "2",
+                                             "--nnodes", "2", "--node-rank", str(rank), "--master-addr", h0.address,
+                                             "--master-port", PORT, "--out", str(tmp_path / f"host{rank}")),
+                                   cwd=REPO, env={**os.environ, **CPU}, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True) for rank, h in enumerate((h0, h1))]
+        outputs = [a.communicate(timeout=400) for a in agents]
+        left = h0.pids() + h1.pids()
+    assert [a.returncode for a in agents] == [0, 0], [o[1][-2000:] for o in outputs]
+    assert "node 1: ok" in outputs[1][0] and "all_reduce      gloo 2x1:" in outputs[0][0]
+    links = project.between_nodes(tmp_path / "host0")
+    assert 0.7 * 100e6 / 8 < links["all_reduce"].busbw < 1.1 * 100e6 / 8
+    assert left == []

@@ -123,21 +123,21 @@ def test_bench_project_on_the_committed_reference_prints_projected_figures_and_d
         "error: give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together"]
 
 
-def _collective_rows(path, nodes: int, alpha_s: float, busbw: float) -> None:
-    """A folder's collective tables as `bench collectives` writes them: every size timed on the line α + size x
-    bus factor / busbw, at 2 ranks over `nodes` nodes."""
+def _collective_rows(path, nodes: int, links: dict, world: int = 2) -> None:
+    """A folder's collective tables as `bench collectives` writes them: every size timed on each collective's line
+    α + size x bus factor / busbw (`links`: collective -> (α, busbw)), at `world` ranks over `nodes` nodes."""
     import json
 
     from bench.spec.collectives import BUS_FACTOR
 
     path.mkdir(parents=True, exist_ok=True)
-    for collective in BUS_FACTOR:
+    for collective, (alpha_s, busbw) in links.items():
         table = path / ("allreduce.jsonl" if collective == "all_reduce" else "collectives.jsonl")
         with table.open("a") as f:
             for size in (4096, 65536, 1 << 20, 1 << 24):
-                row = {"backend": "gloo", "device_type": "cpu", "nodes": nodes, "devices_per_node": 2 // nodes,
-                       "world_size": 2, "size_bytes": size,
-                       "seconds": alpha_s + size * BUS_FACTOR[collective](2) / busbw}
+                row = {"backend": "gloo", "device_type": "cpu", "nodes": nodes, "devices_per_node": world // nodes,
+                       "world_size": world, "size_bytes": size,
+                       "seconds": alpha_s + size * BUS_FACTOR[collective](world) / busbw}
                 f.write(json.dumps(row if collective == "all_reduce" else {"collective": collective, **row}) + "\n")
 
 
@@ -145,19 +145,44 @@ def test_the_link_between_nodes_as_bench_collectives_measured_it_across_two_host
     from bench.analysis import project
     from bench.spec.task import SpecError
 
-    _collective_rows(tmp_path / "across", nodes=2, alpha_s=200e-6, busbw=25e6)  # a 200 Mbit/s link
+    measured = {"all_reduce": (200e-6, 25e6), "all_gather": (150e-6, 24e6), "reduce_scatter": (300e-6, 12e6)}
+    _collective_rows(tmp_path / "across", nodes=2, links=measured)  # a 200 Mbit/s link, each collective its own
+    _collective_rows(tmp_path / "across", nodes=4, links=measured, world=4)  # more ranks: not the fewest
     links = project.between_nodes(tmp_path / "across")
-    assert links["all_gather"].alpha_s == pytest.approx(200e-6, rel=1e-3)
-    assert links["reduce_scatter"].busbw == pytest.approx(25e6, rel=1e-3)
-    _collective_rows(tmp_path / "one-host", nodes=1, alpha_s=50e-6, busbw=1e9)
+    for collective, (alpha_s, busbw) in measured.items():
+        assert links[collective].alpha_s == pytest.approx(alpha_s, rel=1e-3)
+        assert links[collective].busbw == pytest.approx(busbw, rel=1e-3)
+    # Measured only at 4 ranks: α as at 2 ranks (a third of it: 3 hops), which project() grows again.
+    _collective_rows(tmp_path / "four", nodes=4, links={"all_reduce": (300e-6, 25e6)}, world=4)
+    four = project.between_nodes(tmp_path / "four")
+    assert four["all_gather"].alpha_s == pytest.approx(100e-6, rel=1e-3)  # the all-reduce's fit stands in
+    _collective_rows(tmp_path / "one-host", nodes=1, links={c: (50e-6, 1e9) for c in measured})
     with pytest.raises(SpecError, match="no collective measured across nodes there"):
         project.between_nodes(tmp_path / "one-host")
     # Two devices on two nodes of one device: the step is compute + exposed communication on that link + the rest
     # measured on one host. DDP: 1 MB all-reduced at 2 ranks over 25 MB/s = 40 ms + 0.2 ms; none hidden.
     near = {c: Link(50e-6, 1e9) for c in projection.BUS_FACTOR}
     one_host_step = 0.010 + 1e6 / 1e9 + 50e-6 + 0.002  # compute, communication on one host, 2 ms of the rest
+    links = {c: Link(200e-6, 25e6) for c in projection.BUS_FACTOR}
     [across] = project.project(approach(one_host_step), near, 0.0, (2,), 1, links)
     assert 100 * 2 / across.throughput[0] == pytest.approx(0.010 + 0.040 + 200e-6 + 0.002, rel=1e-3)
+
+
+def test_the_interval_is_widened_by_the_projections_measured_error_beyond_one_device():
+    from bench.analysis import project
+
+    near = {c: Link(0.0, 1e9) for c in projection.BUS_FACTOR}
+    one, eight = project.project(approach(0.012), near, 0.0, (1, 8), 8, None, error=0.10)
+    plain = project.project(approach(0.012), near, 0.0, (8,), 8, None)[0]
+    step = 100 * 8 / plain.throughput[0]  # every input exact: one step, no spread
+    assert eight.throughput[0] == plain.throughput[0]
+    assert eight.throughput[1] == pytest.approx(100 * 8 / (step * 1.10))
+    assert eight.throughput[2] == pytest.approx(100 * 8 / (step * 0.90))
+    assert one.throughput[1] == one.throughput[2] == one.throughput[0]  # one device: measured, not projected
+    check = {"worst_error": 0.1, "date": "2026-11-27T04:00:00+00:00", "within_10_percent": 9, "configurations": 10,
+             "not_measured": 2}
+    assert project.checked(check).startswith("widened by ±10%, the projection's worst error")
+    assert "9 of 10 configurations within ±10 %, 2 not measured" in project.checked(check)
 
 
 def test_bench_collectives_and_project_refuse_what_they_cannot_measure_or_mix(tmp_path):
@@ -171,3 +196,22 @@ def test_bench_collectives_and_project_refuse_what_they_cannot_measure_or_mix(tm
     missing = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "no collective measured across nodes there: run `bench collectives" in missing.stderr
+
+
+def test_held_against_deeplearningexamples_resnet50_on_a_dgx_a100():
+    """Issue 41, item 5: the projection's step (communication_s, step_s: what project() sums at each count) fed the
+    published inputs of NVIDIA DeepLearningExamples' PyTorch ResNet-50 v1.5 (README, pytorch-21.03 container, DGX
+    A100 80GB, 256 images a GPU), against the published 8-GPU figures; the errors are the ones docs/projection.md
+    states. Inputs: the 1-GPU throughputs (the README); ResNet-50's
+    25,557,032 fp32 gradients all-reduced by torch DDP (native AMP keeps fp32 parameters); busbw 230 GB/s (NCCL's
+    maintainer on 8x A100-SXM4, nccl-tests issue 149) and α 33.7 µs (a DGX A100 user, nccl-tests issue 123). No
+    2-GPU figure is published: nothing hidden, no rest."""
+    link = {c: Link(33.7e-6, 230e9) for c in projection.BUS_FACTOR}
+    comm = projection.communication_s("ddp", 25_557_032 * 4, 8, link)
+    assert comm == pytest.approx(0.81e-3, rel=0.01)  # 102 MB x 2 x 7/8 / 230 GB/s + α
+    errors = {}
+    for precision, one_gpu, eight_gpus in (("tf32", 938, 7248), ("amp", 2470, 16621)):
+        projected = 8 * 256 / projection.step_s(256 / one_gpu, comm, hidden=0.0)
+        errors[precision] = projected / eight_gpus - 1
+    assert errors["tf32"] == pytest.approx(0.032, abs=0.001)
+    assert errors["amp"] == pytest.approx(0.180, abs=0.001)  # what the 8 GPUs lose is not communication

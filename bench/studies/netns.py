@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 
 
@@ -65,10 +66,17 @@ def remove_stale() -> list[str]:
 
 
 def _delete(host: Host) -> None:
-    for pid in host.pids():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    for _ in range(20):  # again, for a child forked while the others were killed
+        pids = host.pids()
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
     subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)  # takes its veth end along
+    if host.interface:  # a veth still in this namespace: setup failed before moving it
+        subprocess.run(["ip", "link", "del", host.interface], capture_output=True)
 
 
 def shape(host: Host, rate: str | None) -> None:
@@ -77,8 +85,9 @@ def shape(host: Host, rate: str | None) -> None:
     if rate is None:
         subprocess.run(host.command("tc", "qdisc", "del", "dev", host.interface, "root"), capture_output=True)
         return
-    bits = bits_per_s(rate)
-    burst = max(16 * 1024, int(bits / 8 / 100))  # 10 ms at the rate: a bucket smaller than that starves TCP
+    # A bucket of a few packets: a deeper one lets every burst after an idle moment through at the veth's own
+    # speed, as no link of that rate would (a 10 ms bucket let half of each step's all-reduce through at once).
+    burst = max(8 * 1024, int(bits_per_s(rate) / 8 * 50e-6))
     subprocess.run(host.command("tc", "qdisc", "replace", "dev", host.interface, "root", "tbf", "rate", rate,
                                 "burst", str(burst), "latency", "100ms"), check=True, capture_output=True, text=True)
 
@@ -87,7 +96,7 @@ def bits_per_s(rate: str) -> float:
     """tc's rate units (bit, kbit, mbit, gbit), decimal as tc reads them."""
     units = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3, "bit": 1.0}
     for unit, scale in units.items():
-        if rate.endswith(unit) and rate[:-len(unit)].replace(".", "", 1).isdigit():
+        if rate.lower().endswith(unit) and rate[:-len(unit)].replace(".", "", 1).isdigit():
             return float(rate[:-len(unit)]) * scale
     raise ValueError(f"rate {rate!r}: give it as tc does, e.g. 50mbit or 1gbit")
 
