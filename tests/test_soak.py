@@ -1,0 +1,30 @@
+"""A short soak (benchmarks/soak.py): random faults injected into quick sweeps by a seeded chaos driver; after each,
+nothing of the run is left, the store is whole, every row says why, and --resume trains to the undisturbed figures."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import CPU, REPO
+
+
+@pytest.mark.slow
+def test_a_short_soak_leaves_nothing_and_resumes_every_trial_to_the_undisturbed_figures(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import soak
+
+    # Seed 68's two trials: SIGTERM to a rank of torch-ddp on one node, SIGINT to the watchdog on two fake nodes.
+    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "68", "--out",
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **CPU})
+    assert done.returncode == 0, done.stderr[-2000:]
+    trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    assert [(t["variant"], t["target"], t["fault"], t["nodes"]) for t in trials] == [
+        ("torch-ddp", "rank", "SIGTERM", 1), ("torch-ddp", "watchdog", "SIGINT", 2)]
+    assert all(t["injected"] for t in trials), trials
+    assert [t for t in trials if soak.failed(t)] == []
+    assert "trials with any of these wrong: 0" in (tmp_path / "summary.md").read_text()
