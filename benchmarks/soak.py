@@ -37,11 +37,12 @@ APPROACHES = ("torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate",
 FAULTS = ("SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGINT", "SIGINT", "SIGSTOP")
 TARGETS = ("harness", "launcher", "rank", "store", "watchdog")
 TIMEOUT_S = 40  # the run's --timeout: a stopped process is held past it
+TASK = ("--task", "quick", "--epochs", "12")  # trains for seconds, not one: most faults land mid-training
 CPU = {"CUDA_VISIBLE_DEVICES": ""}
 
 
 def sweep(out: Path, variant: str, nodes: int, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bench", "sweep", "--task", "quick", "--variants", variant,
+    return subprocess.Popen([sys.executable, "-m", "bench", "sweep", *TASK, "--variants", variant,
                              "--devices", "2", "--nodes", str(nodes), "--no-analysis", "--timeout", str(TIMEOUT_S),
                              "--out", str(out), *extra], cwd=REPO_ROOT, env={**os.environ, **CPU},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -124,6 +125,15 @@ def reference(out: Path, variant: str, nodes: int) -> dict:
     return ok[-1]
 
 
+def ended(process: subprocess.Popen, within_s: float, what: str) -> str:
+    """Its stderr once it has ended; killed if it has not within `within_s` (which the stderr then says)."""
+    try:
+        return process.communicate(timeout=within_s)[1] or ""
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return (process.communicate()[1] or "") + f"\nsoak: {what} did not end within {within_s:.0f} s and was killed"
+
+
 def trial(out: Path, number: int, rng: random.Random) -> dict:
     variant, nodes = rng.choice(APPROACHES), rng.choice((1, 2))
     target, fault, moment = rng.choice(TARGETS), rng.choice(FAULTS), round(rng.uniform(0.5, 10.0), 2)
@@ -145,12 +155,7 @@ def trial(out: Path, number: int, rng: random.Random) -> dict:
     if hit and fault == "SIGSTOP" and target == "harness":
         time.sleep(TIMEOUT_S + 5)  # the harness paused past its run's timeout, then let go
         os.kill(hit, signal.SIGCONT)
-    try:
-        _, err = harness.communicate(timeout=TIMEOUT_S + 90)
-    except subprocess.TimeoutExpired:
-        harness.kill()
-        _, err = harness.communicate()
-        err = (err or "") + "\nsoak: the harness did not end within its timeout and was killed"
+    err = ended(harness, TIMEOUT_S + 90, "the harness")
     run_id = run_id_of(folder)
     left = left_of(folder, run_id)
     if run_id:
@@ -159,12 +164,7 @@ def trial(out: Path, number: int, rng: random.Random) -> dict:
     before = rows(store) if not torn_lines(store) else []
     unexplained = [r["run_id"] for r in before if r["status"] != "ok" and not r.get("error")]
     resumed = sweep(folder, variant, nodes, "--resume")
-    try:
-        _, resume_err = resumed.communicate(timeout=TIMEOUT_S + 120)
-    except subprocess.TimeoutExpired:
-        resumed.kill()
-        _, resume_err = resumed.communicate()
-        resume_err = (resume_err or "") + "\nsoak: the resumed sweep did not end within its timeout and was killed"
+    resume_err = ended(resumed, TIMEOUT_S + 120, "the resumed sweep")
     after = [r for r in rows(store) if r["status"] == "ok"] if not torn_lines(store) else []
     matched = bool(after) and all(after[-1][k] == expected[k] for k in ("test_loss", "test_accuracy"))
     return {"trial": number, "variant": variant, "nodes": nodes, "target": target, "fault": fault,
@@ -172,12 +172,12 @@ def trial(out: Path, number: int, rng: random.Random) -> dict:
             "rows_before_resume": len(before), "statuses": [r["status"] for r in before],
             "unexplained": unexplained, "left": left, "torn": torn_lines(store), "resume_exit": resumed.returncode,
             "ok_rows_after_resume": len(after), "resume_matched": matched,
-            "traceback": "Traceback" in (err or "") + (resume_err or "")}
+            "traceback": "Traceback" in err + resume_err, "hung": "and was killed" in err + resume_err}
 
 
 def failed(t: dict) -> bool:
     return bool(t["left"] or t["torn"] or t["unexplained"] or t["rows_before_resume"] > 1 or not t["resume_matched"]
-                or t["ok_rows_after_resume"] != 1 or t["resume_exit"] != 0 or t["traceback"])
+                or t["ok_rows_after_resume"] != 1 or t["resume_exit"] != 0 or t["traceback"] or t.get("hung"))
 
 
 def summary(lines: list[dict], seed: int, command: str) -> str:
@@ -196,6 +196,7 @@ def summary(lines: list[dict], seed: int, command: str) -> str:
             f"- resumed runs with the undisturbed run's test loss and accuracy, to the bit: "
             f"{sum(t['resume_matched'] for t in lines)} of {len(lines)}\n"
             f"- tracebacks on the console: {sum(t['traceback'] for t in lines)}\n"
+            f"- a harness or resumed sweep that did not end by itself: {sum(bool(t.get('hung')) for t in lines)}\n"
             f"- trials with any of these wrong: {len(failures)}"
             + (f" ({', '.join(str(t['trial']) for t in failures)}: see trials.jsonl)" if failures else "") + "\n\n"
             "| fault → target | injected |\n|---|---|\n" + table + "\n")
