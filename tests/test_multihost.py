@@ -2,6 +2,7 @@
 the interface toward the master, never by loopback, and the row records it."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -214,17 +215,27 @@ def test_the_projection_check_interrupted_leaves_no_namespace_qdisc_or_process(t
                               "--rates", "50mbit", "--repeats", "1"], cwd=REPO, env={**os.environ, **CPU},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     namespace = f"dtb{check.pid}h0"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
-                                                             text=True).stdout.strip():
-        time.sleep(0.2)  # until the link's measurement runs inside the first host
-    shaped = subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc", "show"], capture_output=True,
-                            text=True).stdout
+
+    def measuring_on_a_shaped_link() -> bool:
+        # The host's own set-up runs commands inside it before its veth is there: wait for the measurement itself.
+        inside = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+        commands = []
+        for pid in inside:
+            with contextlib.suppress(psutil.Error):
+                commands.append(" ".join(psutil.Process(int(pid)).cmdline()))
+        shaped = subprocess.run(["ip", "netns", "exec", namespace, "tc", "qdisc", "show"], capture_output=True,
+                                text=True).stdout
+        return "rate 50Mbit" in shaped and any("collectives" in command for command in commands)
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not measuring_on_a_shaped_link():
+        time.sleep(0.2)
+    under_way = measuring_on_a_shaped_link()
     check.send_signal(signal.SIGTERM)
     check.communicate(timeout=60)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
-    assert "rate 50Mbit" in shaped  # it was under way, its link shaped
+    assert under_way  # it was measuring, its link shaped
     assert check.returncode != 0 and f"dtb{check.pid}" not in listed and left == []
 
 
