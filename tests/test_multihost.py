@@ -227,12 +227,14 @@ def test_the_projection_check_interrupted_leaves_no_namespace_qdisc_or_process(t
                                 text=True).stdout
         return "rate 50Mbit" in shaped and any("collectives" in command for command in commands)
 
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not measuring_on_a_shaped_link():
-        time.sleep(0.2)
-    under_way = measuring_on_a_shaped_link()
-    check.send_signal(signal.SIGTERM)
-    check.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not measuring_on_a_shaped_link():
+            time.sleep(0.2)
+        under_way = measuring_on_a_shaped_link()
+    finally:  # also when the wait itself fails: the check must not outlive the test
+        check.send_signal(signal.SIGTERM)
+        check.communicate(timeout=60)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert under_way  # it was measuring, its link shaped
