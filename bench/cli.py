@@ -3,6 +3,7 @@ parsed and handed to the command (bench.commands); a bad request is one line and
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import sys
 from pathlib import Path
@@ -340,6 +341,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except StoreError as exc:  # the run's row, printed: nothing measured is lost
         print(f"error: {exc}\n{exc.line}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        resume = "; `bench sweep --resume` goes on from the rows recorded" if args.command == "sweep" else ""
+        where = exc.filename or getattr(args, "out", None) or "the results"
+        print(f"error: {one_line(f'{exc.strerror} writing {where}')}: free space there or pass --out elsewhere"
+              f"{resume}", file=sys.stderr)
         return 1
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):

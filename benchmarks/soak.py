@@ -1,22 +1,27 @@
-"""A soak of random faults (issue 42): quick sweeps of several approaches, on one node and on two fake nodes, while a
-seeded chaos driver picks a random process of the run (the harness, a launcher, a rank, the rendezvous store, the
-run's watchdog) and a random fault (SIGKILL, SIGTERM, SIGINT, SIGSTOP held past the run's timeout) at a random
-moment. After each trial:
+"""A soak of random faults (issue 42): quick sweeps of several approaches, on one node, on two fake nodes and across
+two namespace hosts (bench.studies.netns), while a seeded chaos driver picks a random process of the run (the
+harness, node 1's agent, a launcher, a rank, the rendezvous store, the run's watchdog) and a random fault (SIGKILL,
+SIGTERM, SIGINT, SIGSTOP held past the run's timeout), or fills the results folder's disk (a small tmpfs), at a
+random moment. After each trial:
 
-- no process of the run is left (its run id in their environment, or its folder on their command line);
+- no process of the run is left (its run id in their environment or on their command line, its folder on their
+  command line, or any process inside a namespace host);
 - the store parses: no torn line;
-- the run has at most one row, and a row that is not `ok` says why;
-- `sweep --resume` completes it, and the completed row trains to the same test loss and accuracy, to the last bit,
-  as an undisturbed run of the same configuration.
+- each planned run has at most one row, and a row that is not `ok` says why;
+- `sweep --resume` completes the sweep: every row recorded before is still there, and each planned run has exactly
+  one `ok` row, which trains to the same test loss and accuracy, to the last bit, as an undisturbed sweep's.
 
     python benchmarks/soak.py --trials 200 --seed 1 --out results/soak-cpu
 
 Appends a line per trial to OUT/trials.jsonl (a rerun with the same --out goes on from the trials it holds) and
-writes OUT/summary.md. Not part of `make test`; tests/test_soak.py runs a short one."""
+writes OUT/summary.md. Runs as root where it can make namespace hosts and mount a tmpfs; elsewhere it leaves those
+trials out and says so. SIGINT and SIGTERM stop the trial under way and remove what it made. Not part of
+`make test`; tests/test_soak.py runs a short one."""
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import random
@@ -31,70 +36,112 @@ import psutil
 
 from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run
+from bench.studies import netns
 
 APPROACHES = ("torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate", "tf-multiworker")
-# SIGSTOP costs a whole --timeout a trial: drawn half as often as each other fault.
-FAULTS = ("SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGINT", "SIGINT", "SIGSTOP")
+# deepspeed left out across hosts: its ranks take some 50 s to start inside a namespace host, past the timeout.
+ACROSS_HOSTS = ("torch-ddp", "torch-fsdp", "tf-multiworker")
+PLACEMENTS = ("one node", "two fake nodes", "two hosts")
+# SIGSTOP costs a whole --timeout a trial: drawn half as often as each signal of the others.
+FAULTS = ("SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGINT", "SIGINT", "SIGSTOP", "full disk")
 TARGETS = ("harness", "launcher", "rank", "store", "watchdog")
 TIMEOUT_S = 40  # the run's --timeout: a stopped process is held past it
-TASK = ("--task", "quick", "--epochs", "12")  # trains for seconds, not one: most faults land mid-training
+TASK = ("--task", "quick", "--epochs", "20")  # trains for seconds, not one: most faults land mid-training
 CPU = {"CUDA_VISIBLE_DEVICES": ""}
+DISK = "16m"  # a sweep's folder holds under 1 MB: room for it, filled at the fault's moment
+PORTS = 29600  # across the hosts, a port a trial: a killed store's port may still be held
 
 
-def sweep(out: Path, variant: str, nodes: int, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bench", "sweep", *TASK, "--variants", variant,
-                             "--devices", "2", "--nodes", str(nodes), "--no-analysis", "--timeout", str(TIMEOUT_S),
-                             "--out", str(out), *extra], cwd=REPO_ROOT, env={**os.environ, **CPU},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start(folder: Path, variant: str, placement: str, hosts, port: int, *extra: str) -> list[subprocess.Popen]:
+    """The sweep's processes: one harness on this host, or an agent on each namespace host (node 1's folder:
+    FOLDER/node1), each pinned to a core of its own as the one-host run's ranks are. `bench sweep` runs on one
+    host: across hosts, the sweep of one run is a `bench run` on each."""
+    command = [sys.executable, "-m", "bench", *TASK, "--devices", "2", "--nodes", "1" if placement == "one node" else "2",
+               "--timeout", str(TIMEOUT_S), *extra]
+    command[3:3] = (["run", "--variant", variant] if placement == "two hosts" else
+                    ["sweep", "--variants", variant, "--no-analysis"])
+    output = dict(cwd=REPO_ROOT, env={**os.environ, **CPU}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                  text=True)
+    if placement != "two hosts":
+        return [subprocess.Popen([*command, "--out", str(folder)], **output)]
+    cores = sorted(os.sched_getaffinity(0))
+    return [subprocess.Popen(host.command(*command, "--node-rank", str(rank), "--master-addr", hosts[0].address,
+                                          "--master-port", str(port),
+                                          "--out", str(folder if rank == 0 else folder / "node1")),
+                             preexec_fn=lambda core=cores[rank % len(cores)]: os.sched_setaffinity(0, {core}),
+                             **output)
+            for rank, host in enumerate(hosts)]
 
 
-def run_id_of(out: Path) -> str | None:
-    runs = sorted((out / "runs").glob("*")) if (out / "runs").exists() else []
-    return runs[-1].name if runs else None
+def run_ids(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("runs/*")) + sorted(p.name for p in folder.glob("node1/runs/*"))
 
 
-def role(pid: int) -> str | None:
+def role(process: psutil.Process, agents: list[int]) -> str | None:
     """What a process of the run is, by its command line."""
     try:
-        command = " ".join(psutil.Process(pid).cmdline())
+        command = " ".join(process.cmdline())
     except psutil.Error:
         return None
+    if process.pid in agents:
+        return "harness" if process.pid == agents[0] else "node agent"
     if "bench.run.reaper" in command:
         return "watchdog"
     if "bench.run.rendezvous" in command:
         return "store"
     if "--spec" in command and ("_impl" in command or "probes." in command):
         return "rank"
+    if command.startswith("ip netns exec"):
+        return None  # `ip` has exec'd into the agent: the same process
     return "launcher"
 
 
-def candidates(harness: subprocess.Popen, out: Path) -> dict[str, list[int]]:
-    found: dict[str, list[int]] = {"harness": [harness.pid]}
-    run_id = run_id_of(out)
-    for pid in processes_of_run(run_id) if run_id else []:
-        if (kind := role(pid)) is not None:
-            found.setdefault(kind, []).append(pid)
-    return found
+def processes(folder: Path, agents: list[int]) -> list[psutil.Process]:
+    """Every live process of the trial's sweep: the agents and what descends from them, whatever carries one of its
+    run ids in its environment (the run's own processes, those of a session of their own too) or on its command
+    line (the watchdog), and whatever names its folder."""
+    found: dict[int, psutil.Process] = {}
+    for pid in agents:
+        with contextlib.suppress(psutil.Error):
+            agent = psutil.Process(pid)
+            for p in [agent, *agent.children(recursive=True)]:
+                found[p.pid] = p
+    ids = run_ids(folder)
+    for run_id in ids:
+        for pid in processes_of_run(run_id):
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    for p in psutil.process_iter(["cmdline"]):
+        command = " ".join(p.info["cmdline"] or [])
+        if p.pid != os.getpid() and (str(folder) in command or any(i in command for i in ids)):
+            found[p.pid] = p
+    return [p for p in found.values() if alive(p)]
 
 
-def left_of(out: Path, run_id: str | None, within_s: float = 15) -> list[str]:
-    """The run's processes still alive after up to `within_s` (the watchdog's deadline), as 'pid command'."""
+def alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def left_of(folder: Path, hosts, within_s: float = 15) -> list[str]:
+    """The trial's processes still alive after up to `within_s` (the watchdog's deadline), as 'pid command'; across
+    hosts, any process inside one."""
     deadline = time.monotonic() + within_s
     while True:
-        pids = set(processes_of_run(run_id)) if run_id else set()
-        for p in psutil.process_iter(["cmdline"]):
-            if str(out) in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid():
-                pids.add(p.pid)
-        alive = []
-        for pid in pids:
-            try:
-                process = psutil.Process(pid)
-                if process.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(f"{pid} {' '.join(process.cmdline())[:120]}")
-            except psutil.Error:
-                continue
-        if not alive or time.monotonic() > deadline:
-            return alive
+        found = {p.pid: p for p in processes(folder, [])}
+        for host in hosts or ():
+            for pid in host.pids():
+                with contextlib.suppress(psutil.Error):
+                    found[pid] = psutil.Process(pid)
+        described = []
+        for p in found.values():
+            with contextlib.suppress(psutil.Error):
+                if alive(p):
+                    described.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
+        if not described or time.monotonic() > deadline:
+            return described
         time.sleep(0.3)
 
 
@@ -114,15 +161,9 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def reference(out: Path, variant: str, nodes: int) -> dict:
-    """An undisturbed run of the configuration: the figures a resumed sweep must reproduce."""
-    folder = out / "reference" / f"{variant}-{nodes}"
-    if not rows(folder / "results.jsonl"):
-        sweep(folder, variant, nodes).communicate()
-    ok = [r for r in rows(folder / "results.jsonl") if r["status"] == "ok"]
-    if not ok:
-        raise SystemExit(f"the undisturbed run of {variant} on {nodes} node(s) failed: see {folder}")
-    return ok[-1]
+def planned(row: dict) -> tuple:
+    """The planned run a row is of: a sweep of deepspeed plans one run per ZeRO stage."""
+    return row["variant"], (row.get("task") or {}).get("zero_stage"), row["nodes"], row["world_size"]
 
 
 def ended(process: subprocess.Popen, within_s: float, what: str) -> str:
@@ -134,72 +175,195 @@ def ended(process: subprocess.Popen, within_s: float, what: str) -> str:
         return (process.communicate()[1] or "") + f"\nsoak: {what} did not end within {within_s:.0f} s and was killed"
 
 
-def trial(out: Path, number: int, rng: random.Random) -> dict:
-    variant, nodes = rng.choice(APPROACHES), rng.choice((1, 2))
-    target, fault, moment = rng.choice(TARGETS), rng.choice(FAULTS), round(rng.uniform(0.5, 10.0), 2)
-    expected = reference(out, variant, nodes)
-    folder = out / "trials" / f"{number:04d}"
-    shutil.rmtree(folder, ignore_errors=True)
-    harness = sweep(folder, variant, nodes)
-    time.sleep(moment)
-    pids, waited_until = [], time.monotonic() + 15  # a target not started yet: the fault when it is
-    while harness.poll() is None and not pids and time.monotonic() < waited_until:
-        pids = candidates(harness, folder).get(target, [])
-        time.sleep(0.1 if not pids else 0)
-    hit = rng.choice(pids) if pids else None
+def all_ended(agents: list[subprocess.Popen], within_s: float, what: str) -> str:
+    return "\n".join(ended(agent, within_s, what) for agent in agents)
+
+
+def reference(out: Path, variant: str, placement: str, hosts) -> dict[tuple, dict]:
+    """An undisturbed sweep of the configuration: the figures a resumed sweep must reproduce, by planned run."""
+    folder = out / "reference" / f"{variant}-{placement.replace(' ', '-')}"
+    if not rows(folder / "results.jsonl"):
+        err = all_ended(start(folder, variant, placement, hosts, PORTS - 1), TIMEOUT_S * 4, "the undisturbed sweep")
+        (folder / "console.log").parent.mkdir(parents=True, exist_ok=True)
+        (folder / "console.log").write_text(err)
+    ok = {planned(r): r for r in rows(folder / "results.jsonl") if r["status"] == "ok"}
+    if not ok:
+        raise SystemExit(f"the undisturbed sweep of {variant} ({placement}) failed: see {folder}/console.log")
+    return ok
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, wanted: bool):
+    """The trial's folder on a tmpfs of its own where a full disk is the fault; its files are copied out before the
+    tmpfs goes."""
+    folder.mkdir(parents=True)
+    if not wanted:
+        yield
+        return
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(folder)], check=True)
     try:
-        if hit:
-            os.kill(hit, getattr(signal, fault))
-    except ProcessLookupError:
-        hit = None
-    if hit and fault == "SIGSTOP" and target == "harness":
-        time.sleep(TIMEOUT_S + 5)  # the harness paused past its run's timeout, then let go
-        os.kill(hit, signal.SIGCONT)
-    err = ended(harness, TIMEOUT_S + 90, "the harness")
-    run_id = run_id_of(folder)
-    left = left_of(folder, run_id)
-    if run_id:
-        kill_all_of_run(run_id)  # whatever a failed check found, gone before the next trial
-    store = folder / "results.jsonl"
-    before = rows(store) if not torn_lines(store) else []
-    unexplained = [r["run_id"] for r in before if r["status"] != "ok" and not r.get("error")]
-    resumed = sweep(folder, variant, nodes, "--resume")
-    resume_err = ended(resumed, TIMEOUT_S + 120, "the resumed sweep")
-    after = [r for r in rows(store) if r["status"] == "ok"] if not torn_lines(store) else []
-    matched = bool(after) and all(after[-1][k] == expected[k] for k in ("test_loss", "test_accuracy"))
-    return {"trial": number, "variant": variant, "nodes": nodes, "target": target, "fault": fault,
-            "moment_s": moment, "injected": hit is not None, "harness_exit": harness.returncode,
-            "rows_before_resume": len(before), "statuses": [r["status"] for r in before],
-            "unexplained": unexplained, "left": left, "torn": torn_lines(store), "resume_exit": resumed.returncode,
-            "ok_rows_after_resume": len(after), "resume_matched": matched,
-            "traceback": "Traceback" in err + resume_err, "hung": "and was killed" in err + resume_err}
+        yield
+    finally:
+        kept = folder.with_name(folder.name + ".tmpfs")
+        shutil.copytree(folder, kept, ignore=shutil.ignore_patterns(".filler"))
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+        folder.rmdir()
+        kept.rename(folder)
+
+
+def fill(folder: Path) -> bool:
+    """Write to the folder's disk until it is full."""
+    try:
+        with open(folder / ".filler", "wb") as f:
+            while True:
+                f.write(b"\0" * (1 << 20))
+                f.flush()
+    except OSError:
+        return True
+
+
+def hit(folder: Path, agents: list[subprocess.Popen], drawn: str, fault: str, rng: random.Random) -> str | None:
+    """The fault on a process of the drawn kind, waited for up to 3 s (a target not started yet is hit when it
+    starts); where the run has none such, on one of the kinds it has. Returns the kind hit, None if the sweep ended
+    first."""
+    pids = [a.pid for a in agents]
+    waited_until = time.monotonic() + 3
+    while any(a.poll() is None for a in agents):
+        kinds: dict[str, list[int]] = collections.defaultdict(list)
+        for p in processes(folder, pids):
+            if (kind := role(p, pids)) is not None:
+                kinds[kind].append(p.pid)
+        if kinds and (drawn in kinds or time.monotonic() > waited_until):
+            target = drawn if drawn in kinds else rng.choice(sorted(kinds))
+            try:
+                os.kill(rng.choice(sorted(kinds[target])), getattr(signal, fault))
+            except ProcessLookupError:
+                continue
+            if fault == "SIGSTOP" and target in ("harness", "node agent"):
+                time.sleep(TIMEOUT_S + 5)  # paused past its run's timeout, then let go
+                for pid in kinds[target]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
+            return target
+        time.sleep(0.1)
+    return None
+
+
+def resume(folder: Path, variant: str, placement: str, hosts, port: int, expected: dict) -> list[subprocess.Popen]:
+    """`sweep --resume`; across hosts, the run again where it has no ok row."""
+    if placement != "two hosts":
+        return start(folder, variant, placement, hosts, port, "--resume")
+    done = {planned(r) for r in rows(folder / "results.jsonl") if r["status"] == "ok"}
+    return [] if set(expected) <= done else start(folder, variant, placement, hosts, port)
+
+
+class Trial:
+    """The trial under way, for the stop signals' clean-up."""
+    folder: Path | None = None
+    agents: list[subprocess.Popen] = []
+
+
+def stop_trial() -> None:
+    for agent in Trial.agents:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(agent.pid, signal.SIGCONT)
+            agent.send_signal(signal.SIGINT)  # the sweep records its run as interrupted and cleans it up
+    with contextlib.suppress(Exception):
+        all_ended(Trial.agents, 60, "the interrupted sweep")
+    if Trial.folder:
+        for run_id in run_ids(Trial.folder):
+            kill_all_of_run(run_id)
+
+
+def trial(out: Path, number: int, rng: random.Random, hosts) -> dict:
+    """One sweep, one fault: `hosts` None where this machine has no namespace hosts (nor a tmpfs to fill)."""
+    placement = rng.choice(PLACEMENTS if hosts else PLACEMENTS[:2])
+    variant = rng.choice(ACROSS_HOSTS if placement == "two hosts" else APPROACHES)
+    targets = TARGETS + (("node agent",) if placement == "two hosts" else ())
+    faults = FAULTS if hosts else tuple(f for f in FAULTS if f != "full disk")
+    drawn, fault, moment = rng.choice(targets), rng.choice(faults), round(rng.uniform(0.5, 8.0), 2)
+    hosts = hosts if placement == "two hosts" else None
+    expected = reference(out, variant, placement, hosts)
+    folder = Trial.folder = out / "trials" / f"{number:04d}"
+    shutil.rmtree(folder, ignore_errors=True)
+    began, port = time.monotonic(), PORTS + number % 1000
+    with small_disk(folder, fault == "full disk"):
+        agents = Trial.agents = start(folder, variant, placement, hosts, port)
+        time.sleep(moment)
+        if fault == "full disk":
+            target = "results folder" if any(a.poll() is None for a in agents) and fill(folder) else None
+        else:
+            target = hit(folder, agents, drawn, fault, rng)
+        err = all_ended(agents, TIMEOUT_S + 90, "the sweep")
+        left = left_of(folder, hosts)
+        for run_id in run_ids(folder):
+            kill_all_of_run(run_id)  # whatever a failed check found, gone before the next trial
+        (folder / ".filler").unlink(missing_ok=True)
+        store = folder / "results.jsonl"
+        before = rows(store) if not torn_lines(store) else []
+        resumed = Trial.agents = resume(folder, variant, placement, hosts, port + 1000, expected)
+        resume_err = all_ended(resumed, TIMEOUT_S * 4, "the resumed sweep")
+        left += left_of(folder, hosts)
+        Trial.agents = []
+        (folder / "console.log").write_text(f"{err}\n--- the resume:\n{resume_err}")  # kept where the trial fails
+    after = rows(store) if not torn_lines(store) else []
+    ok_after = collections.Counter(planned(r) for r in after if r["status"] == "ok")
+    last_ok = {planned(r): r for r in after if r["status"] == "ok"}
+    matched = all(ok_after[k] == 1 and all(last_ok[k][f] == e[f] for f in ("test_loss", "test_accuracy"))
+                  for k, e in expected.items())
+    per_run = collections.Counter(planned(r) for r in before)
+    return {"trial": number, "placement": placement, "variant": variant, "nodes": 1 if placement == "one node" else 2,
+            "drawn": drawn if fault != "full disk" else "results folder", "target": target, "fault": fault,
+            "moment_s": moment, "injected": target is not None, "harness_exit": [a.returncode for a in agents],
+            "planned_runs": len(expected), "rows_before_resume": len(before),
+            "statuses": [r["status"] for r in before],
+            "runs_with_several_rows": sum(c > 1 for c in per_run.values()),
+            "unplanned_rows": sum(k not in expected for k in per_run),
+            "unexplained": [r["run_id"] for r in before if r["status"] != "ok" and not r.get("error")],
+            "lost": [r["run_id"] for r in before if r["run_id"] not in {a["run_id"] for a in after}],
+            "left": left, "torn": torn_lines(store), "resume_exit": [a.returncode for a in resumed],
+            "planned_runs_with_one_ok_row": sum(ok_after[k] == 1 for k in expected), "resume_matched": matched,
+            "traceback": "Traceback" in err + resume_err, "hung": "and was killed" in err + resume_err,
+            "seconds": round(time.monotonic() - began, 1)}
 
 
 def failed(t: dict) -> bool:
-    return bool(t["left"] or t["torn"] or t["unexplained"] or t["rows_before_resume"] > 1 or not t["resume_matched"]
-                or t["ok_rows_after_resume"] != 1 or t["resume_exit"] != 0 or t["traceback"] or t.get("hung"))
+    return bool(t["left"] or t["torn"] or t["unexplained"] or t["lost"] or t["runs_with_several_rows"]
+                or t["unplanned_rows"] or not t["resume_matched"] or any(t["resume_exit"]) or t["traceback"]
+                or t["hung"])
 
 
 def summary(lines: list[dict], seed: int, command: str) -> str:
     injected = [t for t in lines if t["injected"]]
-    by_kind = collections.Counter(f"{t['fault']} → {t['target']}" for t in injected)
+    by_kind = collections.Counter((t["fault"], t["target"]) for t in injected)
+    by_placement = collections.Counter(t["placement"] for t in injected)
     failures = [t for t in lines if failed(t)]
-    table = "\n".join(f"| {kind} | {count} |" for kind, count in sorted(by_kind.items()))
+    planned_runs = sum(t["planned_runs"] for t in lines)
+    table = "\n".join(f"| {fault} | {target} | {count} |" for (fault, target), count in sorted(by_kind.items()))
     return (f"# Soak of random faults\n\n`{command}` (seed {seed})\n\n"
-            f"- trials: {len(lines)}; a fault injected in {len(injected)} (in the others the target had exited "
-            "before it was hit: they ran undisturbed)\n"
+            f"- trials: {len(lines)}; a fault injected in {len(injected)} "
+            f"({', '.join(f'{n} {p}' for p, n in sorted(by_placement.items()))}); in the others the sweep had ended "
+            "before its moment\n"
             f"- processes left after a trial: {sum(len(t['left']) for t in lines)}\n"
             f"- torn store lines: {sum(t['torn'] for t in lines)}\n"
+            f"- rows lost by the resume: {sum(len(t['lost']) for t in lines)}\n"
             f"- rows without a reason: {sum(len(t['unexplained']) for t in lines)}\n"
-            f"- resumes that completed the sweep with exactly one ok row: "
-            f"{sum(t['ok_rows_after_resume'] == 1 and t['resume_exit'] == 0 for t in lines)} of {len(lines)}\n"
-            f"- resumed runs with the undisturbed run's test loss and accuracy, to the bit: "
+            f"- planned runs with more than one row before the resume: "
+            f"{sum(t['runs_with_several_rows'] for t in lines)}\n"
+            f"- planned runs with exactly one ok row after the resume: "
+            f"{sum(t['planned_runs_with_one_ok_row'] for t in lines)} of {planned_runs}\n"
+            f"- resumed sweeps whose runs all have the undisturbed test loss and accuracy, to the bit: "
             f"{sum(t['resume_matched'] for t in lines)} of {len(lines)}\n"
+            f"- resumes that did not exit 0: {sum(any(t['resume_exit']) for t in lines)}\n"
             f"- tracebacks on the console: {sum(t['traceback'] for t in lines)}\n"
-            f"- a harness or resumed sweep that did not end by itself: {sum(bool(t.get('hung')) for t in lines)}\n"
+            f"- a sweep that did not end by itself: {sum(bool(t['hung']) for t in lines)}\n"
             f"- trials with any of these wrong: {len(failures)}"
             + (f" ({', '.join(str(t['trial']) for t in failures)}: see trials.jsonl)" if failures else "") + "\n\n"
-            "| fault → target | injected |\n|---|---|\n" + table + "\n")
+            "| fault | target | injected |\n|---|---|---|\n" + table + "\n")
+
+
+def interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,17 +373,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/soak-cpu"))
     args = parser.parse_args(argv)
+    if why := netns.why_no_namespaces():
+        print(f"soak: no namespace hosts here ({why}): their trials and the full disk's are left out",
+              file=sys.stderr)
+    for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background job starts with it ignored
+        signal.signal(stop, interrupted)
     args.out.mkdir(parents=True, exist_ok=True)
     record = args.out / "trials.jsonl"
     lines = rows(record)
-    for number in range(len(lines), args.trials):  # each trial draws from its own seed: a rerun goes on
-        line = trial(args.out, number, random.Random(f"{args.seed}-{number}"))
-        with record.open("a") as f:
-            f.write(json.dumps(line) + "\n")
-        lines.append(line)
-        print(json.dumps(line), flush=True)
-        if not failed(line):  # a failure's folder is kept for its reproduction
-            shutil.rmtree(args.out / "trials" / f"{number:04d}", ignore_errors=True)
+    hosts = netns.two_hosts(subnet=93) if not why else contextlib.nullcontext()
+    try:
+        with hosts as two:
+            for number in range(len(lines), args.trials):  # each trial draws from its own seed: a rerun goes on
+                line = trial(args.out, number, random.Random(f"{args.seed}-{number}"), two)
+                with record.open("a") as f:
+                    f.write(json.dumps(line) + "\n")
+                lines.append(line)
+                print(json.dumps(line), flush=True)
+                if not failed(line):  # a failure's folder is kept for its reproduction
+                    shutil.rmtree(args.out / "trials" / f"{number:04d}", ignore_errors=True)
+    except KeyboardInterrupt:
+        stop_trial()
+        print(f"soak: interrupted; {len(lines)} trials in {record}", file=sys.stderr)
+        return 130
     command = "python benchmarks/soak.py " + " ".join(argv if argv is not None else sys.argv[1:])
     (args.out / "summary.md").write_text(summary(lines, args.seed, command))
     print((args.out / "summary.md").read_text())

@@ -238,3 +238,31 @@ def test_a_rank_slowed_on_purpose_is_named_a_straggler_in_the_row_and_the_report
     assert bench("report", str(tmp_path)).returncode == 0
     report = (tmp_path / "report.md").read_text()
     assert "### Stragglers" in report and "rank 1 is a straggler" in report and "rank 0 is a straggler" not in report
+
+
+def test_a_disk_that_fills_during_a_run_costs_its_time_series_not_its_row():
+    import errno
+
+    from bench.run.execute import saved
+
+    class Full:
+        def save(self, slots):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert saved(Full(), {}) == (None, "its time series not saved: No space left on device")
+    assert saved(None, {}) == (None, None)
+
+
+def test_a_disk_full_before_a_run_starts_is_one_line_naming_the_fix(monkeypatch, capsys):
+    import errno
+
+    from bench import cli, commands
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "/results/runs/x/spec.json")
+
+    monkeypatch.setattr(commands, "cmd_sweep", full)
+    assert cli.main(["sweep", "--variants", "torch-single", "--out", "/results"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: No space left on device writing /results/runs/x/spec.json: free space there or pass --out "
+                   "elsewhere; `bench sweep --resume` goes on from the rows recorded")

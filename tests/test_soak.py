@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from helpers import CPU, REPO
+from bench.studies.netns import why_no_namespaces
 
 
 @pytest.mark.slow
@@ -17,14 +18,19 @@ def test_a_short_soak_leaves_nothing_and_resumes_every_trial_to_the_undisturbed_
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     import soak
 
-    # Seed 68's two trials: SIGTERM to a rank of torch-ddp on one node, SIGINT to the watchdog on two fake nodes.
-    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "68", "--out",
+    # Seed 147's two trials: the results folder's disk filled under torch-fsdp on one node, then SIGTERM to node 1's
+    # agent of torch-fsdp across two namespace hosts; where this machine cannot make those, SIGINT to a launcher
+    # of torch-fsdp on one node and SIGSTOP to one of tf-multiworker on two fake nodes.
+    hosts = why_no_namespaces() is None
+    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "147", "--out",
                            str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900,
                           env={**os.environ, **CPU})
     assert done.returncode == 0, done.stderr[-2000:]
     trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
-    assert [(t["variant"], t["target"], t["fault"], t["nodes"]) for t in trials] == [
-        ("torch-ddp", "rank", "SIGTERM", 1), ("torch-ddp", "watchdog", "SIGINT", 2)]
+    assert [(t["placement"], t["variant"], t["drawn"], t["fault"]) for t in trials] == (
+        [("one node", "torch-fsdp", "results folder", "full disk"), ("two hosts", "torch-fsdp", "node agent", "SIGTERM")]
+        if hosts else
+        [("one node", "torch-fsdp", "launcher", "SIGINT"), ("two fake nodes", "tf-multiworker", "launcher", "SIGSTOP")])
     assert any(t["injected"] for t in trials), trials  # a run may end before its moment on a fast machine
     assert [t for t in trials if soak.failed(t)] == []
     assert "trials with any of these wrong: 0" in (tmp_path / "summary.md").read_text()

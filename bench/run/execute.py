@@ -95,7 +95,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
     reaper, procs, command, to_start, session, series, stopped = Reaper(run_id), [], None, [], None, None, None
-    status = "failed"  # what node 0's agent tells the others, should the launch itself raise
+    status, reason = "failed", None  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
         temp.mkdir(exist_ok=True)
@@ -137,13 +137,24 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         stacks.remove_unused(run_dir)
         keep_temp(temp, run_dir / "tmp")
         records = fold.read_rank_records(run_dir)  # every process gone first, interrupted runs too
-        timeseries = series.save(reported_slots(records)) if series else None
+        timeseries, unsaved = saved(series, records)
+        reason = "; ".join(filter(None, (reason, unsaved))) or None
         if stopped:
             stopped.timeseries = timeseries
     return Launched(run_id, run_dir, placement, command, status, reason, records,
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
                     timeseries)
+
+
+def saved(series: sampler.Sampler | None, records: dict[int, list[dict]]) -> tuple[dict | None, str | None]:
+    """The time series written (its summary), or why not: a full disk costs the samples, never the row."""
+    if series is None:
+        return None, None
+    try:
+        return series.save(reported_slots(records)), None
+    except OSError as exc:
+        return None, f"its time series not saved: {exc.strerror or exc}"
 
 
 def reported_slots(records: dict[int, list[dict]]) -> dict[int, list[int]]:
