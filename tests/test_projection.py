@@ -123,6 +123,29 @@ def test_bench_project_on_the_committed_reference_prints_projected_figures_and_d
         "error: give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together"]
 
 
+def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_path):
+    """report.md's last section is the projection: headed not measured, its caveat before its table, the figure
+    drawn; a folder run on one device only has none."""
+    import shutil
+
+    from bench.analysis import project
+    from bench.analysis.report import write_report
+
+    folder = tmp_path / "reference-cpu"
+    shutil.copytree("results/reference-cpu", folder)
+    report = write_report(folder).read_text()
+    section = report[report.index("## Projected to more devices (not measured)"):]
+    assert "\n## " not in section.split("\n", 1)[1]  # the last section: no measured one after it
+    assert section.index("PROJECTED, not measured") < section.index("| torch-ddp ") < section.index("![projection]")
+    header = next(line for line in section.splitlines() if line.startswith("| approach"))
+    assert [c.strip() for c in header.strip("|").split("|")][-5:] == [
+        "1 device", "2 devices", "8 devices", "64 devices", "512 devices"]
+    assert (folder / "projection.png").stat().st_size > 10_000
+    one_device = tmp_path / "compile"
+    shutil.copytree("results/reference-cpu-compile", one_device)
+    assert project.section(one_device) == [] and not (one_device / "projection.png").exists()
+
+
 def _collective_rows(path, nodes: int, links: dict, world: int = 2) -> None:
     """A folder's collective tables as `bench collectives` writes them: every size timed on each collective's line
     α + size x bus factor / busbw (`links`: collective -> (α, busbw)), at `world` ranks over `nodes` nodes."""

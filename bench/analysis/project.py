@@ -265,42 +265,74 @@ def crossings(result: dict) -> list[str]:
     return lines
 
 
-def text(result: dict, counts: tuple[int, ...]) -> str:
-    """The table `bench project` prints: per approach and count, projected throughput, scaling efficiency and
-    memory per device, each with its interval."""
+def caveat(result: dict) -> str:
+    """What every projected figure assumes, and how far its intervals reach: said before any of them."""
     far = result["far"] and result["far"]["all_reduce"]
     beyond = (f"beyond {result['devices_per_node']} devices a node: all-reduce α {far.alpha_s * 1e6:.3g} µs, busbw "
               f"{far.busbw / 1e9:.3g} GB/s ({result['far_source']})" if far else
               f"every link like this machine's at {result['measured']} devices (no link between nodes given)")
-    lines = ["PROJECTED, not measured: weak scaling (per-device batch held); compute from each approach's one-device "
-             f"run; communication from the α–β fits at {result['measured']} devices, ring latency growing with the "
-             f"hops; {beyond}; the share of communication hidden behind the backward pass as measured at "
-             f"{result['measured']} devices. Intervals: every corner of the inputs' measured ranges (runs' spread, "
-             f"fit residual {result['residual']:.0%}); " + checked(result["check"])]
-    if result["note"]:
-        lines.append(result["note"] + ".")
-    header = ("| approach | traffic | at measured N: hidden · not communication |"
-              + "".join(f" {n} device{'s' if n > 1 else ''} |" for n in counts))
-    lines += ["", "Throughput (samples/s) [interval] · scaling efficiency · memory per device:", "", header,
-              "|" + "---|" * (3 + len(counts))]
+    return ("PROJECTED, not measured: weak scaling (per-device batch held); compute from each approach's one-device "
+            f"run; communication from the α–β fits at {result['measured']} devices, ring latency growing with the "
+            f"hops; {beyond}; the share of communication hidden behind the backward pass as measured at "
+            f"{result['measured']} devices. Intervals: every corner of the inputs' measured ranges (runs' spread, "
+            f"fit residual {result['residual']:.0%}); " + checked(result["check"]))
+
+
+TABLE_TITLE = "Throughput (samples/s) [interval] · scaling efficiency · memory per device:"
+NOT_COMMUNICATION = ("Not communication: the step at the measured N beyond its compute and the communication the "
+                     "fits predict (ranks contending for the machine, a straggler), held at every count above one. An "
+                     f"upper bound shown – is over {UNBOUNDED}× the median: the runs' spread allows the communication "
+                     "to be wholly hidden there.")
+
+
+def table(result: dict, counts: tuple[int, ...]) -> pd.DataFrame:
+    """Per approach and count: projected throughput [interval] · scaling efficiency · memory per device."""
+    lines = []
     for a in result["approaches"]:
-        points = result["table"][a.series]
         comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"])
         hidden = projection.hidden_share(a.step_n[0], a.compute_s[0], comm)
         rest = max(0.0, a.step_n[0] - a.compute_s[0] - comm)
-        cells = [f"{_fmt(p.throughput[0])} [{_fmt(p.throughput[1])}, "
-                 f"{_fmt(p.throughput[2]) if p.throughput[2] < UNBOUNDED * p.throughput[0] else '–'}] · "
-                 f"{p.efficiency[0]:.2f} · " + (f"{p.memory_mb:,.0f} MB" if p.memory_mb is not None else "–")
-                 for p in points]
-        lines.append(f"| {a.series} | {a.kind} | {hidden:.0%} · {rest * 1e3:.1f} ms |" + "".join(f" {c} |" for c in cells))
-    lines += ["", f"Not communication: the step at the measured N beyond its compute and the communication the fits "
-              "predict (ranks contending for the machine, a straggler), held at every count above one. An upper "
-              f"bound shown – is over {UNBOUNDED}× the median: the runs' spread allows the communication to be "
-              "wholly hidden there."]
+        line = {"approach": a.series, "traffic": a.kind,
+                "at measured N: hidden · not communication": f"{hidden:.0%} · {rest * 1e3:.1f} ms"}
+        for p in result["table"][a.series]:
+            upper = _fmt(p.throughput[2]) if p.throughput[2] < UNBOUNDED * p.throughput[0] else "–"
+            line[f"{p.world_size} device{'s' if p.world_size > 1 else ''}"] = (
+                f"{_fmt(p.throughput[0])} [{_fmt(p.throughput[1])}, {upper}] · {p.efficiency[0]:.2f} · "
+                + (f"{p.memory_mb:,.0f} MB" if p.memory_mb is not None else "–"))
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def text(result: dict, counts: tuple[int, ...]) -> str:
+    """What `bench project` prints: the caveat, the table, where rankings flip and communication dominates."""
+    cells = table(result, counts)
+    lines = [caveat(result)] + ([result["note"] + "."] if result["note"] else [])
+    lines += ["", TABLE_TITLE, "", "| " + " | ".join(cells.columns) + " |", "|" + "---|" * len(cells.columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
+    lines += ["", NOT_COMMUNICATION]
     lines += [""] + [f"- {line}" for line in crossings(result)]
     if result["skipped"]:
         lines += ["", "Not projected: " + "; ".join(result["skipped"]) + "."]
     return "\n".join(lines)
+
+
+def section(directory: Path) -> list:
+    """The report's section: the projection to COUNTS devices over this machine's own links, with its figure
+    (projection.png); nothing where the folder has no approach run on one device and on more, or no fit."""
+    from bench.metrics.blocks import Block, heading, text as paragraph
+
+    try:
+        result = folder(directory, check=measured_error())
+    except SpecError:
+        return []
+    blocks = [heading("Projected to more devices (not measured)", 2), paragraph(caveat(result))]
+    blocks += [paragraph(result["note"] + ".")] if result["note"] else []
+    blocks += [paragraph(TABLE_TITLE), Block("table", table(result, COUNTS)), paragraph(NOT_COMMUNICATION)]
+    blocks += [Block("bullets", found)] if (found := crossings(result)) else []
+    blocks += [paragraph("Not projected: " + "; ".join(result["skipped"]) + ".")] if result["skipped"] else []
+    return blocks + [Block("image", figure(result, directory / "projection.png")),
+                     paragraph("`bench project DIR --between-nodes LINK` or `--alpha-us/--busbw-gbps` projects over "
+                               "a link between nodes (docs/projection.md).")]
 
 
 def figure(result: dict, path: Path) -> Path:

@@ -1,6 +1,7 @@
 """A results folder's report: report.md and report.html, the verdict first, then per task the results table,
 the analyses that read several metrics, each metric's own section (bench.metrics) and the plots, then the
-folder's sections: over time, checkpoints, the fast path, the measured peak and all-reduce.
+folder's sections: over time, checkpoints, the fast path, the measured peak and all-reduce, and the projection
+to more devices (labelled projected, after everything measured).
 
 The report is built once as a list of blocks (heading, text, table, ...) that both files render: the
 markdown with pandas' `to_markdown`, the HTML page by `bench.analysis.html`.
@@ -14,7 +15,7 @@ import pandas as pd
 
 from bench import metrics
 from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, memory_budget, model_pairs,
-                            model_size, over_time, plots, profiles, repeats, step_breakdown, verdict)
+                            model_size, over_time, plots, profiles, project, repeats, step_breakdown, verdict)
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text
@@ -70,7 +71,7 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
                + machine.sections(peak.load(directory), microbenchmark, collectives.fits(collectives.load(directory))))
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))
-    return blocks
+    return blocks + project.section(directory)  # after every measured figure and its notes
 
 
 def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[dict], measured: dict,
@@ -121,7 +122,7 @@ def markdown(blocks: list[Block]) -> str:
             paragraphs, notes = block.content
             lines += [f"- **{title}**: {text}" for title, text in paragraphs] + ["", *notes, ""]
         elif block.kind == "notes":
-            lines += [f"- {line}" for line in block.content]
+            lines += [f"- {line}" for line in block.content] + [""]
         elif block.kind == "table":
             lines += [block.content.to_markdown(index=False, disable_numparse=True), ""]
         elif block.kind == "results":
