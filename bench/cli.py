@@ -270,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--between-nodes", type=Path, metavar="DIR",
                    help="the link between nodes as measured: a folder `bench collectives --nnodes 2 --node-rank R` "
                         "wrote across two hosts (instead of --alpha-us/--busbw-gbps)")
+    p.add_argument("--network", metavar="NAME", help="the link between nodes by name: ib-8x400g, ib-8x200g, "
+                                                     "ethernet-100g, ethernet-25g (sources: docs/projection.md)")
+    p.add_argument("--within-node", metavar="NAME", help="a node's link by name in place of the one measured here: "
+                                                         "nvlink-a100, nvlink-h100 (8 devices a node unless "
+                                                         "--devices-per-node)")
     p.set_defaults(func=commands.cmd_project)
 
     p = sub.add_parser("data", help="prepare the tasks' datasets into the cache; `data export-images --task T DIR` "

@@ -324,15 +324,26 @@ def cmd_project(args: argparse.Namespace) -> int:
         raise SpecError("--alpha-us must be 0 or more and --busbw-gbps more than 0")
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise SpecError(f"--devices-per-node must be at least 1 (got {args.devices_per_node})")
-    from bench.analysis import project
+    from bench.analysis import networks, project
     from bench.analysis.projection import Link
 
-    if args.between_nodes and args.busbw_gbps:
-        raise SpecError("name the link between nodes once: --between-nodes DIR or --alpha-us/--busbw-gbps")
-    far = (project.between_nodes(args.between_nodes) if args.between_nodes else
-           Link(args.alpha_us * 1e-6, args.busbw_gbps * 1e9) if args.busbw_gbps else None)
+    if sum(x is not None for x in (args.between_nodes, args.busbw_gbps, args.network)) > 1:
+        raise SpecError("name the link between nodes once: --network NAME, --between-nodes DIR or "
+                        "--alpha-us/--busbw-gbps")
+    inside = networks.named(args.within_node, networks.WITHIN_NODE, "--within-node") if args.within_node else None
+    if args.network:
+        preset = networks.named(args.network, networks.BETWEEN_NODES, "--network")
+        far, far_source, far_name = preset.links(), preset.source, preset.name
+    elif args.between_nodes:
+        far, far_source = project.between_nodes(args.between_nodes), f"measured in {args.between_nodes}"
+        far_name = f"measured in {args.between_nodes.name}"
+    elif args.busbw_gbps:
+        far, far_source = Link(args.alpha_us * 1e-6, args.busbw_gbps * 1e9), "given"
+        far_name = "given"
+    else:
+        far, far_source, far_name = None, "given", "given"
     result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far, check=project.measured_error(),
-                            far_source=f"measured in {args.between_nodes}" if args.between_nodes else "given")
+                            far_source=far_source, far_name=far_name, inside=inside)
     print(project.text(result, project.COUNTS))
     print(f"\nfigure: {project.figure(result, args.dir / 'projection.png')}")
     return 0

@@ -94,6 +94,31 @@ def test_the_interval_spans_the_fits_residual_and_a_node_boundary_switches_links
     assert across.throughput[0] == pytest.approx(800 / (0.010 + 7e-6 + 1.75e6 / 100e9))
 
 
+def test_named_links_carry_nccls_latencies_and_their_published_bandwidths():
+    from bench.analysis import networks
+
+    h100 = networks.WITHIN_NODE["nvlink-h100"].links()
+    # NCCL's Ring/Simple: 8.4 µs base + 3.4 µs a step over NVLink; an all-reduce on 2 ranks takes 2 steps, the
+    # others 1; 18 NVLinks of 20.6 GB/s.
+    assert h100["all_reduce"].alpha_s == pytest.approx(15.2e-6) and h100["all_gather"].alpha_s == pytest.approx(11.8e-6)
+    assert h100["reduce_scatter"].busbw == pytest.approx(18 * 20.6e9)
+    ib = networks.BETWEEN_NODES["ib-8x400g"].links()["all_reduce"]
+    assert ib.alpha_s == pytest.approx(36.4e-6) and ib.busbw == pytest.approx(8 * 400e9 / 8)
+    assert networks.BETWEEN_NODES["ethernet-25g"].links()["all_gather"].busbw == pytest.approx(25e9 / 8)
+    assert all("nccl" in n.source.lower() for n in [*networks.WITHIN_NODE.values(), *networks.BETWEEN_NODES.values()])
+
+
+def test_a_named_node_link_replaces_the_measured_one_beyond_the_measured_step_only():
+    """The measured step at 2 keeps its own link for what it hid (none: 2 ms predicted, 2 ms exposed); at 8
+    devices a node, the node's named link (α at 2 ranks, 7 hops at 8) carries the all-reduce."""
+    from bench.analysis import project
+
+    near = {c: Link(1e-3, 1e9) for c in projection.BUS_FACTOR}
+    inside = {c: Link(10e-6, 100e9) for c in projection.BUS_FACTOR}
+    [eight] = project.project(approach(0.012), near, 0.0, (8,), 8, None, inside=inside)
+    assert eight.throughput[0] == pytest.approx(800 / (0.010 + 7 * 10e-6 + 1.75e6 / 100e9))
+
+
 def test_fsdp_memory_shards_the_whole_state():
     from bench.analysis import project
 
@@ -118,6 +143,9 @@ def test_bench_project_on_the_committed_reference_prints_projected_figures_and_d
     assert "tf-ps (asynchronous): asynchronous" in out and "tf-mirrored: one process drives every device" in out
     assert "all-gather, reduce-scatter not measured: the all-reduce's fit stands in" in out
     assert (folder / "projection.png").stat().st_size > 10_000
+    named = bench("project", str(folder), "--within-node", "nvlink-h100", "--network", "ib-8x400g").stdout
+    assert "within a node of 8: nvlink-h100, all-reduce α 15.2 µs, busbw 370.8 GB/s" in named
+    assert "beyond 8 devices a node: all-reduce α 36.4 µs, busbw 400 GB/s (8 InfiniBand NDR NICs" in named
     bad = bench("project", str(folder), "--alpha-us", "5")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together"]
@@ -216,6 +244,12 @@ def test_bench_collectives_and_project_refuse_what_they_cannot_measure_or_mix(tm
     both = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path), "--alpha-us", "5",
                  "--busbw-gbps", "1")
     assert both.returncode == 2 and "name the link between nodes once" in both.stderr
+    twice = bench("project", "results/reference-cpu", "--network", "ib-8x400g", "--between-nodes", str(tmp_path))
+    assert twice.returncode == 2 and "name the link between nodes once" in twice.stderr
+    unknown = bench("project", "results/reference-cpu", "--within-node", "nvlink-b200")
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
+        "error: --within-node 'nvlink-b200': one of nvlink-a100, nvlink-h100 (or leave it out: the links the sweep "
+        "measured)"]
     missing = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "no collective measured across nodes there: run `bench collectives" in missing.stderr

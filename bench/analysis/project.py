@@ -20,6 +20,7 @@ import pandas as pd
 
 from bench import REPO_ROOT
 from bench.analysis import projection
+from bench.analysis.networks import Network
 from bench.analysis.projection import Link
 from bench.metrics import present
 from bench.results import ResultStore, aggregate, collectives, peak
@@ -137,14 +138,22 @@ def at(link: Link, measured_n: int, world_size: int) -> Link:
 
 
 def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[int, ...],
-            devices_per_node: int, far: dict[str, Link] | None, error: float = 0.0) -> list[Projected]:
+            devices_per_node: int, far: dict[str, Link] | None, error: float = 0.0,
+            inside: dict[str, Link] | None = None) -> list[Projected]:
     """The approach at each count: every corner of its inputs' ranges, the lowest and highest kept, and beyond one
-    device widened by the projection's measured `error` (|projected / measured - 1| at worst)."""
-    def comm(n: int, scale: float = 1.0, within_a_node: bool = False) -> float:
-        chosen = near if within_a_node or n <= devices_per_node or far is None else far
-        measured = a.measured_n if chosen is near else 2
+    device widened by the projection's measured `error` (|projected / measured - 1| at worst). `inside`: a node's
+    own link in place of the one measured here (a preset, α at 2 ranks)."""
+    def comm(n: int, scale: float = 1.0, as_measured: bool = False) -> float:
+        if as_measured:
+            chosen, at_ranks = near, a.measured_n
+        elif n > devices_per_node and far is not None:
+            chosen, at_ranks = far, 2
+        elif inside is not None:
+            chosen, at_ranks = inside, 2
+        else:
+            chosen, at_ranks = near, a.measured_n
         return scale * projection.communication_s(a.kind, a.grad_bytes, n,
-                                                  {c: at(l, measured, n) for c, l in chosen.items()})
+                                                  {c: at(l, at_ranks, n) for c, l in chosen.items()})
 
     def step(n: int, compute: float, step_n: float, scale: float) -> tuple[float, float]:
         """(the step at n, the communication exposed in it)"""
@@ -152,7 +161,7 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
         # predicts there; the rest (two ranks contending for the machine's cores and memory, a straggler) is not
         # communication and is held as it was measured at every count above one.
         # The measured run was on one host, over the near link, whatever the nodes it is projected onto.
-        exposed, predicted = max(0.0, step_n - compute), comm(a.measured_n, scale, within_a_node=True)
+        exposed, predicted = max(0.0, step_n - compute), comm(a.measured_n, scale, as_measured=True)
         hidden = projection.hidden_share(step_n, compute, predicted)
         rest = max(0.0, exposed - predicted)
         exposed_comm = (1 - hidden) * comm(n, scale)
@@ -202,10 +211,12 @@ def between_nodes(directory: Path) -> dict[str, Link]:
 
 
 def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: int | None = None,
-           far: Link | dict[str, Link] | None = None, check: dict | None = None, far_source: str = "given") -> dict:
+           far: Link | dict[str, Link] | None = None, check: dict | None = None, far_source: str = "given",
+           inside: Network | None = None, far_name: str = "given") -> dict:
     """Everything `bench project` prints and draws for a results folder; `far`: the link beyond a node, one for
-    every collective or each its own, and where it came from (`far_source`); `check`: the projection's measured
-    error (measured_error()) its intervals are widened by, none where None."""
+    every collective or each its own, and where it came from (`far_source`, and in a word: `far_name`); `inside`: a named link within a node
+    in place of the one measured here (its devices a node the default); `check`: the projection's measured error
+    (measured_error()) its intervals are widened by, none where None."""
     rows = ResultStore(directory).dicts()
     if not rows:
         raise SpecError(f"{directory} holds no rows: name the folder a sweep wrote")
@@ -218,14 +229,16 @@ def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: 
     device_type = configs["device_type"].iloc[0]
     measured = max(a.measured_n for a in found)
     near, residual, note = links(fits, measured, device_type)
-    per_node = devices_per_node or measured
+    per_node = devices_per_node or (inside and inside.devices_per_node) or measured
+    inside_links = inside.links() if inside else None
     far_links = far if isinstance(far, dict) or far is None else {c: far for c in projection.BUS_FACTOR}
     error = check["worst_error"] if check and check.get("worst_error") is not None else 0.0
-    table = {a.series: project(a, near, residual, counts, per_node, far_links, error) for a in found}
+    table = {a.series: project(a, near, residual, counts, per_node, far_links, error, inside_links) for a in found}
     grid = tuple(2 ** i for i in range(max(counts).bit_length()))  # every power of two up to the largest count
-    curve = {a.series: project(a, near, residual, grid, per_node, far_links, error) for a in found}
+    curve = {a.series: project(a, near, residual, grid, per_node, far_links, error, inside_links) for a in found}
     return {"approaches": found, "skipped": skipped, "table": table, "curve": curve, "residual": residual,
-            "check": check if error else None, "far_source": far_source,
+            "check": check if error else None, "far_source": far_source, "far_name": far_name,
+            "inside": inside,
             "note": note, "devices_per_node": per_node, "far": far_links, "near": near, "measured": measured}
 
 
@@ -267,10 +280,14 @@ def crossings(result: dict) -> list[str]:
 
 def caveat(result: dict) -> str:
     """What every projected figure assumes, and how far its intervals reach: said before any of them."""
-    far = result["far"] and result["far"]["all_reduce"]
-    beyond = (f"beyond {result['devices_per_node']} devices a node: all-reduce α {far.alpha_s * 1e6:.3g} µs, busbw "
-              f"{far.busbw / 1e9:.3g} GB/s ({result['far_source']})" if far else
-              f"every link like this machine's at {result['measured']} devices (no link between nodes given)")
+    far, inside = result["far"] and result["far"]["all_reduce"], result.get("inside")
+    within = (f"within a node of {result['devices_per_node']}: {inside.name}, all-reduce α "
+              f"{inside.links()['all_reduce'].alpha_s * 1e6:.3g} µs, busbw {inside.busbw_gbps:.4g} GB/s "
+              f"({inside.source}); " if inside else "")
+    beyond = within + (f"beyond {result['devices_per_node']} devices a node: all-reduce α {far.alpha_s * 1e6:.3g} µs, "
+                       f"busbw {far.busbw / 1e9:.3g} GB/s ({result['far_source']})" if far else
+                       "no link between nodes given: every link like the node's" if inside else
+                       f"every link like this machine's at {result['measured']} devices (no link between nodes given)")
     return ("PROJECTED, not measured: weak scaling (per-device batch held); compute from each approach's one-device "
             f"run; communication from the α–β fits at {result['measured']} devices, ring latency growing with the "
             f"hops; {beyond}; the share of communication hidden behind the backward pass as measured at "
@@ -335,6 +352,15 @@ def section(directory: Path) -> list:
                                "a link between nodes (docs/projection.md).")]
 
 
+def links_in_brief(result: dict) -> str:
+    far, inside, per_node = result["far"] and result["far"]["all_reduce"], result.get("inside"), result["devices_per_node"]
+    if not (far or inside):
+        return f"every link like this machine's at {result['measured']} devices"
+    within = f"within a node of {per_node}: {inside.name}" if inside else f"within {per_node} devices: this machine's link"
+    return within + (f"; beyond: all-reduce α {far.alpha_s * 1e6:.3g} µs, busbw {far.busbw / 1e9:.3g} GB/s "
+                     f"({result['far_name']})" if far else "")
+
+
 def figure(result: dict, path: Path) -> Path:
     """Scaling efficiency against devices (log scale), one panel per framework family: each approach's projected
     line and band, its measured points drawn over them."""
@@ -351,8 +377,7 @@ def figure(result: dict, path: Path) -> Path:
         families.setdefault(FAMILIES.get(a.framework, "other"), []).append(a)
     fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families) + 0.6, 5.0), sharey=True, squeeze=False)
     fig.suptitle("PROJECTED scaling efficiency (weak scaling): lines and bands projected, dots measured\n"
-                 + (f"beyond {result['devices_per_node']} devices: the link {result['far_source']}" if result["far"] else
-                    f"every link like this machine's at {result['measured']} devices"), fontsize=9)
+                 + links_in_brief(result), fontsize=9)
     for (name, members), ax in zip(families.items(), axes[0]):
         for i, a in enumerate(members):
             colour = style.PALETTE[i % len(style.PALETTE)]
