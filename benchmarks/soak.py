@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's bench, not an installed one's
 from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run
 from bench.studies import netns
