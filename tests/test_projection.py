@@ -55,7 +55,7 @@ def approach(step_at_2_s: float, kind: str = "ddp"):
     from bench.analysis import project
 
     parts = {"parameters": 1e6, "gradients": 1e6, "optimizer": 2e6}
-    return project.Approach("x", "torch", kind, 100, 1e6, parts, 500.0, (0.010, 0.010, 0.010), 2,
+    return project.Approach("x", "torch", kind, 100, 1e6, parts, None, 500.0, (0.010, 0.010, 0.010), 2,
                             (step_at_2_s, step_at_2_s, step_at_2_s), None)
 
 
@@ -117,6 +117,31 @@ def test_a_named_node_link_replaces_the_measured_one_beyond_the_measured_step_on
     inside = {c: Link(10e-6, 100e9) for c in projection.BUS_FACTOR}
     [eight] = project.project(approach(0.012), near, 0.0, (8,), 8, None, inside=inside)
     assert eight.throughput[0] == pytest.approx(800 / (0.010 + 7 * 10e-6 + 1.75e6 / 100e9))
+
+
+def test_projected_model_state_at_the_measured_count_is_what_each_rank_measured():
+    """The committed reference: every approach's model state projected to the devices it ran on equals the
+    bytes its ranks counted there; DeepSpeed's ZeRO-1 measured its gradients divided, as the projection now
+    takes them, where the ZeRO paper's stage 1 would keep them whole (20 % more here)."""
+    from pathlib import Path
+
+    from bench.analysis import project
+    from bench.results import ResultStore, aggregate, peak
+    from bench.results.frame import frame
+
+    folder = Path("results/reference-cpu")
+    configs = aggregate.configurations(frame(ResultStore(folder).dicts()), peak.load(folder))
+    found, _ = project.approaches(configs)
+    assert len(found) >= 8
+    for a in found:
+        [measured] = configs[(configs["series"] == a.series) & (configs["world_size"] == a.measured_n)
+                             & ~configs["independent"].astype(bool)]["model_state_mb"]
+        projected = projection.model_state_bytes(a.kind, a.parts, a.measured_n, a.sharded) / 2**20
+        assert projected == pytest.approx(measured, rel=0.01), a.series
+    zero1 = next(a for a in found if a.kind == "zero-1")
+    assert "gradients" in zero1.sharded
+    assert projection.model_state_bytes("zero-1", zero1.parts, 2) / 2**20 > 1.15 * projection.model_state_bytes(
+        "zero-1", zero1.parts, 2, zero1.sharded) / 2**20
 
 
 def test_fsdp_memory_shards_the_whole_state():

@@ -55,6 +55,7 @@ class Approach:
     per_device_batch: int
     grad_bytes: float                      # Ψ: the parameters' bytes
     parts: dict                            # one device's model state by part (bytes)
+    sharded: tuple[str, ...] | None        # the parts measured divided over the ranks at measured_n
     rest_mb: float | None                  # one device's peak less its model state: activations and the rest
     compute_s: tuple[float, float, float]  # (median, low, high) of the one-device step
     measured_n: int
@@ -79,6 +80,17 @@ def _step(line: pd.Series) -> tuple[float, float, float]:
     low = batch * world / line["ci_high"] if present(line.get("ci_high")) else median
     high = batch * world / line["ci_low"] if present(line.get("ci_low")) else median
     return median, low, high
+
+
+def sharded(one_device: dict[str, float], line: pd.Series) -> tuple[str, ...] | None:
+    """The model-state parts a rank held divided by the ranks where the approach ran on the most devices (within
+    10 %); None where that run did not measure them. DeepSpeed's ZeRO-1 keeps only its partition of the gradients
+    once they are reduced, which the ZeRO paper's stage 1 does not."""
+    n = line["world_size"]
+    held = {p: line.get(f"memory.model_state_bytes.0.{p}") for p in one_device}
+    if not all(present(v) for v in held.values()):
+        return None
+    return tuple(p for p, whole in one_device.items() if whole and abs(float(held[p]) * n / whole - 1) <= 0.1)
 
 
 def approaches(configs: pd.DataFrame) -> tuple[list[Approach], list[str]]:
@@ -110,7 +122,7 @@ def approaches(configs: pd.DataFrame) -> tuple[list[Approach], list[str]]:
                  if present(one.get(f"memory.model_state_bytes.0.{p}"))}
         rest = one["device_peak_mb"] - sum(state.values()) / 2**20 if present(one.get("device_peak_mb")) else None
         found.append(Approach(series, line["framework"], traffic, int(line["per_device_batch"]), state["parameters"],
-                              state, rest, _step(one), int(line["world_size"]), _step(line),
+                              state, sharded(state, line), rest, _step(one), int(line["world_size"]), _step(line),
                               float(line["scaling_efficiency"]) if present(line.get("scaling_efficiency")) else None))
     return found, skipped
 
@@ -176,7 +188,7 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
         median, exposed_comm = step(n, a.compute_s[0], a.step_n[0], 1.0)
         samples = a.per_device_batch * n
         exposed = exposed_comm / median
-        memory = (projection.model_state_bytes(a.kind, a.parts, n) / 2**20 + a.rest_mb
+        memory = (projection.model_state_bytes(a.kind, a.parts, n, a.sharded) / 2**20 + a.rest_mb
                   if a.rest_mb is not None else None)
         result.append(Projected(a.series, n, (samples / median, samples / longest, samples / shortest),
                                 (a.compute_s[0] / median, a.compute_s[0] / longest, a.compute_s[0] / shortest),

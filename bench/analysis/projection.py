@@ -74,10 +74,16 @@ def step_s(compute_s: float, comm_s: float, hidden: float) -> float:
     return compute_s + (1 - hidden) * comm_s
 
 
-def model_state_bytes(kind: str, parts: dict[str, float], world_size: int) -> float:
+SHARDED = {"ddp": (), "zero-1": ("optimizer", "master_weights"),
+           "zero-2": ("gradients", "optimizer", "master_weights"),
+           "zero-3": ("parameters", "gradients", "optimizer", "master_weights"),
+           "fsdp": ("parameters", "gradients", "optimizer")}  # the ZeRO paper's stages
+
+
+def model_state_bytes(kind: str, parts: dict[str, float], world_size: int,
+                      sharded: tuple[str, ...] | None = None) -> float:
     """A rank's model state at `world_size` from one device's parts (parameters, gradients, optimizer, and
-    ZeRO's fp32 master copy): what each kind shards over the ranks."""
-    p, g, o, m = (parts.get(k, 0.0) or 0.0 for k in ("parameters", "gradients", "optimizer", "master_weights"))
-    n = world_size
-    return {"ddp": p + g + o, "zero-1": p + g + (o + m) / n, "zero-2": p + (g + o + m) / n,
-            "zero-3": (p + g + o + m) / n, "fsdp": (p + g + o) / n}[kind]
+    ZeRO's fp32 master copy): the `sharded` parts divided over the ranks (as measured; by default what the kind
+    shards in the ZeRO paper), the others whole."""
+    divided = SHARDED[kind] if sharded is None else sharded
+    return sum((size or 0.0) / (world_size if part in divided else 1) for part, size in parts.items())
