@@ -99,14 +99,18 @@ def chosen_interface(args: argparse.Namespace):
     return interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
 
 
+def check_topology(devices: int, nodes: int) -> None:
+    if devices < 1 or nodes < 1:
+        raise SpecError("--devices and --nodes must be at least 1")
+    if devices % nodes:
+        raise SpecError(f"--devices {devices} does not divide by --nodes {nodes}: pick a multiple")
+
+
 def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fields) -> RunSpec:
     """The one run `bench run` and `bench maxbatch` ask for, checked the same way for both: the topology, one
     value of each approach option, the task, and that the variant runs there."""
     variant = get_variant(args.variant)
-    if args.devices < 1 or args.nodes < 1:
-        raise SpecError("--devices and --nodes must be at least 1")
-    if args.devices % args.nodes:
-        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    check_topology(args.devices, args.nodes)
     shardings = options.modes(variant, options.given(args), sweep=False)
     if len(shardings) != 1:
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
@@ -258,8 +262,7 @@ def cmd_collectives(args: argparse.Namespace) -> int:
 
     if args.devices < 2:
         raise SpecError(f"--devices {args.devices}: a collective needs at least 2 ranks")
-    if args.nodes < 1 or args.devices % args.nodes:
-        raise SpecError(f"--devices {args.devices} does not divide by --nodes {args.nodes}: pick a multiple")
+    check_topology(args.devices, args.nodes)
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     interface = chosen_interface(args)
