@@ -173,7 +173,11 @@ def ended(process: subprocess.Popen, within_s: float, what: str) -> str:
         return process.communicate(timeout=within_s)[1] or ""
     except subprocess.TimeoutExpired:
         process.kill()
-        return (process.communicate()[1] or "") + f"\nsoak: {what} did not end within {within_s:.0f} s and was killed"
+        try:
+            err = process.communicate(timeout=10)[1] or ""
+        except subprocess.TimeoutExpired:  # ended, but a process it left holds its stderr open
+            err = ""
+        return err + f"\nsoak: {what} did not end within {within_s:.0f} s and was killed"
 
 
 def all_ended(agents: list[subprocess.Popen], within_s: float, what: str) -> str:
@@ -250,6 +254,15 @@ def hit(folder: Path, agents: list[subprocess.Popen], drawn: str, fault: str, rn
     return None
 
 
+def gone(folder: Path, left: list[str]) -> None:
+    """Whatever a check found left, killed before the next trial (a stopped process too)."""
+    for run_id in run_ids(folder):
+        kill_all_of_run(run_id)
+    for line in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
 def resume(folder: Path, variant: str, placement: str, hosts, port: int, expected: dict) -> list[subprocess.Popen]:
     """`sweep --resume`; across hosts, the run again where it has no ok row."""
     if placement != "two hosts":
@@ -297,14 +310,14 @@ def trial(out: Path, number: int, rng: random.Random, hosts) -> dict:
             target = hit(folder, agents, drawn, fault, rng)
         err = all_ended(agents, TIMEOUT_S + 90, "the sweep")
         left = left_of(folder, hosts)
-        for run_id in run_ids(folder):
-            kill_all_of_run(run_id)  # whatever a failed check found, gone before the next trial
+        gone(folder, left)
         (folder / ".filler").unlink(missing_ok=True)
         store = folder / "results.jsonl"
         before = rows(store) if not torn_lines(store) else []
         resumed = Trial.agents = resume(folder, variant, placement, hosts, port + 1000, expected)
         resume_err = all_ended(resumed, TIMEOUT_S * 4, "the resumed sweep")
         left += left_of(folder, hosts)
+        gone(folder, left)
         Trial.agents = []
         (folder / "console.log").write_text(f"{err}\n--- the resume:\n{resume_err}")  # kept where the trial fails
     after = rows(store) if not torn_lines(store) else []
@@ -324,8 +337,13 @@ def trial(out: Path, number: int, rng: random.Random, hosts) -> dict:
             "lost": [r["run_id"] for r in before if r["run_id"] not in {a["run_id"] for a in after}],
             "left": left, "torn": torn_lines(store), "resume_exit": [a.returncode for a in resumed],
             "planned_runs_with_one_ok_row": sum(ok_after[k] == 1 for k in expected), "resume_matched": matched,
-            "traceback": "Traceback" in err + resume_err, "hung": "and was killed" in err + resume_err,
+            "traceback": printed_traceback(err + resume_err), "hung": "and was killed" in err + resume_err,
             "seconds": round(time.monotonic() - began, 1)}
+
+
+def printed_traceback(console: str) -> bool:
+    """A Python traceback printed on the console (a rank's, quoted inside a printed row, is the row's reason)."""
+    return any(line.startswith("Traceback (most recent call last)") for line in console.splitlines())
 
 
 def failed(t: dict) -> bool:

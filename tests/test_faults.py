@@ -266,3 +266,22 @@ def test_a_disk_full_before_a_run_starts_is_one_line_naming_the_fix(monkeypatch,
     err = capsys.readouterr().err.strip()
     assert err == ("error: No space left on device writing /results/runs/x/spec.json: free space there or pass --out "
                    "elsewhere; `bench sweep --resume` goes on from the rows recorded")
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_the_watchdog_is_gone_once_its_run_is_released_even_stopped(stopped):
+    """Released, the watchdog exits by itself; one stopped (SIGSTOP, a debugger) is killed rather than left
+    behind holding the harness's output open (the soak found one stopped for minutes after its run)."""
+    import psutil
+
+    from bench.run.reaper import Reaper
+
+    reaper = Reaper("no-such-run")
+    time.sleep(0.5)  # started
+    if stopped:
+        os.kill(reaper.pid, signal.SIGSTOP)
+    within = 2 if stopped else 60
+    began = time.monotonic()
+    reaper.release(within_s=within)
+    assert not psutil.pid_exists(reaper.pid)
+    assert (time.monotonic() - began >= within) == stopped  # a running one was not killed: it exited when released

@@ -34,3 +34,12 @@ def test_a_short_soak_leaves_nothing_and_resumes_every_trial_to_the_undisturbed_
     assert any(t["injected"] for t in trials), trials  # a run may end before its moment on a fast machine
     assert [t for t in trials if soak.failed(t)] == []
     assert "trials with any of these wrong: 0" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_ranks_traceback_quoted_in_a_printed_row_is_its_reason_not_a_traceback_on_the_console(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import soak
+
+    row = json.dumps({"status": "failed", "error": "node0 exit code 1:\nTraceback (most recent call last):\n..."})
+    assert not soak.printed_traceback(f"error: cannot write to /x: No space left on device\n{row}\n")
+    assert soak.printed_traceback("[1/1] torch-ddp\nTraceback (most recent call last):\n  File \"x\"\nOSError: 28\n")

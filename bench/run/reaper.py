@@ -33,13 +33,19 @@ class Reaper:
         finally:
             os.close(read_end)
 
-    def release(self) -> None:
-        """The run is over and its processes were killed: the watchdog sweeps once more and exits."""
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def release(self, within_s: float = 10) -> None:
+        """The run is over and its processes were killed: the watchdog sweeps once more and exits; one that has
+        not within `within_s` (stopped, or stuck) is killed, so that nothing of the run outlives it."""
         os.close(self._write_end)
         try:
-            self._proc.wait(timeout=10)
+            self._proc.wait(timeout=within_s)
         except subprocess.TimeoutExpired:
-            pass  # it ends on its own; the harness need not wait for it
+            self._proc.kill()
+            self._proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
