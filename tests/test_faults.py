@@ -285,3 +285,19 @@ def test_the_watchdog_is_gone_once_its_run_is_released_even_stopped(stopped):
     reaper.release(within_s=within)
     assert not psutil.pid_exists(reaper.pid)
     assert (time.monotonic() - began >= within) == stopped  # a running one was not killed: it exited when released
+
+
+def test_sigint_to_the_watchdog_while_it_starts_neither_kills_it_nor_prints_a_traceback(capfd):
+    """The soak sent SIGINT to a watchdog during its imports: it died with a KeyboardInterrupt on the console."""
+    import psutil
+
+    from bench.run.reaper import Reaper
+
+    reaper = Reaper("no-such-run")
+    os.kill(reaper.pid, signal.SIGINT)  # before it has imported anything
+    time.sleep(1.5)
+    os.kill(reaper.pid, signal.SIGINT)  # and once it runs
+    time.sleep(0.5)
+    assert psutil.Process(reaper.pid).status() != psutil.STATUS_ZOMBIE
+    reaper.release(within_s=60)
+    assert not psutil.pid_exists(reaper.pid) and "Traceback" not in capfd.readouterr().err

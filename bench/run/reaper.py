@@ -25,11 +25,14 @@ class Reaper:
     def __init__(self, run_id: str):
         read_end, self._write_end = os.pipe()  # the write end is not inherited by any child
         try:
-            # Without the run id in its environment: its own sweep must not find it.
+            # Without the run id in its environment: its own sweep must not find it. SIGINT ignored from its
+            # first instruction (Python keeps an inherited SIG_IGN): one during its imports would kill it with a
+            # traceback on the harness's console.
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "bench.run.reaper", "--fd", str(read_end), "--run-id", run_id],
                 pass_fds=[read_end], cwd=REPO_ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": python_path()})
+                env={**os.environ, "PYTHONPATH": python_path()},
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
         finally:
             os.close(read_end)
 
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--run-id", required=True)
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the harness's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as Reaper starts it; a terminal's Ctrl-C is the harness's
     while os.read(args.fd, 4096):
         pass
     kill_all_of_run(args.run_id)
