@@ -46,6 +46,7 @@ PLACEMENTS = ("one node", "two fake nodes", "two hosts")
 # SIGSTOP costs a whole --timeout a trial: drawn half as often as each signal of the others.
 FAULTS = ("SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGINT", "SIGINT", "SIGSTOP", "full disk")
 TARGETS = ("harness", "launcher", "rank", "store", "watchdog")
+LAUNCHERS = ("torch.distributed.run", "deepspeed.launcher", "accelerate.commands.launch", "lightning_fabric.cli")
 TIMEOUT_S = 40  # the run's --timeout: a stopped process is held past it
 TASK = ("--task", "quick", "--epochs", "20")  # trains for seconds, not one: most faults land mid-training
 CPU = {"CUDA_VISIBLE_DEVICES": ""}
@@ -90,6 +91,8 @@ def role(process: psutil.Process, agents: list[int]) -> str | None:
         return "watchdog"
     if "bench.run.rendezvous" in command:
         return "store"
+    if any(launcher in command for launcher in LAUNCHERS):  # before the ranks: its command line names theirs
+        return "launcher"
     if "--spec" in command and ("_impl" in command or "probes." in command):
         return "rank"
     if command.startswith("ip netns exec"):
