@@ -347,7 +347,7 @@ def cmd_project(args: argparse.Namespace) -> int:
         far, far_source, far_name = None, "given", "given"
     result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far, check=project.measured_error(),
                             far_source=far_source, far_name=far_name, inside=inside)
-    print(project.text(result, project.COUNTS))
+    print(project.text(result))
     print(f"\nfigure: {project.figure(result, args.dir / 'projection.png')}")
     return 0
 

@@ -226,9 +226,9 @@ def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: 
            far: Link | dict[str, Link] | None = None, check: dict | None = None, far_source: str = "given",
            inside: Network | None = None, far_name: str = "given") -> dict:
     """Everything `bench project` prints and draws for a results folder; `far`: the link beyond a node, one for
-    every collective or each its own, and where it came from (`far_source`, and in a word: `far_name`); `inside`: a named link within a node
-    in place of the one measured here (its devices a node the default); `check`: the projection's measured error
-    (measured_error()) its intervals are widened by, none where None."""
+    every collective or each its own, and where it came from (`far_source`, and in a word: `far_name`); `inside`:
+    a named link within a node in place of the one measured here (its devices a node the default); `check`: the
+    projection's measured error (measured_error()) its intervals are widened by, none where None."""
     rows = ResultStore(directory).dicts()
     if not rows:
         raise SpecError(f"{directory} holds no rows: name the folder a sweep wrote")
@@ -314,8 +314,9 @@ NOT_COMMUNICATION = ("Not communication: the step at the measured N beyond its c
                      "to be wholly hidden there.")
 
 
-def table(result: dict, counts: tuple[int, ...]) -> pd.DataFrame:
-    """Per approach and count: projected throughput [interval] · scaling efficiency · memory per device."""
+def table(result: dict) -> pd.DataFrame:
+    """Per approach and each count folder() projected to: throughput [interval] · scaling efficiency · memory per
+    device."""
     lines = []
     for a in result["approaches"]:
         comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"])
@@ -332,9 +333,9 @@ def table(result: dict, counts: tuple[int, ...]) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def text(result: dict, counts: tuple[int, ...]) -> str:
+def text(result: dict) -> str:
     """What `bench project` prints: the caveat, the table, where rankings flip and communication dominates."""
-    cells = table(result, counts)
+    cells = table(result)
     lines = [caveat(result)] + ([result["note"] + "."] if result["note"] else [])
     lines += ["", TABLE_TITLE, "", "| " + " | ".join(cells.columns) + " |", "|" + "---|" * len(cells.columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
@@ -356,7 +357,7 @@ def section(directory: Path) -> list:
         return []
     blocks = [heading("Projected to more devices (not measured)", 2), paragraph(caveat(result))]
     blocks += [paragraph(result["note"] + ".")] if result["note"] else []
-    blocks += [paragraph(TABLE_TITLE), Block("table", table(result, COUNTS)), paragraph(NOT_COMMUNICATION)]
+    blocks += [paragraph(TABLE_TITLE), Block("table", table(result)), paragraph(NOT_COMMUNICATION)]
     blocks += [Block("bullets", found)] if (found := crossings(result)) else []
     blocks += [paragraph("Not projected: " + "; ".join(result["skipped"]) + ".")] if result["skipped"] else []
     return blocks + [Block("image", figure(result, directory / "projection.png")),
