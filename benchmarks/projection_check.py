@@ -46,24 +46,16 @@ PORT = "29571"
 CPU = {"CUDA_VISIBLE_DEVICES": ""}
 
 
-def bench(*argv: str, host: netns.Host | None = None, core: int | None = None) -> subprocess.Popen:
-    """`python -m bench ARGV` started on `host` (this host's network where None), on `core` alone where given,
-    its output kept."""
-    command = [sys.executable, "-m", "bench", *argv]
-    return subprocess.Popen(host.command(*command) if host else command, cwd=REPO_ROOT,
-                            env={**os.environ, **CPU}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=None if core is None else lambda: os.sched_setaffinity(0, {core}))
+def bench(*argv: str) -> subprocess.Popen:
+    """`python -m bench ARGV` started on this host, its output kept."""
+    return subprocess.Popen([sys.executable, "-m", "bench", *argv], cwd=REPO_ROOT, env={**os.environ, **CPU},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def on_two_hosts(hosts, out: Path, *argv: str) -> None:
-    """One command of `bench` across both hosts (node 0's folder `out`, node 1's `out/node1`), both waited for.
-    Each host has a core of its own, as the one-host run's two ranks had: namespaces share the machine's cores,
-    and each host's agent would otherwise pin its rank to the first."""
-    cores = sorted(os.sched_getaffinity(0))
-    agents = [bench(*argv, "--nnodes", "2", "--node-rank", str(rank), "--master-addr", hosts[0].address,
-                    "--master-port", PORT, "--out", str(out if rank == 0 else out / "node1"), host=host,
-                    core=cores[rank % len(cores)])
-              for rank, host in enumerate(hosts)]
+    """One command of `bench` across both hosts (node 0's folder `out`, node 1's `out/node1`), both waited for."""
+    agents = netns.bench_on_hosts(hosts, PORT, out, *argv, cwd=REPO_ROOT, env={**os.environ, **CPU},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for agent in agents:
         _, err = agent.communicate(timeout=900)
         if agent.returncode != 0:

@@ -1,8 +1,10 @@
 """A soak of random faults (issue 42): quick sweeps of several approaches, on one node, on two fake nodes and across
-two namespace hosts (bench.studies.netns), while a seeded chaos driver picks a random process of the run (the
-harness, node 1's agent, a launcher, a rank, the rendezvous store, the run's watchdog) and a random fault (SIGKILL,
-SIGTERM, SIGINT, SIGSTOP held past the run's timeout), or fills the results folder's disk (a small tmpfs), at a
-random moment. After each trial:
+two namespace hosts (bench.studies.netns), reading the quick task from memory, from an image folder or from a real
+S3 server (moto's, on loopback), while a seeded chaos driver picks a random process of the run (the harness, node
+1's agent, a launcher, a rank, a DataLoader worker, the rendezvous store, the run's watchdog, the S3 server) and a
+random fault (SIGKILL, SIGTERM, SIGINT, SIGSTOP held past the run's timeout), closes a port the run listens on (`ss
+-K`: the listener and every connection to it), or fills the results folder's disk (a small tmpfs), at a random
+moment. After each trial:
 
 - no process of the run is left (its run id in their environment or on their command line, its folder on their
   command line, or any process inside a namespace host);
@@ -29,8 +31,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import re
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
@@ -38,41 +43,90 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's b
 from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run
 from bench.studies import netns
+from tests.s3server import S3Server
 
 APPROACHES = ("torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate", "tf-multiworker")
-# deepspeed left out across hosts: its ranks take some 50 s to start inside a namespace host, past the timeout.
-ACROSS_HOSTS = ("torch-ddp", "torch-fsdp", "tf-multiworker")
+ACROSS_HOSTS = ("torch-ddp", "torch-fsdp", "deepspeed", "tf-multiworker")
 PLACEMENTS = ("one node", "two fake nodes", "two hosts")
+# Memory as often as the others together: the quick task as users first run it. The S3 server listens on this
+# host's loopback, which the namespace hosts cannot reach.
+INPUTS = ("memory", "memory", "files", "s3")
 # SIGSTOP costs a whole --timeout a trial: drawn half as often as each signal of the others.
-FAULTS = ("SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGINT", "SIGINT", "SIGSTOP", "full disk")
+FAULTS = ("SIGKILL", "SIGKILL", "SIGTERM", "SIGTERM", "SIGINT", "SIGINT", "SIGSTOP", "full disk", "closed port")
 TARGETS = ("harness", "launcher", "rank", "store", "watchdog")
 LAUNCHERS = ("torch.distributed.run", "deepspeed.launcher", "accelerate.commands.launch", "lightning_fabric.cli")
-TIMEOUT_S = 40  # the run's --timeout: a stopped process is held past it
-TASK = ("--task", "quick", "--epochs", "20")  # trains for seconds, not one: most faults land mid-training
+TIMEOUT_S = 40  # the run's --timeout by default: a stopped process is held past it
+# Trains for seconds, not one: most faults land mid-training. From S3 each object is a request to the server, an
+# epoch some seconds.
+EPOCHS = {"memory": 20, "files": 20, "s3": 2}
 CPU = {"CUDA_VISIBLE_DEVICES": ""}
 DISK = "16m"  # a sweep's folder holds under 1 MB: room for it, filled at the fault's moment
 PORTS = 29600  # across the hosts, a port a trial: a killed store's port may still be held
 
 
-def start(folder: Path, variant: str, placement: str, hosts, port: int, *extra: str) -> list[subprocess.Popen]:
+class S3Images:
+    """The quick task's images on a real S3 server (moto's, on loopback only), for the trials that read from S3. A
+    fault may stop or kill the server: `ready` lets a stopped one go on, and starts a killed one again with the
+    images uploaded again."""
+    URL = "s3://dtbench/quick"
+
+    def __init__(self):
+        self.server: S3Server | None = None
+
+    def ready(self) -> "S3Images":
+        if self.server is not None and self.server.process.poll() is None:
+            os.kill(self.server.process.pid, signal.SIGCONT)
+            return self
+        self.server = S3Server()
+        upload = subprocess.run([sys.executable, "-m", "bench", "data", "export-images", "--task", "quick", self.URL],
+                                cwd=REPO_ROOT, env={**os.environ, **self.env()}, capture_output=True, text=True)
+        if upload.returncode != 0:
+            raise SystemExit(f"soak: the images did not upload to S3: {upload.stderr.strip()[-300:]}")
+        return self
+
+    def env(self) -> dict[str, str]:
+        return self.server.env() if self.server else {}
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+@dataclass
+class Soak:
+    """What every trial shares: where they write, each run's --timeout, the namespace hosts (None where this machine
+    cannot make them), the inputs' sources, and the trial under way (for the stop signals' clean-up)."""
+    out: Path
+    timeout_s: int
+    hosts: tuple | None
+    images: Path
+    s3: S3Images = field(default_factory=S3Images)
+    folder: Path | None = None
+    agents: list[subprocess.Popen] = field(default_factory=list)
+
+
+class Setup(NamedTuple):
+    variant: str
+    placement: str
+    input: str
+
+
+def start(soak: Soak, folder: Path, setup: Setup, port: int, *extra: str) -> list[subprocess.Popen]:
     """The sweep's processes: one harness on this host, or an agent on each namespace host (node 1's folder:
-    FOLDER/node1), each pinned to a core of its own as the one-host run's ranks are. `bench sweep` runs on one
-    host: across hosts, the sweep of one run is a `bench run` on each."""
-    command = [sys.executable, "-m", "bench", *TASK, "--devices", "2", "--nodes", "1" if placement == "one node" else "2",
-               "--timeout", str(TIMEOUT_S), *extra]
-    command[3:3] = (["run", "--variant", variant] if placement == "two hosts" else
-                    ["sweep", "--variants", variant, "--no-analysis"])
-    output = dict(cwd=REPO_ROOT, env={**os.environ, **CPU}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    FOLDER/node1). `bench sweep` runs on one host: across hosts, the sweep of one run is a `bench run` on each."""
+    reading, env = [], {}
+    if setup.input == "files":
+        reading = ["--input", "files", "--data-dir", str(soak.images), "--loader-workers", "1"]
+    elif setup.input == "s3":
+        reading, env = ["--input", "s3", "--data-url", S3Images.URL, "--loader-workers", "1"], soak.s3.ready().env()
+    options = ["--task", "quick", "--epochs", str(EPOCHS[setup.input]), "--devices", "2", "--timeout", str(soak.timeout_s), *reading, *extra]
+    output = dict(cwd=REPO_ROOT, env={**os.environ, **CPU, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                   text=True)
-    if placement != "two hosts":
-        return [subprocess.Popen([*command, "--out", str(folder)], **output)]
-    cores = sorted(os.sched_getaffinity(0))
-    return [subprocess.Popen(host.command(*command, "--node-rank", str(rank), "--master-addr", hosts[0].address,
-                                          "--master-port", str(port),
-                                          "--out", str(folder if rank == 0 else folder / "node1")),
-                             preexec_fn=lambda core=cores[rank % len(cores)]: os.sched_setaffinity(0, {core}),
-                             **output)
-            for rank, host in enumerate(hosts)]
+    if setup.placement == "two hosts":
+        return netns.bench_on_hosts(soak.hosts, port, folder, "run", "--variant", setup.variant, *options, **output)
+    nodes = "1" if setup.placement == "one node" else "2"
+    return [subprocess.Popen([sys.executable, "-m", "bench", "sweep", "--variants", setup.variant, "--no-analysis",
+                              "--nodes", nodes, *options, "--out", str(folder)], **output)]
 
 
 def run_ids(folder: Path) -> list[str]:
@@ -87,6 +141,10 @@ def role(process: psutil.Process, agents: list[int]) -> str | None:
         return None
     if process.pid in agents:
         return "harness" if process.pid == agents[0] else "node agent"
+    with contextlib.suppress(psutil.Error):
+        parent = process.parent()
+        if parent is not None and parent.cmdline() == process.cmdline() and "--spec" in command:
+            return "loader worker"  # forked by its rank
     if "bench.run.reaper" in command:
         return "watchdog"
     if "bench.run.rendezvous" in command:
@@ -187,16 +245,16 @@ def all_ended(agents: list[subprocess.Popen], within_s: float, what: str) -> str
     return "\n".join(ended(agent, within_s, what) for agent in agents)
 
 
-def reference(out: Path, variant: str, placement: str, hosts) -> dict[tuple, dict]:
+def reference(soak: Soak, setup: Setup) -> dict[tuple, dict]:
     """An undisturbed sweep of the configuration: the figures a resumed sweep must reproduce, by planned run."""
-    folder = out / "reference" / f"{variant}-{placement.replace(' ', '-')}"
+    folder = soak.out / "reference" / "-".join(setup).replace(" ", "-")
     if not rows(folder / "results.jsonl"):
-        err = all_ended(start(folder, variant, placement, hosts, PORTS - 1), TIMEOUT_S * 4, "the undisturbed sweep")
+        err = all_ended(start(soak, folder, setup, PORTS - 1), soak.timeout_s * 4, "the undisturbed sweep")
         (folder / "console.log").parent.mkdir(parents=True, exist_ok=True)
         (folder / "console.log").write_text(err)
     ok = {planned(r): r for r in rows(folder / "results.jsonl") if r["status"] == "ok"}
     if not ok:
-        raise SystemExit(f"the undisturbed sweep of {variant} ({placement}) failed: see {folder}/console.log")
+        raise SystemExit(f"the undisturbed sweep of {setup} failed: see {folder}/console.log")
     return ok
 
 
@@ -230,31 +288,62 @@ def fill(folder: Path) -> bool:
         return True
 
 
-def hit(folder: Path, agents: list[subprocess.Popen], drawn: str, fault: str, rng: random.Random) -> str | None:
+def listening(pids: set[int], host) -> dict[int, int]:
+    """The TCP ports a process of `pids` listens on, in `host`'s network (this host's where None): port -> pid."""
+    shown = subprocess.run([*(host.command() if host else []), "ss", "-tlnpH"], capture_output=True, text=True).stdout
+    ports = {}
+    for line in shown.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and (pid := re.search(r"pid=(\d+)", fields[5])) and int(pid[1]) in pids:
+            ports[int(fields[3].rsplit(":", 1)[1])] = int(pid[1])
+    return ports
+
+
+def close_port(port: int, hosts) -> None:
+    """Close `port`'s listener and every connection to or from it (`ss -K`), on each host of the run."""
+    for host in hosts or (None,):
+        subprocess.run([*(host.command() if host else []), "ss", "-K", "-t", "-a",
+                        f"( sport = :{port} or dport = :{port} )"], capture_output=True)
+
+
+def hit(soak: Soak, setup: Setup, hosts, drawn: str, fault: str, rng: random.Random) -> tuple[str | None, int | None]:
     """The fault on a process of the drawn kind, waited for up to 3 s (a target not started yet is hit when it
-    starts); where the run has none such, on one of the kinds it has. Returns the kind hit, None if the sweep ended
-    first."""
-    pids = [a.pid for a in agents]
+    starts); where the run has none such, on one of the kinds it has. A closed port is one a process of the drawn
+    kind listens on. Returns the kind hit (None if the sweep ended first) and the port closed."""
+    agents, pids = soak.agents, [a.pid for a in soak.agents]
     waited_until = time.monotonic() + 3
     while any(a.poll() is None for a in agents):
         kinds: dict[str, list[int]] = collections.defaultdict(list)
-        for p in processes(folder, pids):
+        for p in processes(soak.folder, pids):
             if (kind := role(p, pids)) is not None:
                 kinds[kind].append(p.pid)
+        if setup.input == "s3" and fault != "closed port":
+            kinds["S3 server"].append(soak.s3.server.process.pid)
+        if fault == "closed port":
+            owners = {pid: kind for kind, of_kind in kinds.items() for pid in of_kind}
+            ports = {port: owners[pid] for host in hosts or (None,)
+                     for port, pid in listening(set(owners), host).items()}
+            kinds = collections.defaultdict(list)
+            for port, kind in ports.items():
+                kinds[kind].append(port)
         if kinds and (drawn in kinds or time.monotonic() > waited_until):
             target = drawn if drawn in kinds else rng.choice(sorted(kinds))
+            chosen = rng.choice(sorted(kinds[target]))
+            if fault == "closed port":
+                close_port(chosen, hosts)
+                return target, chosen
             try:
-                os.kill(rng.choice(sorted(kinds[target])), getattr(signal, fault))
+                os.kill(chosen, getattr(signal, fault))
             except ProcessLookupError:
                 continue
             if fault == "SIGSTOP" and target in ("harness", "node agent"):
-                time.sleep(TIMEOUT_S + 5)  # paused past its run's timeout, then let go
+                time.sleep(soak.timeout_s + 5)  # paused past its run's timeout, then let go
                 for pid in kinds[target]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGCONT)
-            return target
+            return target, None
         time.sleep(0.1)
-    return None
+    return None, None
 
 
 def gone(folder: Path, left: list[str]) -> None:
@@ -266,62 +355,59 @@ def gone(folder: Path, left: list[str]) -> None:
             os.kill(int(line.split()[0]), signal.SIGKILL)
 
 
-def resume(folder: Path, variant: str, placement: str, hosts, port: int, expected: dict) -> list[subprocess.Popen]:
+def resume(soak: Soak, setup: Setup, port: int, expected: dict) -> list[subprocess.Popen]:
     """`sweep --resume`; across hosts, the run again where it has no ok row."""
-    if placement != "two hosts":
-        return start(folder, variant, placement, hosts, port, "--resume")
-    done = {planned(r) for r in rows(folder / "results.jsonl") if r["status"] == "ok"}
-    return [] if set(expected) <= done else start(folder, variant, placement, hosts, port)
+    if setup.placement != "two hosts":
+        return start(soak, soak.folder, setup, port, "--resume")
+    done = {planned(r) for r in rows(soak.folder / "results.jsonl") if r["status"] == "ok"}
+    return [] if set(expected) <= done else start(soak, soak.folder, setup, port)
 
 
-class Trial:
-    """The trial under way, for the stop signals' clean-up."""
-    folder: Path | None = None
-    agents: list[subprocess.Popen] = []
-
-
-def stop_trial() -> None:
-    for agent in Trial.agents:
+def stop_trial(soak: Soak) -> None:
+    for agent in soak.agents:
         with contextlib.suppress(ProcessLookupError):
             os.kill(agent.pid, signal.SIGCONT)
             agent.send_signal(signal.SIGINT)  # the sweep records its run as interrupted and cleans it up
     with contextlib.suppress(Exception):
-        all_ended(Trial.agents, 60, "the interrupted sweep")
-    if Trial.folder:
-        for run_id in run_ids(Trial.folder):
+        all_ended(soak.agents, 60, "the interrupted sweep")
+    if soak.folder:
+        for run_id in run_ids(soak.folder):
             kill_all_of_run(run_id)
 
 
-def trial(out: Path, number: int, rng: random.Random, hosts) -> dict:
-    """One sweep, one fault: `hosts` None where this machine has no namespace hosts (nor a tmpfs to fill)."""
-    placement = rng.choice(PLACEMENTS if hosts else PLACEMENTS[:2])
+def trial(soak: Soak, number: int, rng: random.Random) -> dict:
+    """One sweep, one fault."""
+    placement = rng.choice(PLACEMENTS if soak.hosts else PLACEMENTS[:2])
     variant = rng.choice(ACROSS_HOSTS if placement == "two hosts" else APPROACHES)
-    targets = TARGETS + (("node agent",) if placement == "two hosts" else ())
-    faults = FAULTS if hosts else tuple(f for f in FAULTS if f != "full disk")
+    source = rng.choice([i for i in INPUTS if not (i == "s3" and placement == "two hosts")])
+    setup = Setup(variant, placement, source)
+    targets = (TARGETS + (("node agent",) if placement == "two hosts" else ())
+               + (("loader worker",) if source != "memory" else ()) + (("S3 server",) if source == "s3" else ()))
+    faults = FAULTS if soak.hosts else tuple(f for f in FAULTS if f != "full disk")
     drawn, fault, moment = rng.choice(targets), rng.choice(faults), round(rng.uniform(0.5, 8.0), 2)
-    hosts = hosts if placement == "two hosts" else None
-    expected = reference(out, variant, placement, hosts)
-    folder = Trial.folder = out / "trials" / f"{number:04d}"
+    hosts = soak.hosts if placement == "two hosts" else None
+    expected = reference(soak, setup)
+    folder = soak.folder = soak.out / "trials" / f"{number:04d}"
     shutil.rmtree(folder, ignore_errors=True)
-    began, port = time.monotonic(), PORTS + number % 1000
+    began, port, closed = time.monotonic(), PORTS + number % 1000, None
     with small_disk(folder, fault == "full disk"):
-        agents = Trial.agents = start(folder, variant, placement, hosts, port)
+        agents = soak.agents = start(soak, folder, setup, port)
         time.sleep(moment)
         if fault == "full disk":
             target = "results folder" if any(a.poll() is None for a in agents) and fill(folder) else None
         else:
-            target = hit(folder, agents, drawn, fault, rng)
-        err = all_ended(agents, TIMEOUT_S * 4 + 30, "the sweep")  # deepspeed: 3 runs
+            target, closed = hit(soak, setup, hosts, drawn, fault, rng)
+        err = all_ended(agents, soak.timeout_s * 4 + 30, "the sweep")  # deepspeed: 3 runs
         left = left_of(folder, hosts)
         gone(folder, left)
         (folder / ".filler").unlink(missing_ok=True)
         store = folder / "results.jsonl"
         before = rows(store) if not torn_lines(store) else []
-        resumed = Trial.agents = resume(folder, variant, placement, hosts, port + 1000, expected)
-        resume_err = all_ended(resumed, TIMEOUT_S * 4 + 30, "the resumed sweep")
+        resumed = soak.agents = resume(soak, setup, port + 1000, expected)
+        resume_err = all_ended(resumed, soak.timeout_s * 4 + 30, "the resumed sweep")
         left += left_of(folder, hosts)
         gone(folder, left)
-        Trial.agents = []
+        soak.agents = []
         (folder / "console.log").write_text(f"{err}\n--- the resume:\n{resume_err}")  # kept where the trial fails
     after = rows(store) if not torn_lines(store) else []
     ok_after = collections.Counter(planned(r) for r in after if r["status"] == "ok")
@@ -329,9 +415,11 @@ def trial(out: Path, number: int, rng: random.Random, hosts) -> dict:
     matched = all(ok_after[k] == 1 and all(last_ok[k][f] == e[f] for f in ("test_loss", "test_accuracy"))
                   for k, e in expected.items())
     per_run = collections.Counter(planned(r) for r in before)
-    return {"trial": number, "placement": placement, "variant": variant, "nodes": 1 if placement == "one node" else 2,
+    return {"trial": number, "placement": placement, "variant": variant, "input": source,
+            "nodes": 1 if placement == "one node" else 2,
             "drawn": drawn if fault != "full disk" else "results folder", "target": target, "fault": fault,
-            "moment_s": moment, "injected": target is not None, "harness_exit": [a.returncode for a in agents],
+            "port": closed, "moment_s": moment, "injected": target is not None,
+            "harness_exit": [a.returncode for a in agents],
             "planned_runs": len(expected), "rows_before_resume": len(before),
             "statuses": [r["status"] for r in before],
             "runs_with_several_rows": sum(c > 1 for c in per_run.values()),
@@ -359,12 +447,14 @@ def summary(lines: list[dict], seed: int, command: str) -> str:
     injected = [t for t in lines if t["injected"]]
     by_kind = collections.Counter((t["fault"], t["target"]) for t in injected)
     by_placement = collections.Counter(t["placement"] for t in injected)
+    by_input = collections.Counter(t.get("input", "memory") for t in injected)
     failures = [t for t in lines if failed(t)]
     planned_runs = sum(t["planned_runs"] for t in lines)
     table = "\n".join(f"| {fault} | {target} | {count} |" for (fault, target), count in sorted(by_kind.items()))
     return (f"# Soak of random faults\n\n`{command}` (seed {seed})\n\n"
             f"- trials: {len(lines)}; a fault injected in {len(injected)} "
-            f"({', '.join(f'{n} {p}' for p, n in sorted(by_placement.items()))}); in the others the sweep had ended "
+            f"({', '.join(f'{n} {p}' for p, n in sorted(by_placement.items()))}; reading from "
+            f"{', '.join(f'{n} {i}' for i, n in sorted(by_input.items()))}); in the others the sweep had ended "
             "before its moment\n"
             f"- processes left after a trial: {sum(len(t['left']) for t in lines)}\n"
             f"- torn store lines: {sum(t['torn'] for t in lines)}\n"
@@ -384,6 +474,16 @@ def summary(lines: list[dict], seed: int, command: str) -> str:
             "| fault | target | injected |\n|---|---|---|\n" + table + "\n")
 
 
+def images(out: Path) -> Path:
+    """The quick task's images, exported once as an image folder: what the trials with `--input files` read."""
+    folder = out / "images"
+    if not (folder / "test").exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "bench", "data", "export-images", "--task", "quick", str(folder)],
+                       cwd=REPO_ROOT, check=True, capture_output=True)
+    return folder
+
+
 def interrupted(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -398,7 +498,6 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"each run's --timeout, which a stopped process is held past (default {TIMEOUT_S}; longer "
                              "where other work shares the machine: deepspeed's runs took 29 s beside a second soak)")
     args = parser.parse_args(argv)
-    globals()["TIMEOUT_S"] = args.timeout  # the trials read it
     if why := netns.why_no_namespaces():
         print(f"soak: no namespace hosts here ({why}): their trials and the full disk's are left out",
               file=sys.stderr)
@@ -407,11 +506,13 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     record = args.out / "trials.jsonl"
     lines = rows(record)
-    hosts = netns.two_hosts(subnet=93) if not why else contextlib.nullcontext()
+    two_hosts = netns.two_hosts(subnet=93) if not why else contextlib.nullcontext()
+    soak = None
     try:
-        with hosts as two:
+        with two_hosts as hosts:
+            soak = Soak(args.out, args.timeout, hosts, images(args.out))
             for number in range(len(lines), args.trials):  # each trial draws from its own seed: a rerun goes on
-                line = trial(args.out, number, random.Random(f"{args.seed}-{number}"), two)
+                line = trial(soak, number, random.Random(f"{args.seed}-{number}"))
                 with record.open("a") as f:
                     f.write(json.dumps(line) + "\n")
                 lines.append(line)
@@ -419,9 +520,13 @@ def main(argv: list[str] | None = None) -> int:
                 if not failed(line):  # a failure's folder is kept for its reproduction
                     shutil.rmtree(args.out / "trials" / f"{number:04d}", ignore_errors=True)
     except KeyboardInterrupt:
-        stop_trial()
+        if soak:
+            stop_trial(soak)
         print(f"soak: interrupted; {len(lines)} trials in {record}", file=sys.stderr)
         return 130
+    finally:
+        if soak:
+            soak.s3.stop()
     command = "python benchmarks/soak.py " + " ".join(argv if argv is not None else sys.argv[1:])
     (args.out / "summary.md").write_text(summary(lines, args.seed, command))
     print((args.out / "summary.md").read_text())

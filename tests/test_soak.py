@@ -18,19 +18,20 @@ def test_a_short_soak_leaves_nothing_and_resumes_every_trial_to_the_undisturbed_
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     import soak
 
-    # Seed 147's two trials: the results folder's disk filled under torch-fsdp on one node, then SIGTERM to node 1's
-    # agent of torch-fsdp across two namespace hosts; where this machine cannot make those, SIGINT to a launcher
-    # of torch-fsdp on one node and SIGSTOP to one of tf-multiworker on two fake nodes.
+    # Seed 13992's two trials: SIGKILL to a DataLoader worker of torch-ddp reading from the S3 server on one node,
+    # then a port a rank of tf-multiworker listens on closed across two namespace hosts; where this machine cannot
+    # make those, the same first trial and SIGTERM to a watchdog of torch-ddp reading files on two fake nodes.
     hosts = why_no_namespaces() is None
-    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "147", "--out",
+    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "13992", "--out",
                            str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900,
                           env={**os.environ, **CPU})
     assert done.returncode == 0, done.stderr[-2000:]
     trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
-    assert [(t["placement"], t["variant"], t["drawn"], t["fault"]) for t in trials] == (
-        [("one node", "torch-fsdp", "results folder", "full disk"), ("two hosts", "torch-fsdp", "node agent", "SIGTERM")]
-        if hosts else
-        [("one node", "torch-fsdp", "launcher", "SIGINT"), ("two fake nodes", "tf-multiworker", "launcher", "SIGSTOP")])
+    assert [(t["placement"], t["variant"], t["input"], t["drawn"], t["fault"]) for t in trials] == (
+        [("one node", "torch-ddp", "s3", "loader worker", "SIGKILL"),
+         ("two hosts", "tf-multiworker", "memory", "rank", "closed port")] if hosts else
+        [("one node", "torch-ddp", "s3", "loader worker", "SIGKILL"),
+         ("two fake nodes", "torch-ddp", "files", "watchdog", "SIGTERM")])
     assert any(t["injected"] for t in trials), trials  # a run may end before its moment on a fast machine
     assert [t for t in trials if soak.failed(t)] == []
     assert "trials with any of these wrong: 0" in (tmp_path / "summary.md").read_text()

@@ -10,8 +10,10 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -120,3 +122,15 @@ def two_hosts(subnet: int = 77):
     finally:
         for host in hosts:
             _delete(host)
+
+
+def bench_on_hosts(hosts, port: int | str, out: Path, *argv: str, **popen) -> list[subprocess.Popen]:
+    """`python -m bench ARGV` as one node of a two-node run on each host (node 0's results in `out`, node 1's in
+    `out/node1`), started, with `popen`'s options. Each host's agent gets a core of its own, as the one-host run's
+    two ranks have: namespaces share the machine's cores, and each agent would otherwise pin its rank to the first."""
+    cores = sorted(os.sched_getaffinity(0))
+    return [subprocess.Popen(host.command(sys.executable, "-m", "bench", *argv, "--nnodes", "2",
+                                          "--node-rank", str(rank), "--master-addr", hosts[0].address,
+                                          "--master-port", str(port), "--out", str(out if rank == 0 else out / "node1")),
+                             preexec_fn=lambda core=cores[rank % len(cores)]: os.sched_setaffinity(0, {core}), **popen)
+            for rank, host in enumerate(hosts)]
