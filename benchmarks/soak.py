@@ -119,7 +119,8 @@ def start(soak: Soak, folder: Path, setup: Setup, port: int, *extra: str) -> lis
         reading = ["--input", "files", "--data-dir", str(soak.images), "--loader-workers", "1"]
     elif setup.input == "s3":
         reading, env = ["--input", "s3", "--data-url", S3Images.URL, "--loader-workers", "1"], soak.s3.ready().env()
-    options = ["--task", "quick", "--epochs", str(EPOCHS[setup.input]), "--devices", "2", "--timeout", str(soak.timeout_s), *reading, *extra]
+    options = ["--task", "quick", "--epochs", str(EPOCHS[setup.input]), "--devices", "2",
+               "--timeout", str(soak.timeout_s), *reading, *extra]
     output = dict(cwd=REPO_ROOT, env={**os.environ, **CPU, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                   text=True)
     if setup.placement == "two hosts":
@@ -300,10 +301,13 @@ def listening(pids: set[int], host) -> dict[int, int]:
 
 
 def close_port(port: int, hosts) -> None:
-    """Close `port`'s listener and every connection to or from it (`ss -K`), on each host of the run."""
+    """Close `port`'s listener and every connection to or from it (`ss -K`), on each host of the run. On this host
+    a connection to it is closed only where it is to loopback, as the run's are: a port of the same number elsewhere
+    is none of the run's. The port is one the run listens on, so no other process's socket has it as its own."""
     for host in hosts or (None,):
+        to_it = f"dport = :{port}" + ("" if host else " and ( dst 127.0.0.0/8 or dst [::ffff:127.0.0.1] or dst [::1] )")
         subprocess.run([*(host.command() if host else []), "ss", "-K", "-t", "-a",
-                        f"( sport = :{port} or dport = :{port} )"], capture_output=True)
+                        f"( sport = :{port} ) or ( {to_it} )"], capture_output=True)
 
 
 def hit(soak: Soak, setup: Setup, hosts, drawn: str, fault: str, rng: random.Random) -> tuple[str | None, int | None]:

@@ -44,3 +44,33 @@ def test_a_ranks_traceback_quoted_in_a_printed_row_is_its_reason_not_a_traceback
     row = json.dumps({"status": "failed", "error": "node0 exit code 1:\nTraceback (most recent call last):\n..."})
     assert not soak.printed_traceback(f"error: cannot write to /x: No space left on device\n{row}\n")
     assert soak.printed_traceback("[1/1] torch-ddp\nTraceback (most recent call last):\n  File \"x\"\nOSError: 28\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="closing another process's sockets (ss -K) needs CAP_NET_ADMIN")
+def test_a_closed_port_closes_its_listener_and_connections_and_no_other_port(monkeypatch):
+    import socket
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import soak
+
+    def pair():
+        listener = socket.socket(socket.AF_INET6)
+        listener.bind(("::", 0))
+        listener.listen()
+        client = socket.create_connection(("127.0.0.1", listener.getsockname()[1]))
+        return listener, client, listener.accept()[0]
+
+    (closed, client, served), (kept, other_client, other_served) = pair(), pair()
+    port = closed.getsockname()[1]
+    assert soak.listening({os.getpid()}, None) == {port: os.getpid(), kept.getsockname()[1]: os.getpid()}
+    soak.close_port(port, None)
+    assert soak.listening({os.getpid()}, None) == {kept.getsockname()[1]: os.getpid()}
+    for sock in (client, served):
+        sock.settimeout(5)
+        with pytest.raises(ConnectionError):  # aborted or reset by ss -K, not timed out waiting
+            sock.send(b"x")
+            sock.recv(1)
+    other_client.send(b"x")
+    assert other_served.recv(1) == b"x"
+    for sock in (closed, client, served, kept, other_client, other_served):
+        sock.close()
