@@ -27,11 +27,11 @@ import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -58,7 +58,7 @@ LAUNCHES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launch", LAUNCHES)
-def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run(tmp_path, launch):
+def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run_and_its_row_recorded(tmp_path, launch):
     proc = harness(tmp_path, "run", *LAUNCHES[launch], *LONG)
     run_id = None
     try:
@@ -67,6 +67,14 @@ def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run(tmp_path, la
         proc.kill()  # SIGKILL: no handler runs; the kernel and the run's watchdog must clean up
         proc.wait()
         assert left_after(run_id) == []
+        deadline = time.time() + 30  # the watchdog appends the row once the run's processes are gone
+        while not rows(tmp_path) and time.time() < deadline:
+            time.sleep(0.2)
+        [row] = rows(tmp_path)
+        assert (row["run_id"], row["status"]) == (run_id, "interrupted")
+        assert row["error"].startswith("the harness ended with this run in flight")
+        assert row["variant"] == LAUNCHES[launch][1] and row["environment"]["cpu_model"]
+        assert not (tmp_path / "runs" / run_id / "row-if-the-harness-dies.json").exists()
     finally:
         proc.kill()
         if run_id:

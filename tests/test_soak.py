@@ -22,10 +22,13 @@ def test_a_short_soak_leaves_nothing_and_resumes_every_trial_to_the_undisturbed_
     # then a port a rank of tf-multiworker listens on closed across two namespace hosts; where this machine cannot
     # make those, the same first trial and SIGTERM to a watchdog of torch-ddp reading files on two fake nodes.
     hosts = why_no_namespaces() is None
-    done = subprocess.run([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "13992", "--out",
-                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, **CPU})
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.Popen([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "13992", "--out",
+                             str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **CPU})
+    _, err = done.communicate(timeout=900)
+    assert done.returncode == 0, err[-2000:]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"dtb{done.pid}h" not in namespaces  # the soak's two hosts went with it
     trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
     assert [(t["placement"], t["variant"], t["input"], t["drawn"], t["fault"]) for t in trials] == (
         [("one node", "torch-ddp", "s3", "loader worker", "SIGKILL"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shlex
 import shutil
@@ -20,6 +21,7 @@ from bench import REPO_ROOT
 from bench.results import utilisation
 from bench.interrupt import Interrupted
 from bench.metrics import memory
+from bench.results.jsonl import RESULTS
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
 from bench.worker import data
@@ -28,7 +30,7 @@ from bench.run.exchange import NeverJoined, Offer, Session, meet
 from bench.run.launch import PYTHON, processes, run_temp_dir
 from bench.run.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
-from bench.run.reaper import Reaper
+from bench.run.reaper import HARNESS_DIED, Reaper
 from bench.run.runspec import RunSpec
 from bench.run import sampler, stacks
 from bench.spec.devices import Machine, Placement
@@ -87,14 +89,18 @@ def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subproc
         return proc, sock.getsockname()[1]
 
 
-def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None) -> Launched:
-    """Start every process of the run, wait with the timeout, kill whatever is left."""
+def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
+                   environment: dict | None = None) -> Launched:
+    """Start every process of the run, wait with the timeout, kill whatever is left. With `environment`, the run
+    is one of the store's: should the harness die with it in flight, its watchdog records it."""
     placement = spec.check(machine)
     run_id = new_run_id(spec)
     run_dir = (out_dir / "runs" / run_id).resolve()
     run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    reaper, procs, command, to_start, session, series, stopped = Reaper(run_id), [], None, [], None, None, None
+    recorded = row_if_the_harness_dies(spec, run_id, run_dir, out_dir, environment) if environment is not None else ()
+    reaper = Reaper(run_id, *recorded)
+    procs, command, to_start, session, series, stopped = [], None, [], None, None, None
     status, reason = "failed", None  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
@@ -145,6 +151,17 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
                     timeseries)
+
+
+def row_if_the_harness_dies(spec: RunSpec, run_id: str, run_dir: Path, out_dir: Path,
+                             environment: dict) -> tuple[Path, Path]:
+    """The run's row should the harness die with it in flight, written beside it for its watchdog to append to
+    the store (bench.run.reaper); removed when the watchdog is released."""
+    row = base_row(spec, run_id, "interrupted", HARNESS_DIED)
+    row.environment = environment
+    path = run_dir / "row-if-the-harness-dies.json"
+    path.write_text(json.dumps(row.to_dict(), default=str))
+    return path, out_dir / RESULTS
 
 
 def saved(series: sampler.Sampler | None, records: dict[int, list[dict]]) -> tuple[dict | None, str | None]:
@@ -252,9 +269,10 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None,
 def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
             environment: dict | None = None) -> ResultRow:
     """Launch one run and fold its reports into a row (never raises on a failed run)."""
-    run = start_and_wait(spec, out_dir, machine, data_path)
+    environment = dict(environment or env_info.environment())
+    run = start_and_wait(spec, out_dir, machine, data_path, environment)
     row = base_row(spec, run.run_id, "failed", started=run.launch_time)
-    row.environment = dict(environment or env_info.environment())
+    row.environment = dict(environment)
     row.oversubscribed = run.placement.oversubscribed
     row.notes.extend(run.placement.warnings)
     if spec.device_type == "cpu" and spec.variant.cpu_limit_reason:

@@ -1,35 +1,47 @@
-"""A run's watchdog: whatever ends the harness, no process of the run outlives it.
+"""A run's watchdog: whatever ends the harness, no process of the run outlives it, and the run is recorded.
 
 The harness starts this small process in a session of its own, handing it the read end of a pipe whose
 only write end the harness keeps. When the harness ends (a clean finish, Ctrl-C, SIGKILL, the OOM killer)
 the kernel closes that end, this process reads EOF and kills every process whose environment carries the
 run id: torchrun's workers and an engine's executors too, which live outside the harness's process tree.
+A harness that lets it go says so on the pipe first; where the pipe closed without a word, the harness died
+with its run in flight, and the watchdog appends the run's row, `interrupted` with that reason, which the
+harness wrote beside the run before launching it.
 
-    python -m bench.run.reaper --fd FD --run-id RUN_ID
+    python -m bench.run.reaper --fd FD --run-id RUN_ID [--row ROW.json --store results.jsonl]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, python_path
+
+RELEASED = b"released"
+HARNESS_DIED = ("the harness ended with this run in flight (killed outright: SIGKILL, the OOM killer; or crashed): "
+                "its watchdog killed the run's processes and recorded it")
 
 
 class Reaper:
     """The harness's side: start the watchdog for one run, and let it go when the run is over."""
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, row: Path | None = None, store: Path | None = None):
+        """`row`: the run's row should the harness die (a JSON file), appended to `store` if it does."""
+        self._row = row
+        recording = ["--row", str(row), "--store", str(store)] if row and store else []
         read_end, self._write_end = os.pipe()  # the write end is not inherited by any child
         try:
             # Without the run id in its environment: its own sweep must not find it. SIGINT ignored from its
             # first instruction (Python keeps an inherited SIG_IGN): one during its imports would kill it with a
             # traceback on the harness's console.
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.run.reaper", "--fd", str(read_end), "--run-id", run_id],
+                [sys.executable, "-m", "bench.run.reaper", "--fd", str(read_end), "--run-id", run_id, *recording],
                 pass_fds=[read_end], cwd=REPO_ROOT, start_new_session=True, stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONPATH": python_path()},
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
@@ -42,8 +54,14 @@ class Reaper:
 
     def release(self, within_s: float = 10) -> None:
         """The run is over and its processes were killed: the watchdog sweeps once more and exits; one that has
-        not within `within_s` (stopped, or stuck) is killed, so that nothing of the run outlives it."""
-        os.close(self._write_end)
+        not within `within_s` (stopped, or stuck) is killed, so that nothing of the run outlives it. The harness
+        records the run itself."""
+        try:
+            os.write(self._write_end, RELEASED)
+        finally:
+            os.close(self._write_end)
+        if self._row:
+            self._row.unlink(missing_ok=True)
         try:
             self._proc.wait(timeout=within_s)
         except subprocess.TimeoutExpired:
@@ -55,12 +73,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--run-id", required=True)
+    parser.add_argument("--row", type=Path)
+    parser.add_argument("--store", type=Path)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as Reaper starts it; a terminal's Ctrl-C is the harness's
-    while os.read(args.fd, 4096):
-        pass
+    said = b""
+    while chunk := os.read(args.fd, 4096):
+        said += chunk
     kill_all_of_run(args.run_id)
+    if said != RELEASED and args.row and args.store:
+        record(args.row, args.store)
     return 0
+
+
+def record(row: Path, store: Path) -> None:
+    """The row the harness left for this, appended to its store; none where it cannot be (a full disk): the
+    folder then holds the run without a row, as a harness that died there would have left it anyway."""
+    from bench.results.jsonl import append_line
+    from bench.results.store import ResultStore
+
+    try:
+        append_line(store, json.loads(row.read_text()))
+        row.unlink()
+        ResultStore(store.parent).export_csv()
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":
