@@ -295,6 +295,21 @@ def test_the_watchdog_is_gone_once_its_run_is_released_even_stopped(stopped):
     assert (time.monotonic() - began >= within) == stopped  # a running one was not killed: it exited when released
 
 
+def test_a_run_whose_watchdog_was_killed_is_released_without_an_error(tmp_path):
+    """The soak SIGKILLed a watchdog mid-run: telling it that it was let go raised BrokenPipeError in the harness."""
+    import psutil
+
+    from bench.run.reaper import Reaper
+
+    row = tmp_path / "row.json"
+    row.write_text("{}")
+    reaper = Reaper("no-such-run", row, tmp_path / "results.jsonl")
+    os.kill(reaper.pid, signal.SIGKILL)
+    psutil.Process(reaper.pid).wait(timeout=10)
+    reaper.release(within_s=10)
+    assert not row.exists() and not (tmp_path / "results.jsonl").exists()  # the harness records the run itself
+
+
 def test_sigint_to_the_watchdog_while_it_starts_neither_kills_it_nor_prints_a_traceback(capfd):
     """The soak sent SIGINT to a watchdog during its imports: it died with a KeyboardInterrupt on the console."""
     import psutil

@@ -58,6 +58,8 @@ class Reaper:
         records the run itself."""
         try:
             os.write(self._write_end, RELEASED)
+        except BrokenPipeError:  # the watchdog is gone already (killed): nothing is left to tell
+            pass
         finally:
             os.close(self._write_end)
         if self._row:
