@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.run.processes import kill_all_of_run, processes_of_run
+from bench.run.reaper import named_semaphores
 from helpers import CPU, REPO, bench, rows
 
 # Still training when the harness is stopped, however fast the machine (40 epochs took 3 s on an idle one).
@@ -64,6 +65,8 @@ def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run_and_its_row_
     try:
         run_id = training_run(tmp_path, lambda: proc.poll() is None)
         assert processes_of_run(run_id), "the run's processes should be found while it trains"
+        semaphores = named_semaphores(processes_of_run(run_id))  # Dask's spawned workers make some
+        assert bool(semaphores) == (launch == "dask")
         proc.kill()  # SIGKILL: no handler runs; the kernel and the run's watchdog must clean up
         proc.wait()
         assert left_after(run_id) == []
@@ -75,6 +78,8 @@ def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run_and_its_row_
         assert row["error"].startswith("the harness ended with this run in flight")
         assert row["variant"] == LAUNCHES[launch][1] and row["environment"]["cpu_model"]
         assert not (tmp_path / "runs" / run_id / "row-if-the-harness-dies.json").exists()
+        # nor the semaphores whose resource tracker was killed with the run (12 a Dask run, in /dev/shm until reboot)
+        assert not [p for p in Path("/dev/shm").glob("sem.*") if p.stat().st_ino in semaphores]
     finally:
         proc.kill()
         if run_id:
@@ -159,8 +164,8 @@ def test_a_torn_store_is_still_run_into_and_reported(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_sweep_resumes_with_exactly_the_runs_it_lacks(tmp_path):
-    from bench import results
-    from bench.results import aggregate
+    from bench.results import ResultStore, aggregate
+    from bench.results.frame import frame
 
     sweep = ["sweep", "--variants", "torch-single,torch-ddp", "--max-devices", "2", "--task", "quick",
              "--no-analysis"]
@@ -174,23 +179,31 @@ def test_a_killed_sweep_resumes_with_exactly_the_runs_it_lacks(tmp_path):
         while len(rows(part)) < 1:
             assert proc.poll() is None, "the sweep ended before its first row"
             time.sleep(0.2)
-        proc.kill()  # after one run: the next is in flight and leaves no row
+        proc.kill()  # after one run: the next is in flight, and its watchdog records it interrupted
         proc.wait()
     finally:
         proc.kill()
     for run_dir in part.glob("runs/*"):
         assert left_after(run_dir.name) == []
+    started = {run_dir.name for run_dir in part.glob("runs/*")}
+    deadline = time.time() + 30
+    while started - {r["run_id"] for r in rows(part)} and time.time() < deadline:
+        time.sleep(0.2)
     done = rows(part)
+    assert {r["run_id"] for r in done} == started  # every run the sweep started has its row
+    assert {r["status"] for r in done} <= {"ok", "interrupted"}
+    ok = sum(r["status"] == "ok" for r in done)
     resumed = bench(*sweep, "--resume", "--out", str(part), env=CPU)
     assert resumed.returncode == 0, resumed.stderr
-    assert f"{len(done)} of 3 planned runs are there, {3 - len(done)} left" in resumed.stdout
+    assert f"{ok} of 3 planned runs are there, {3 - ok} left" in resumed.stdout
     after = rows(part)
-    assert len(after) == 3 and after[: len(done)] == done
-    assert {r["status"] for r in after} == {"ok"}
+    assert after[: len(done)] == done and [r["status"] for r in after[len(done):]] == ["ok"] * (3 - ok)
 
     again = bench(*sweep, "--resume", "--out", str(part), env=CPU)
-    assert "3 of 3 planned runs are there, 0 left" in again.stdout and len(rows(part)) == 3
-    folded = [aggregate.configurations(results.load(d), []) for d in (tmp_path / "whole", part)]
+    assert "3 of 3 planned runs are there, 0 left" in again.stdout and len(rows(part)) == len(after)
+    # the interrupted row aside, the resumed folder folds to the whole sweep's configurations
+    folded = [aggregate.configurations(frame([r for r in ResultStore(d).dicts() if r["status"] == "ok"]), [])
+              for d in (tmp_path / "whole", part)]
     assert list(folded[0].columns) == list(folded[1].columns)
     assert len(folded[0]) == len(folded[1]) == 3
     assert sorted(folded[0]["key"]) == sorted(folded[1]["key"])

@@ -13,6 +13,7 @@ harness wrote beside the run before launching it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.run.processes import kill_all_of_run, python_path
+from bench.run.processes import kill_all_of_run, processes_of_run, python_path
 
 RELEASED = b"released"
 HARNESS_DIED = ("the harness ended with this run in flight (killed outright: SIGKILL, the OOM killer; or crashed): "
@@ -82,10 +83,32 @@ def main(argv: list[str] | None = None) -> int:
     said = b""
     while chunk := os.read(args.fd, 4096):
         said += chunk
+    semaphores = named_semaphores(processes_of_run(args.run_id))
     kill_all_of_run(args.run_id)
+    for path in Path("/dev/shm").glob("sem.*"):  # the resource tracker that would have removed them was killed too
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino in semaphores:
+                path.unlink()
     if said != RELEASED and args.row and args.store:
         record(args.row, args.store)
     return 0
+
+
+def named_semaphores(pids: list[int]) -> set[int]:
+    """The inodes of the named POSIX semaphores (/dev/shm/sem.*) these processes map: a spawn-context
+    multiprocessing lock or queue (Dask's workers) makes one, and only its process's resource tracker removes it.
+    The map names the file glibc made it as, since renamed: the inode is what still matches."""
+    inodes = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/dev/shm/sem."):
+                inodes.add(int(fields[4]))
+    return inodes
 
 
 def record(row: Path, store: Path) -> None:
