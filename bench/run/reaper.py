@@ -117,7 +117,7 @@ def record(row: Path, store: Path) -> None:
     from bench.results.jsonl import append_line
     from bench.results.store import ResultStore
 
-    try:
+    try:  # not ResultStore.append: the row's file goes as soon as its line is in, not after the CSV (pandas)
         append_line(store, json.loads(row.read_text()))
         row.unlink()
         ResultStore(store.parent).export_csv()
