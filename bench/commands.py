@@ -467,4 +467,4 @@ def cmd_overhead(args: argparse.Namespace) -> int:
         return sampler_overhead.main(args)
     from bench.studies import overhead
 
-    return overhead.main(args)
+    return overhead.main(args, request.task_from(args, request.device_type(args, devices.discover())))

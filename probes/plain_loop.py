@@ -1,10 +1,12 @@
 """A plain single-device training loop with no wrapper and no harness: the overhead baseline.
 
-Same model, batch, data, threads and core as a 1-device torch-ddp run, timed the
-same way (warm-up, then windows bounded by a device sync). Prints one JSON line.
+Same model, batch, data, threads and core as a 1-device torch-single run, timed the same way (warm-up, then
+windows bounded by a device sync). A synthetic task trains one random batch already normalised on the device, as a
+user's synthetic benchmark does. Prints one JSON line.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
@@ -15,7 +17,7 @@ import torch.nn.functional as F
 from bench.spec.rank_spec import RankSpec
 from bench.worker import data as cache
 from probes.windows import Windows
-from torch_impl.data import to_model_input
+from torch_impl.data import memory_format, to_model_input
 from torch_impl.model import build_model
 
 
@@ -27,29 +29,46 @@ def main(spec_path: str) -> None:
     torch.set_num_threads(len(cores))
     cuda = spec.device_type == "cuda"
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    arrays = cache.load(spec.data_path, mmap=False)
-    images = torch.from_numpy(np.ascontiguousarray(arrays["train_x"]))
-    labels = torch.from_numpy(np.ascontiguousarray(arrays["train_y"]))
-    model = build_model(task).to(device)
+    model = build_model(task).to(device, memory_format=memory_format(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=task.recipe.lr, momentum=task.recipe.momentum,
                                 weight_decay=task.recipe.weight_decay)
-    batch = task.recipe.global_batch
+    batches = synthetic(task, device) if task.synthetic else from_memory(spec, device)
 
     def sync():
         if cuda:
             torch.cuda.synchronize(device)
 
-    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task.recipe.seed))
     windows = Windows(task, sync)
-    for step in range(windows.steps):
-        first = (step * batch) % (len(order) - batch + 1)
-        index = order[first:first + batch]
-        x, y = to_model_input(images[index], device), labels[index].to(device)
+    for _ in range(windows.steps):
+        x, y = next(batches)
         optimizer.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
         windows.step_done()
     windows.report()
+
+
+def synthetic(task, device: torch.device):
+    gen = torch.Generator().manual_seed(task.recipe.seed)
+    side, channels, batch = task.model.image_size, task.model.channels, task.recipe.global_batch
+    x = torch.randn((batch, channels, side, side), generator=gen).to(device).contiguous(memory_format=memory_format(device))
+    y = torch.randint(0, task.model.classes, (batch,), generator=gen).to(device)
+    while True:
+        yield x, y
+
+
+def from_memory(spec: RankSpec, device: torch.device):
+    """The cached training set in one seeded order, a batch at a time, round and round."""
+    task = spec.task
+    arrays = cache.load(spec.data_path, mmap=False)
+    images = torch.from_numpy(np.ascontiguousarray(arrays["train_x"]))
+    labels = torch.from_numpy(np.ascontiguousarray(arrays["train_y"]))
+    batch = task.recipe.global_batch
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(task.recipe.seed))
+    for step in itertools.count():
+        first = (step * batch) % (len(order) - batch + 1)
+        index = order[first:first + batch]
+        yield to_model_input(images[index], device), labels[index].to(device)
 
 
 if __name__ == "__main__":

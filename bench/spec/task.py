@@ -342,6 +342,10 @@ PRESETS: dict[str, TaskSpec] = {
     ),
 }
 # The side the seeds' large models train at on a CPU, where --image-size is not given (224 px on a GPU).
+# A library model's first steps are slow for longer than a small CNN's: TensorFlow's EfficientNet-B0 (32 px, batch
+# 32, one core) took 330-500 ms a step for its steps 2-12 and 315 ms after, so the quick task's 2 warm-up steps
+# timed its settling. timm's benchmark.py warms up for 10; a task training a library model warms up at least as long.
+LIBRARY_MODEL_WARMUP_STEPS = 10
 CPU_IMAGE_SIZE = {"efficientnet-b2": 32, "resnet18": 32}
 
 

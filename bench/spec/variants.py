@@ -137,7 +137,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
 # What `bench regress` and `bench overhead` measure unless told: the approach most users start from.
 DEFAULT_COMPARED = "torch-ddp"
 # bench overhead: per framework, the harness run and the plain loop (probes/) it is compared with.
-OVERHEAD_PAIRS = {"torch": ("torch-ddp", "probes.plain_loop"), "tensorflow": ("tf-single", "probes.plain_tf_loop")}
+OVERHEAD_PAIRS = {"torch": ("torch-single", "probes.plain_loop"), "tensorflow": ("tf-single", "probes.plain_tf_loop")}
 SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ranks that all-reduce every step
 # The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
 # (bench.studies.microbench): their communication floor is priced from that probe.
