@@ -29,7 +29,7 @@ TF_VENV := .venv-tf
 TF_STAMP := $(TF_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: setup packages data test-tools bench test test-fast report reference benchmark regress overhead clean
+.PHONY: setup packages data test-tools bench test test-fast report reference benchmark regress overhead gpu-check clean
 
 setup: packages data
 
@@ -120,6 +120,12 @@ regress: setup
 
 overhead: setup
 	$(PY) -m bench overhead --task $(TASK) $(ARGS)
+
+# The one-GPU check of a lent GPU machine (bench.studies.gpu_check), within ~8 minutes: `make gpu-check SETUP=none`.
+# Every run is on synthetic input, so it needs the packages but no dataset. Without a GPU it says so in one line
+# (exit 2); ARGS=--dry-run prints every run it would make, with its time estimate, on any machine.
+gpu-check: packages
+	@$(PY) -m bench gpu-check $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(TF_VENV) .cache results/latest

@@ -26,6 +26,8 @@ from torch_impl import train as loop
 from torch_impl.zero_state import ZeroState
 from torch_impl.model import build_model
 from torch_impl.profile import region
+from bench.worker.kernels import as_shipped
+from torch_impl.fast_path import switch_on
 from torch_impl.recipe import make_optimizer
 from torch_impl.train import AMP_DTYPES, RunningLoss, cast_inputs, device_info, fast_path, set_threads
 
@@ -70,7 +72,8 @@ def train(spec_path: str) -> dict:
             model = model.to(memory_format=data.memory_format(device))
         if plugin == "deepspeed" and task.recipe.precision != "fp32":  # the model in bf16/fp16, inputs as they come
             cast_inputs(model, AMP_DTYPES[task.recipe.precision])
-        optimizer = make_optimizer(model, task)
+        # The fused step under Accelerate's DDP; its FSDP and DeepSpeed plugins hold the parameters their own way.
+        optimizer = make_optimizer(model, task, fused=not plugin and switch_on("fused_optimizer", device.type, as_shipped()))
         torch_optimizer = optimizer
         if worker.synthetic:  # one batch made on the device (the shared loop's): no input pipeline, no evaluation
             model, optimizer = accelerator.prepare(model, optimizer)

@@ -1,5 +1,5 @@
-"""`python -m bench`: its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead),
-parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
+"""`python -m bench`: its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead, audit,
+gpu-check), parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -14,9 +14,10 @@ from bench.metrics.cost import price
 from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
-from bench.spec.task import (DATASETS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
+from bench.spec.task import (DATASETS, DEFAULT_TASK, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
                              WEAK_SCALING_WARMUP_EPOCHS, SpecError)
 from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
+from bench.studies.gpu_check import DEFAULT_BUDGET_S
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
@@ -42,11 +43,14 @@ def _add_fast_path_option(p: argparse.ArgumentParser) -> None:
 
 
 def _add_task_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", default="default", help=f"task preset: {', '.join(PRESETS)}")
+    p.add_argument("--task", help=f"task preset: {', '.join(PRESETS)} (default: {DEFAULT_TASK['cpu']} on a CPU, the "
+                                  f"small CNN; {DEFAULT_TASK['cuda']} on GPUs, ResNet-50 at 224 px in bf16)")
     p.add_argument("--precision", choices=PRECISIONS,
                    help="fp32 | bf16 | fp16 (fp16 needs CUDA); default: the task's (fp32) on CPU, bf16 on CUDA")
     p.add_argument("--global-batch", type=int, help="override the task's global batch")
     p.add_argument("--epochs", type=int, help="override the task's epochs")
+    p.add_argument("--steps-per-epoch", type=int, help="train at most this many steps an epoch (each epoch's own "
+                                                       "order, cut short; the evaluation still reads the whole test set)")
     p.add_argument("--windows", type=int, help="override the number of timing windows")
     p.add_argument("--loss-every", type=int, help="rank 0 records the training loss every N steps (default 10)")
     p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
@@ -329,6 +333,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(out=Path("results/latest/overhead"))
     p.set_defaults(func=commands.cmd_overhead)
 
+    p = sub.add_parser("audit", help="the fast-path audit alone: each framework's kernel switches on and off on this "
+                                     "machine (a sweep runs it once per machine), into OUT/fast_path.jsonl")
+    _add_task_options(p)  # the task the switches are measured on (synthetic input, 5 windows a side)
+    p.add_argument("--framework", choices=("both", "torch", "tensorflow"), default="both",
+                   help="whose switches (default both: each that has one for this device type)")
+    p.add_argument("--again", action="store_true",
+                   help="measure even where this machine's cache already holds the figures")
+    p.set_defaults(func=commands.cmd_audit)
+
+    p = sub.add_parser("gpu-check", help="the one-GPU check of a lent GPU machine: each PyTorch approach, the memory "
+                                         "cap, power and energy, the peer check against timm, torch.compile and the "
+                                         "fast-path audit on ResNet-50, within a time budget, into one folder")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print every run it would make with its time estimate, and run nothing (on any machine)")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+                   help=f"the whole check's time (default {DEFAULT_BUDGET_S:.0f}): a step that would not fit in what "
+                        "is left is recorded as skipped")
+    p.add_argument("--only", metavar="GROUPS", help="only these groups or steps, comma-separated (approaches, energy, "
+                                                    "memory, peer, compile, audit, tensorflow, report): a second call "
+                                                    "for what was skipped; the folder keeps the other steps' outcomes")
+    p.add_argument("--out", type=Path, help="the folder (default results/gpu-check-<the GPU's name>)")
+    p.set_defaults(func=commands.cmd_gpu_check)
     return parser
 
 

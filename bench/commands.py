@@ -172,8 +172,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise SpecError(f"repeats must be at least 1 (got {args.repeats})")
     if args.models and (args.model or args.model_module):
         raise SpecError("--models names every model of the sweep: drop --model / --model-module")
-    tasks = [request.task_from(argparse.Namespace(**{**vars(args), "model": name.strip()}), device_type)
-             for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type)]
+    tasks = [request.task_from(argparse.Namespace(**{**vars(args), "model": name.strip()}), device_type, machine)
+             for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type, machine)]
     named_variants = args.variants not in ("all", "")
     if not named_variants:
         # The single-device baselines belong to the scaling analysis.
@@ -468,3 +468,29 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     from bench.studies import overhead
 
     return overhead.main(args, request.task_from(args, request.device_type(args, devices.discover())))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """The fast-path audit alone (bench.studies.audit): each switch of the frameworks asked for, on and off here."""
+    machine = devices.discover()
+    device_type = request.device_type(args, machine)
+    task = request.task_from(args, device_type)
+    frameworks = {v.framework for v in VARIANTS.values()
+                  if args.framework in ("both", models.framework_of_approach(v.framework))}
+    from bench.spec.variants import FAST_PATH_SWITCHES
+    from bench.studies import audit
+
+    if not any(device_type in s.device_types and s.framework in frameworks for s in FAST_PATH_SWITCHES):
+        raise SpecError(f"no fast-path switch of {args.framework} is audited on {device_type}: see "
+                        "FAST_PATH_SWITCHES in bench/spec/variants.py")
+    switches = audit.audit(args.out, machine, device_type, task, frameworks, args.cores_per_slot, again=args.again)
+    for row in switches:
+        print(f"{row['framework']} on {device_type}, {audit.summary_line(row)}")
+    print(f"written to {args.out / 'fast_path.jsonl'}")
+    return 1 if any(row["errors"] for row in switches) else 0
+
+
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from bench.studies import gpu_check
+
+    return gpu_check.main(args)

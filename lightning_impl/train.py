@@ -18,6 +18,8 @@ from torch_impl import data
 from torch_impl import train as loop
 from torch_impl.model import build_model
 from torch_impl.profile import region
+from bench.worker.kernels import as_shipped
+from torch_impl.fast_path import switch_on
 from torch_impl.recipe import make_optimizer
 from torch_impl.train import set_threads
 
@@ -31,7 +33,7 @@ def train(spec_path: str) -> dict:
         if device != fabric.device:
             raise RuntimeError(f"Fabric trains on {fabric.device}, the harness placed this rank on {device}")
         model = loop.place(build_model(worker.task), device)
-        optimizer = make_optimizer(model, worker.task)
+        optimizer = make_optimizer(model, worker.task, fused=switch_on("fused_optimizer", device.type, as_shipped()))
         fabric_model, fabric_optimizer = fabric.setup(model, optimizer)
         return loop.train(worker, FabricRank(fabric, fabric_model, fabric_optimizer, model, device, rank, world_size,
                                              optimizer))

@@ -112,3 +112,46 @@ def test_bad_assumptions_are_one_line_and_exit_2(tmp_path, args, message):
     result = bench("sweep", *dry, *args, "--out", str(tmp_path))
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_default_on_gpus_is_resnet50_at_224_px_in_bf16_with_its_projected_time(tmp_path):
+    result = bench("sweep", "--dry-run", "--assume-gpus", "8", "--max-devices", "8", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Task default-gpu: resnet50 at 224 px, bf16, 256 images a device, sized to the GPUs' memory: 80 GB" in out
+    assert "[1/80] torch-ddp 1x8 cuda default-gpu/bf16 batch 2048 (weak)" in out
+    # Priced from the one-GPU H100 step, said to be a projection with no measured error yet.
+    projected = next(line for line in out.splitlines() if line.startswith("Estimate (projected): about "))
+    minutes = int(projected.split("about ")[1].split(" min")[0])
+    assert 10 <= minutes <= 30 and "reference-h100-resnet50" in projected and "error is unknown" in projected
+
+
+def test_the_default_on_a_cpu_stays_the_small_cnn(tmp_path):
+    result = bench("sweep", "--dry-run", "--max-devices", "2", "--device-type", "cpu", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "Task default: small-cnn at 28 px, fp32, 128 images a device; 2 epochs of fashion-mnist" in result.stdout
+    assert "default-gpu" not in result.stdout
+
+
+@pytest.mark.parametrize("memory_mib, batch", [(None, 256), (81_559, 256), (143_771, 256), (40_960, 128),
+                                               (24_564, 64), (16_384, 32), (8_192, 32)])
+def test_the_gpu_defaults_batch_follows_the_gpus_memory(memory_mib, batch):
+    from bench.spec.request import gpu_batch
+
+    assert gpu_batch(memory_mib) == batch
+
+
+def test_a_smaller_gpu_is_planned_with_a_smaller_batch_and_says_why(tmp_path):
+    import argparse
+
+    from bench.cli import build_parser
+    from bench.spec import devices, request
+
+    args = build_parser().parse_args(["sweep", "--max-devices", "2"])
+    small = devices.Machine(cores=(0, 1), gpus=("0", "1"), gpu_names=("L4",) * 2, gpu_memory_mib=(23_034,) * 2)
+    task = request.task_from(argparse.Namespace(**vars(args)), "cuda", small)
+    assert (task.name, task.model.name, task.model.image_size, task.recipe.precision) == ("default-gpu", "resnet50", 224, "bf16")
+    assert task.recipe.global_batch == 64
+    assert "sized to the GPUs' memory: 22 GiB" in preview.task_line(task, small)
+    told = request.task_from(build_parser().parse_args(["sweep", "--global-batch", "32"]), "cuda", small)
+    assert told.recipe.global_batch == 32  # the user's batch is the user's

@@ -64,7 +64,7 @@ def test_report_has_every_row_every_plot_and_the_analysis(store):
     assert has_row(text, "torch-ddp", "1 cpu", "ok") and has_row(text, "torch-ddp", "2 cpu", "ok")
     assert has_row(text, "torch-ddp (no sync)", "2 cpu", "ok")
     assert has_row(text, "tf-mirrored", "2 cpu", "ok") and has_row(text, "torch-dp", "2 cpu", "n/a")
-    assert "## task default/fp32, strong scaling" in text and "same global batch" in text
+    assert "## task default (small-cnn at 28 px)/fp32, strong scaling" in text and "same global batch" in text
     assert has_row(text, "torch-ddp", "2 cpu", "128 (64/dev, strong)", "ok")
     for name in ("throughput", "efficiency", "accuracy", "startup", "loss", "step-breakdown"):
         png = store.directory / f"default-fp32-strong-{name}.png"
@@ -223,7 +223,7 @@ def test_weak_and_strong_runs_are_reported_apart_each_against_its_own_baseline(t
     assert by[("weak", 2)] == pytest.approx(7200 / (2 * 4000))   # vs the weak one-device run, not the strong
     assert len(set(configs["key"])) == 4
     text = report.write_report(tmp_path).read_text()
-    assert "## task default/fp32, weak scaling" in text and "## task default/fp32, strong scaling" in text
+    assert "## task default (small-cnn at 28 px)/fp32, weak scaling" in text and "## task default (small-cnn at 28 px)/fp32, strong scaling" in text
     assert has_row(text, "torch-ddp", "2 cpu", "256 (128/dev, weak)", "ok")
     assert (tmp_path / "default-fp32-weak-efficiency.png").exists()
 

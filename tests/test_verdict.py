@@ -29,7 +29,7 @@ def lines(rows):
 
 def test_a_ratio_whose_interval_includes_one_is_a_tie():
     [text, *_] = lines([run("torch-ddp", 1000.0, spread=0.05), run("accelerate", 1010.0, spread=0.05)])
-    assert text.startswith("2 CPU slots, default task, fp32, strong scaling: accelerate and torch-ddp tie (ratio 1.01 [")
+    assert text.startswith("2 CPU slots, default task (small-cnn at 28 px), fp32, strong scaling: accelerate and torch-ddp tie (ratio 1.01 [")
     assert "beats" not in text
 
 
@@ -147,6 +147,6 @@ def test_runs_of_two_models_on_one_task_never_fold_together_and_each_model_has_i
     rows = [run("torch-ddp", 2000.0), run("torch-fsdp", 1000.0),
             run("torch-ddp", 500.0, model="timm:resnet18"), run("torch-fsdp", 700.0, model="timm:resnet18")]
     text = lines(rows)
-    assert any(t.startswith("2 CPU slots, default task, fp32") and "torch-ddp beats torch-fsdp" in t for t in text)
+    assert any(t.startswith("2 CPU slots, default task (small-cnn at 28 px), fp32") and "torch-ddp beats torch-fsdp" in t for t in text)
     assert any(t.startswith("2 CPU slots, default task (timm:resnet18)") and "torch-fsdp beats torch-ddp"
                in t for t in text)

@@ -34,7 +34,7 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     global_batch = task.recipe.global_batch
     source = None if worker.synthetic else loop.InputSource.of(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
-        (task.recipe.epochs, source.train_count // global_batch)
+        (task.recipe.epochs, task.steps_per_epoch(source.train_count))
     with strategy.scope():
         network = build_model(task)
         model = Normalised(network)

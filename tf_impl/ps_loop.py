@@ -55,7 +55,7 @@ def train_async(worker: Worker, strategy, coordinator, num_workers: int) -> dict
     per_update = task.recipe.global_batch // num_workers
     source = None if worker.synthetic else train.InputSource.of(worker.spec)
     recipe = task.recipe
-    epochs, rounds = (1, worker.timed_steps) if source is None else (recipe.epochs, source.train_count // recipe.global_batch)
+    epochs, rounds = (1, worker.timed_steps) if source is None else (recipe.epochs, task.steps_per_epoch(source.train_count))
     update_task = task.replace(global_batch=per_update, lr_scale=1.0)
     model, optimizer, loss_fn, _, train_step_on = train.build_training(update_task, strategy, rounds * num_workers,
                                                                       epochs)

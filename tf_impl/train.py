@@ -37,7 +37,7 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
     global_batch = task.recipe.global_batch
     source = None if worker.synthetic else InputSource.of(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
-        (task.recipe.epochs, source.train_count // global_batch)
+        (task.recipe.epochs, task.steps_per_epoch(source.train_count))
     model, optimizer, loss_fn, train_step, train_step_on = build_training(task, strategy, steps_per_epoch, epochs)
     eval_functions = evaluation_functions(strategy, model, loss_fn, num_workers)
     # Every worker waits until the chief has written (a one-number sum across workers).

@@ -2,6 +2,7 @@
 S3, torch_impl.files) through DataLoader workers, with the same standard samplers."""
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Iterator
 
@@ -92,6 +93,24 @@ def eval_loader(dataset: Dataset, rank: int, world_size: int, pin_memory: bool =
                 workers: int = 0) -> DataLoader:
     return DataLoader(dataset, batch_size=EVAL_BATCH, sampler=ExactShardSampler(len(dataset), rank, world_size),
                       **loader_options(dataset, workers, pin_memory))
+
+
+class AtMost:
+    """The first `steps` batches of each pass over `loader` (the task's steps_per_epoch): its own seeded order,
+    cut short."""
+
+    def __init__(self, loader, steps: int):
+        self.loader, self.steps = loader, steps
+
+    def __len__(self) -> int:
+        return min(len(self.loader), self.steps)
+
+    def __iter__(self):
+        return itertools.islice(iter(self.loader), len(self))
+
+
+def at_most(loader, steps: int | None):
+    return AtMost(loader, steps) if steps else loader
 
 
 def synthetic_batches(task: TaskSpec, batch: int, device: torch.device, steps: int, rank: int):

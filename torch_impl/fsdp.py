@@ -60,6 +60,7 @@ class FSDPRank(loop.Distributed):
     precision_in_model = True   # its MixedPrecisionPolicy casts
     lockstep_eval = True        # every forward all-gathers the parameters
     channels_last = False       # FSDP2 refuses channels_last parameters (pytorch/pytorch#166291)
+    fused_optimizer = False     # DTensor parameters: the fused step is untried with them on a GPU here
 
     def full_state_dict(self):
         # The shards all-gathered into whole tensors on rank 0's CPU (the other ranks get none).

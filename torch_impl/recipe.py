@@ -15,15 +15,17 @@ from torch.optim import lr_scheduler
 from bench.spec.task import TaskSpec
 
 
-def make_optimizer(model: nn.Module, task: TaskSpec) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, task: TaskSpec, fused: bool = False) -> torch.optim.Optimizer:
     """SGD with momentum, Adam or AdamW at the task's peak rate (the scheduler scales it per step).
-    weight_decay is torch's: an L2 term in the gradient for SGD and Adam, decoupled for AdamW."""
+    weight_decay is torch's: an L2 term in the gradient for SGD and Adam, decoupled for AdamW. `fused`: the
+    whole step in one CUDA kernel (the GPU fast path; the same arithmetic)."""
     lr, decay = task.recipe.lr * task.recipe.lr_scale, task.recipe.weight_decay
+    kernel = {"fused": True} if fused else {}
     if task.recipe.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay)
+        return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=decay, **kernel)
     if task.recipe.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay)
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=task.recipe.momentum, weight_decay=decay)
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=decay, **kernel)
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=task.recipe.momentum, weight_decay=decay, **kernel)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, task: TaskSpec, steps_per_epoch: int,

@@ -22,6 +22,7 @@ from bench.spec.task import TaskSpec
 from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
 from bench.worker.kernels import as_shipped
 from torch_impl import data, kernels, memory, mlflow_model, own_time
+from torch_impl.fast_path import CUDA_SWITCHES, switch_on
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
 from torch_impl.model import count_parameters
@@ -40,6 +41,7 @@ class Approach:
     has_own_step = False        # its wrapper runs backward and the update (`step`): DeepSpeed's engine, Fabric
     every_visible_gpu = False   # one process drives every visible GPU (DataParallel): its memory is theirs
     compiles_itself = False     # its wrapper applies --compile (Accelerate's dynamo plugin)
+    fused_optimizer = True      # False where the fused step does not take its parameters (FSDP2's DTensors)
 
     def __init__(self, model: nn.Module, raw_model: nn.Module, device: torch.device, rank: int = 0,
                  world_size: int = 1, optimizer: torch.optim.Optimizer | None = None):
@@ -111,7 +113,9 @@ def train(worker: Worker, approach: Approach) -> dict:
     task, device, model, raw_model = worker.task, approach.device, approach.model, approach.raw_model
     batch = task.recipe.global_batch // approach.world_size  # what this process loads per step
     settings = {**fast_path(device, task), **({} if approach.channels_last else {"channels_last": False})}
-    optimizer = make_optimizer(model, task) if approach.optimizer is None else approach.optimizer
+    optimizer = (make_optimizer(model, task, fused=settings["fused_optimizer"] and approach.fused_optimizer)
+                 if approach.optimizer is None else approach.optimizer)
+    settings["fused_optimizer"] = fused(optimizer)
     amp_dtype = None if approach.precision_in_model else AMP_DTYPES.get(task.recipe.precision)
     scaler = torch.amp.GradScaler(device.type, enabled=task.recipe.precision == "fp16")
     if task.options.compile and not approach.compiles_itself:  # the wrapped model, as torch.compile's docs for DDP say
@@ -123,6 +127,7 @@ def train(worker: Worker, approach: Approach) -> dict:
         test_loader, set_epoch, epochs = None, None, 1
     else:
         loader, test_loader, set_epoch = approach.input(worker, batch, settings["pin_memory"])
+        loader = data.at_most(loader, task.recipe.steps_per_epoch)
         epochs = task.recipe.epochs
     scheduler = approach.schedule(make_scheduler(optimizer, task, len(loader), epochs))
     checkpoint = approach.checkpoint(optimizer, scaler, scheduler)
@@ -183,15 +188,21 @@ def finish(worker: Worker, clock, evaluation: dict | None, epochs_run: int, devi
 
 def fast_path(device: torch.device, task: TaskSpec) -> dict:
     """PyTorch's performance-guide settings for this device, switched on (--as-shipped: left as torch ships
-    them), and what the row records."""
-    cuda = device.type == "cuda" and not as_shipped()
+    them; the audit's variables: each one on or off), and what the row records."""
+    cuda = device.type == "cuda"
+    on = {name: switch_on(name, device.type, as_shipped()) for name in CUDA_SWITCHES}
     if cuda:
-        torch.backends.cudnn.benchmark = True         # the fastest conv algorithms for these fixed shapes
-        torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls and convolutions on TF32 tensor cores
-        torch.backends.cudnn.allow_tf32 = True
-    return {"channels_last": data.channels_last(device), "cudnn_benchmark": cuda, "tf32": cuda,
-            "pin_memory": cuda, "compile": bool(task.options.compile),
+        torch.backends.cudnn.benchmark = on["cudnn_benchmark"]  # the fastest conv algorithms for these fixed shapes
+        torch.backends.cuda.matmul.allow_tf32 = on["tf32"]       # fp32 matmuls and convolutions on TF32 tensor cores
+        torch.backends.cudnn.allow_tf32 = on["tf32"]
+    return {"channels_last": data.channels_last(device), **on, "pin_memory": cuda, "compile": bool(task.options.compile),
             "persistent_workers": bool(task.data.loader_workers)}
+
+
+def fused(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the optimizer steps in one fused kernel (what the row records: what ran, not what was asked)."""
+    inner = getattr(optimizer, "optimizer", optimizer)  # a wrapper's (Accelerate's) torch optimizer
+    return bool(getattr(inner, "defaults", {}).get("fused"))
 
 
 def cast_inputs(model: nn.Module, dtype: torch.dtype) -> None:

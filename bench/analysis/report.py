@@ -17,6 +17,7 @@ from bench import metrics
 from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, memory_budget, model_pairs,
                             model_size, over_time, plots, profiles, project, repeats, step_breakdown, verdict)
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
+from bench.spec.task import preset_model
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text
 from bench.results import ResultStore, aggregate, allreduce, collectives, peak
@@ -64,7 +65,9 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
             *(f"kernels, {line}" for line in fast_path.kernel_lines(store.dicts()))])]
     for (task, precision, scaling), subset in configs.groupby(["task", "precision", "scaling"], sort=False):
         blocks += _task_section(directory, subset.reset_index(drop=True), microbenchmark, measured, profiled,
-                                f"{task}-{precision}-{scaling}", f"task {task}/{precision}, {scaling} scaling",
+                                f"{task}-{precision}-{scaling}",
+                                f"task {task}" + (f" ({preset_model(task)})" if preset_model(task) else "")
+                                + f"/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
     blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + checkpoints.section(runs)
                + fast_path.section(audit)

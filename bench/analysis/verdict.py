@@ -24,6 +24,7 @@ from bench import metrics
 from bench.metrics import memory, present, stragglers
 from bench.results.key import RunKey
 from bench.spec import models
+from bench.spec.task import preset_model
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
 # --accuracy-tolerance. The tasks' presets name a target accuracy but no tolerance.
@@ -144,7 +145,8 @@ def _title(r: dict, several_batches: bool) -> str:
     devices = f"{n} {'CPU slot' if r['device_type'] == 'cpu' else 'GPU'}{'s' if n > 1 else ''}"
     if key.device_memory:
         devices += f" of {key.device_memory:g} GiB"
-    task = f"{r['task']} task" + "".join(f" ({x})" for x in (key.model, key.dataset, key.recipe) if x)
+    task = f"{r['task']} task" + "".join(f" ({x})" for x in (key.model or preset_model(r["task"]), key.dataset,
+                                                               key.recipe) if x)
     details = [r["precision"], f"{r['scaling']} scaling"]
     if several_batches:
         details.append(f"batch {r['global_batch']}")

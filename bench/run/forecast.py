@@ -127,3 +127,41 @@ def up_front(specs: list[RunSpec], audit: list[RunSpec], out_dir: Path) -> str:
 
 def _runs(count: int) -> str:
     return f"{count} run{'s' if count != 1 else ''}"
+
+
+# The GPU default (ResNet-50, 224 px, bf16) has no committed sweep yet: before one, a GPU sweep of it is projected
+# from the one-GPU step measured on an H100 at the same per-device batch, priced per run as that folder's time
+# outside training (start-up, first step, teardown) plus the steps the run trains at that step, plus its exact
+# evaluation at a third of a training step's cost a sample (a forward pass is about a third of one's FLOPs).
+GPU_STEP_REFERENCE = "reference-h100-resnet50"
+TEST_SAMPLES = {"fashion-mnist": 10_000}
+TRAIN_SAMPLES = {"fashion-mnist": 60_000}
+
+
+def gpu_projection(specs: list[RunSpec]) -> str | None:
+    """The projected time of a GPU sweep of ResNet-50 from the one-GPU H100 step (None for any other sweep)."""
+    rows = [r for r in read_jsonl(REPO_ROOT / "results" / GPU_STEP_REFERENCE / "results.jsonl") if r.get("status") == "ok"]
+    gpu_specs = [s for s in specs if s.device_type == "cuda" and s.task.model.name == "resnet50"
+                 and s.task.recipe.precision == "bf16" and s.task.model.image_size == 224]
+    if not rows or not gpu_specs or len(gpu_specs) != len(specs):
+        return None
+    batch = (rows[0]["task"] or {}).get("global_batch")
+    step_s = statistics.median(batch / r["throughput"]["median"] for r in rows)
+    outside = {v: statistics.median(r["wall_s"] - r["train_s"] for r in rows if r["variant"] == v)
+               for v in {r["variant"] for r in rows}}
+    slowest = max(outside.values())
+    total = 0.0
+    for spec in gpu_specs:
+        task, per_device = spec.task, spec.task.recipe.global_batch // spec.world_size
+        steps = task.recipe.epochs * task.steps_per_epoch(TRAIN_SAMPLES.get(task.data.dataset, 0))
+        if task.synthetic:
+            steps = task.timing.warmup_steps + task.timing.window_steps * task.timing.windows
+        scale = per_device / batch  # a step's time grows with the images each GPU trains
+        evaluation = 0 if task.synthetic else task.recipe.epochs * TEST_SAMPLES.get(task.data.dataset, 0) / spec.world_size
+        total += outside.get(spec.variant.name, slowest) + steps * step_s * scale + evaluation * step_s / batch / 3
+    unmeasured = sorted({s.variant.name for s in gpu_specs} - set(outside))
+    most = max(s.world_size for s in gpu_specs)
+    return (f"Estimate (projected): about {total / 60:.0f} min for {_runs(len(gpu_specs))} on a box of {most} H100s, from the one-GPU step measured on an H100 (results/{GPU_STEP_REFERENCE}: "
+            f"{1000 * step_s:.0f} ms at {batch} images, {min(outside.values()):.0f}-{slowest:.0f} s a run outside "
+            f"training); {', '.join(unmeasured) or 'no variant'} priced at the slowest of those, and no multi-GPU "
+            "run of it measured yet: the projection's error is unknown")

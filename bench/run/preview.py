@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.results import ResultStore
-from bench.run.forecast import Forecast, earlier_rows
+from bench.run.forecast import Forecast, earlier_rows, gpu_projection
 from bench.run.launch import processes
 from bench.run.processes import Process
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine, Placement
+from bench.spec.task import DEFAULT_TASK
 from bench.worker.gpus import cuda_index
 
 # The environment a reader of the plan needs; the rest (PYTHONPATH, TMPDIR, ...) is the same for every run.
@@ -128,6 +129,20 @@ def estimate(specs: list[RunSpec], out_dir: Path) -> tuple[float, int, int]:
             sum(s is None for s, _ in priced))
 
 
+def task_line(task, machine: Machine) -> str:
+    """What every run of `task` trains: the model, its images, precision and batch (and why that batch)."""
+    recipe = task.recipe
+    batch = recipe.per_device_batch or recipe.global_batch
+    steps = f", at most {recipe.steps_per_epoch} steps each" if recipe.steps_per_epoch else ""
+    sized = ""
+    if task.name == DEFAULT_TASK["cuda"]:
+        memory = f"{min(machine.gpu_memory_mib) / 1024:.0f} GiB" if machine.gpu_memory_mib else "80 GB (assumed)"
+        sized = f", sized to the GPUs' memory: {memory}"
+    data = "synthetic images" if task.synthetic else f"{task.data.dataset} ({task.data.input})"
+    return (f"Task {task.name}: {task.model.name} at {task.model.image_size} px, {recipe.precision}, {batch} images a "
+            f"device{sized}; {recipe.epochs} epochs{steps} of {data}")
+
+
 def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path, analysis: bool) -> str:
     gpus = f"{len(machine.gpus)} GPUs" + (" (assumed: --assume-gpus)" if assumed else "") if machine.gpus else "no GPU"
     lines = [f"Plan: {len(plans)} runs on this machine's {len(machine.cores)} cores and {gpus}. Nothing is started;",
@@ -139,8 +154,11 @@ def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path,
                      f"task (the committed reference, {out_dir}): {own} by their own configuration"
                      + (", the rest by the closest kind of run" if own < len(specs) - unknown else "")
                      + (f"; {unknown} runs have none" if unknown else ""))
+    elif projected := gpu_projection(specs):
+        lines.append(projected)
     else:
         lines.append(f"Estimate: none (neither the committed reference nor {out_dir} holds a finished row of this task)")
+    lines += list(dict.fromkeys(task_line(s.task, machine) for s in specs))
     if analysis:
         lines.append("Before the runs: the peak matmul benchmark per precision and, once per machine, the fast-path "
                      "audit (each framework's switches on and off); after them: the collective microbenchmarks at "

@@ -19,6 +19,7 @@ class Machine:
     cores: tuple[int, ...]          # CPU cores this process may use
     gpus: tuple[str, ...] = ()      # CUDA device ids as CUDA_VISIBLE_DEVICES names them
     gpu_names: tuple[str, ...] = ()
+    gpu_memory_mib: tuple[int, ...] = ()  # each GPU's memory as nvidia-smi reports it (empty where unknown)
 
     @property
     def default_device_type(self) -> str:
@@ -43,18 +44,23 @@ class Placement:
     warnings: tuple[str, ...] = field(default=())
 
 
-def _nvidia_smi() -> list[tuple[str, str]]:
+def _nvidia_smi() -> list[tuple[str, str, int | None]]:
+    """(index, name, memory in MiB) of every GPU nvidia-smi lists."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return []
     if out.returncode != 0:
         return []
-    rows = [line.split(",", 1) for line in out.stdout.strip().splitlines() if "," in line]
-    return [(index.strip(), name.strip()) for index, name in rows]
+    found = []
+    for line in out.stdout.strip().splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) >= 3:
+            found.append((parts[0], ",".join(parts[1:-1]), int(parts[-1]) if parts[-1].isdigit() else None))
+    return found
 
 
 def discover() -> Machine:
@@ -63,9 +69,11 @@ def discover() -> Machine:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:  # the user already narrowed the GPUs: respect it
         wanted = [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
-        names = dict(found)
-        found = [(g, names.get(g, "unknown GPU")) for g in wanted] if found else []
-    return Machine(cores=cores, gpus=tuple(g for g, _ in found), gpu_names=tuple(n for _, n in found))
+        known = {g[0]: g for g in found}
+        found = [known.get(g, (g, "unknown GPU", None)) for g in wanted] if found else []
+    memory = tuple(m for _, _, m in found)
+    return Machine(cores=cores, gpus=tuple(g for g, _, _ in found), gpu_names=tuple(n for _, n, _ in found),
+                   gpu_memory_mib=memory if all(memory) else ())
 
 
 def place(device_type: str, nodes: int, devices_per_node: int, machine: Machine,

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from bench.spec import devices, models
-from bench.spec.task import (CPU_IMAGE_SIZE, DATASET_SHAPES, FILE_INPUTS, INPUTS, LIBRARY_MODEL_WARMUP_STEPS, SpecError,
-                             TaskSpec, get_task)
+from bench.spec.task import (CPU_IMAGE_SIZE, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS,
+                             LIBRARY_MODEL_WARMUP_STEPS, SpecError, TaskSpec, get_task)
 from bench.spec.variants import check_engine
 
 
@@ -34,7 +34,31 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
     return [{"input": i, "loader_workers": w, "data_url": args.data_url if i == "s3" else None} for i, w in pairs]
 
 
-def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
+# The GPU default's batch per device on an 80 GB card (ResNet-50 at 224 px in bf16 uses about a third of it);
+# a smaller card gets it halved until its share of 80 GB covers it, never fewer than 32. Cards sold as 80 GB report
+# 79.6-80 GiB (an H100's 81,559 MiB): 5 % of slack keeps them, and 40/48 GB ones, at their batch.
+GPU_BATCH, GPU_BATCH_MEMORY_GIB, GPU_BATCH_FLOOR, NOMINAL_SLACK = 256, 80, 32, 0.95
+# A GPU of unknown memory (a --dry-run's assumed box) is planned as an H100's 80 GB.
+ASSUMED_GPU_MEMORY_MIB = 81_559
+
+
+def gpu_batch(memory_mib: int | None) -> int:
+    """The default GPU task's batch per device for a GPU of `memory_mib` (None: an assumed 80 GB card)."""
+    gib = (memory_mib or ASSUMED_GPU_MEMORY_MIB) / 1024
+    batch = GPU_BATCH
+    while batch > GPU_BATCH_FLOOR and gib < GPU_BATCH_MEMORY_GIB * batch / GPU_BATCH * NOMINAL_SLACK:
+        batch //= 2
+    return batch
+
+
+def task_name(args: argparse.Namespace, device_type: str) -> str:
+    """--task, else the device's default (the small CNN on a CPU, ResNet-50 on GPUs)."""
+    return args.task or DEFAULT_TASK[device_type]
+
+
+def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machine | None = None) -> TaskSpec:
+    """The task of the command line. `machine` sizes the GPU default's batch to its GPUs' memory (this machine's
+    when not given)."""
     # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
     precision = args.precision or ("bf16" if device_type == "cuda" else None)
     # A run's --compile trains compiled; a sweep's runs every configuration eager and compiled.
@@ -46,8 +70,14 @@ def task_from(args: argparse.Namespace, device_type: str) -> TaskSpec:
     if args.model and args.model_module:
         raise SpecError("--model and --model-module each name the model: give one")
     model = f"{models.OWN}:{args.model_module}" if args.model_module else args.model
-    task = get_task(args.task, global_batch=args.global_batch, precision=precision, epochs=args.epochs,
-                    windows=args.windows, loss_every_steps=args.loss_every, data_dir=data_dir, compile=compiled, **first_mode,
+    name = task_name(args, device_type)
+    global_batch = args.global_batch
+    if name == DEFAULT_TASK["cuda"] and global_batch is None and args.per_device_batch is None:
+        machine = machine or devices.discover()
+        global_batch = gpu_batch(min(machine.gpu_memory_mib) if machine.gpu_memory_mib else None)
+    task = get_task(name, global_batch=global_batch, precision=precision, epochs=args.epochs,
+                    steps_per_epoch=args.steps_per_epoch, windows=args.windows, loss_every_steps=args.loss_every,
+                    data_dir=data_dir, compile=compiled, **first_mode,
                     checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
                     per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
                     lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,

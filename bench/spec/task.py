@@ -71,6 +71,9 @@ class Recipe:
     lr_scale: float = 1.0                 # set by TaskSpec.for_world: the factor the base lr is multiplied by
     seed: int = 0
     precision: str = "fp32"
+    # An epoch's steps at most (None: the whole training set). Each epoch still reads its own seeded order, from
+    # its start; the exact evaluation still reads the whole test set. Sizes a sweep of a large model to its time.
+    steps_per_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,12 @@ class TaskSpec:
             return self.recipe.warmup_epochs
         return WEAK_SCALING_WARMUP_EPOCHS if self.recipe.lr_scale > 1 else 0.0
 
+    def steps_per_epoch(self, train_count: int) -> int:
+        """The optimizer steps of one epoch over `train_count` training samples: full global batches, at most
+        the recipe's steps_per_epoch."""
+        full = train_count // self.recipe.global_batch
+        return min(full, self.recipe.steps_per_epoch) if self.recipe.steps_per_epoch else full
+
     def replace(self, **changes) -> "TaskSpec":
         """The task with settings changed by their flat names (`model`, `global_batch`, `zero_stage` ...)."""
         top = {k: changes.pop(k) for k in [k for k in changes if k == "name"]}
@@ -272,6 +281,8 @@ class TaskSpec:
             raise SpecError(f"--device-memory {self.options.device_memory_gib}: give each device's memory in GiB, e.g. 4")
         if self.data.val_split is not None and not 0 < self.data.val_split < 1:
             raise SpecError(f"--val-split {self.data.val_split} must be between 0 and 1, e.g. 0.2")
+        if self.recipe.steps_per_epoch is not None and self.recipe.steps_per_epoch < 1:
+            raise SpecError(f"--steps-per-epoch must be at least 1 (got {self.recipe.steps_per_epoch})")
         if self.recipe.per_device_batch is not None and self.recipe.per_device_batch < 1:
             raise SpecError(f"--per-device-batch must be at least 1 (got {self.recipe.per_device_batch})")
         if self.data.dataset == "imagefolder" and not self.data.data_dir and self.data.input != "s3":
@@ -314,6 +325,17 @@ PRESETS: dict[str, TaskSpec] = {
         classes=10, global_batch=128, epochs=2, lr=0.05, warmup_steps=10, window_steps=20,
         windows=10, target_accuracy=0.88,
     ),
+    # The main job on GPUs (the default where the sweep runs on CUDA): ResNet-50 (timm's for PyTorch, Keras' for
+    # TensorFlow) at 224 px in bf16, on Fashion-MNIST resized and repeated into 3 channels on the device, exact
+    # test accuracy on the whole test set. The batch is per GPU (weak scaling in a sweep): 256 on an 80 GB card,
+    # less on a smaller one (bench.spec.request.gpu_batch). Two epochs of at most 20 steps (at 8 GPUs a whole
+    # epoch is 29 steps of 2,048 images): 40 steps hold the warm-up (cuDNN's autotuning, the allocator) and 5
+    # windows of 6, and keep an 80-run `make bench GPUS=8` to about 30 minutes on 8 H100s (its dry run projects it).
+    "default-gpu": TaskSpec.of(
+        "default-gpu", dataset="fashion-mnist", model="resnet50", image_size=224, channels=3, classes=10,
+        global_batch=256, epochs=2, steps_per_epoch=20, lr=0.1, weight_decay=5e-5, warmup_steps=10,
+        window_steps=6, windows=5, precision="bf16",
+    ),
     # The standard GPU throughput benchmark: timm ResNet-50 on synthetic 224x224 images.
     "resnet50": TaskSpec.of(
         "resnet50", dataset="synthetic", model="resnet50", image_size=224, channels=3,
@@ -341,12 +363,22 @@ PRESETS: dict[str, TaskSpec] = {
         windows=10, target_accuracy=0.8,
     ),
 }
-# The side the seeds' large models train at on a CPU, where --image-size is not given (224 px on a GPU).
 # A library model's first steps are slow for longer than a small CNN's: TensorFlow's EfficientNet-B0 (32 px, batch
 # 32, one core) took 330-500 ms a step for its steps 2-12 and 315 ms after, so the quick task's 2 warm-up steps
 # timed its settling. timm's benchmark.py warms up for 10; a task training a library model warms up at least as long.
 LIBRARY_MODEL_WARMUP_STEPS = 10
+# The side the seeds' large models train at on a CPU, where --image-size is not given (224 px on a GPU).
 CPU_IMAGE_SIZE = {"efficientnet-b2": 32, "resnet18": 32}
+
+
+# The task a command runs unless told (--task): the small CNN on a CPU, ResNet-50 on GPUs.
+DEFAULT_TASK = {"cpu": "default", "cuda": "default-gpu"}
+
+
+def preset_model(name: str) -> str:
+    """The model a preset trains, as titles name it ("resnet50 at 224 px"); "" for a task of no preset."""
+    preset = PRESETS.get(name)
+    return f"{preset.model.name} at {preset.model.image_size} px" if preset else ""
 
 
 def get_task(name: str, **overrides) -> TaskSpec:

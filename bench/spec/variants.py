@@ -155,6 +155,19 @@ FAST_PATH_ENVIRONMENT = {"tensorflow-cpu": "tf_impl.fast_path:environment"}
 # Per framework (bench.spec.models), the module that builds a task's model once when a request names one
 # (`python -m MODULE TASK_JSON`): a name that does not build is refused before anything starts.
 MODEL_CHECK = {"torch": "torch_impl.model", "tensorflow": "tf_impl.model"}
+# `bench gpu-check` (bench.studies.gpu_check): each approach once on one GPU, most telling first, as (variant, the
+# task fields of its options, what it needs installed beyond its own framework's distribution, the seconds it is
+# expected to take on one H100 at the check's short timing: start-up dominates). The first is the plain loop the
+# check's memory-cap, energy and compile steps run too. torch-ddp-static is torch-ddp's module with one setting.
+GPU_CHECK_RUNS = (
+    ("torch-single", {}, (), 30), ("torch-dp", {}, (), 25), ("torch-ddp", {}, (), 30), ("torch-fsdp", {}, (), 30),
+    ("deepspeed", {"zero_stage": 1}, (), 40), ("deepspeed", {"zero_stage": 2}, (), 40),
+    ("deepspeed", {"zero_stage": 3}, (), 45), ("lightning", {}, ("click",), 30), ("accelerate", {}, (), 30),
+    ("accelerate", {"accelerate_plugin": "fsdp"}, (), 30),
+    ("accelerate", {"accelerate_plugin": "deepspeed", "zero_stage": 2}, ("deepspeed",), 40),
+    # TensorFlow's GPU build cannot be carried to a lent box (≈3.4 GB): the check runs these where it is installed.
+    ("tf-single", {}, (), 60), ("tf-mirrored", {}, (), 60),
+)
 
 
 @dataclass(frozen=True)
@@ -174,6 +187,12 @@ FAST_PATH_SWITCHES = (
            "tf_impl.fast_path:onednn_chosen"),
     Switch("torch", "channels_last", "torch-single", "DTBENCH_CHANNELS_LAST", ("cpu", "cuda"),
            "torch_impl.fast_path:channels_last_chosen"),
+    # PyTorch's CUDA switches (torch_impl/fast_path.py CUDA_SWITCHES): measured once per GPU model.
+    Switch("torch", "cuDNN autotuning", "torch-single", "DTBENCH_CUDNN_BENCHMARK", ("cuda",),
+           "torch_impl.fast_path:cuda_switch_chosen"),
+    Switch("torch", "TF32", "torch-single", "DTBENCH_TF32", ("cuda",), "torch_impl.fast_path:cuda_switch_chosen"),
+    Switch("torch", "fused optimizer", "torch-single", "DTBENCH_FUSED_OPTIMIZER", ("cuda",),
+           "torch_impl.fast_path:cuda_switch_chosen"),
 )
 
 

@@ -112,3 +112,12 @@ def measure(switch: Switch, runs_dir: Path, machine: Machine, device_type: str, 
             "ratio": statistics.median(pairs) if pairs else None,
             "ratio_low": min(pairs) if pairs else None, "ratio_high": max(pairs) if pairs else None,
             "errors": errors, "cpu_model": cpu_model(), "cpu_isa": instruction_sets()}
+
+
+def summary_line(row: dict) -> str:
+    """One switch's outcome in a line: its on/off ratio (the pairs' median and range) and dtbench's setting."""
+    chosen = "on" if row["chosen"] else "off"
+    if row["ratio"] is None:
+        return f"{row['switch']}: not measured ({'; '.join(row['errors']) or 'no pair finished'})"
+    return (f"{row['switch']} on/off {row['ratio']:.2f}x [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}] "
+            f"(dtbench runs it {chosen})")

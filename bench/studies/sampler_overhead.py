@@ -31,7 +31,7 @@ RATES_S = (0.0, DEFAULT_INTERVAL_S, DEFAULT_INTERVAL_S / 10)  # 0: unsampled, th
 
 def main(args: argparse.Namespace) -> int:
     machine = devices.discover()
-    task = get_task(args.task, epochs=1)  # one epoch holds every timed window
+    task = get_task(args.task or "default", epochs=1)  # one epoch holds every timed window
     data_path = data.prepare(task)
     base = RunSpec(get_variant(VARIANT), task, machine.default_device_type,
                    devices_per_node=min(2, len(machine.gpus or machine.cores)), timeout_s=900)
