@@ -6,10 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.run.launch import LaunchContext, Launcher, node_environment
-from bench.run.processes import Process
-from bench.run.runspec import RunSpec
-from bench.spec.devices import NodePlan
+from bench.launch_api import LaunchContext, Launcher, NodePlan, Process, RunSpec, node_environment
 from deepspeed_impl.launch import deepspeed_config
 
 # The task's precisions in Accelerate's words (its config file and ACCELERATE_MIXED_PRECISION).

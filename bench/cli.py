@@ -14,6 +14,7 @@ from bench.metrics.cost import price
 from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
+from bench.spec.family import Family
 from bench.spec.task import (DATASETS, DEFAULT_TASK, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
                              WEAK_SCALING_WARMUP_EPOCHS, SpecError)
 from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
@@ -21,6 +22,7 @@ from bench.studies.gpu_check import DEFAULT_BUDGET_S
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
+FAMILY_CHOICES = ("both", *(family.value for family in Family))  # --framework of overhead and audit
 
 
 def _add_profile_option(p: argparse.ArgumentParser) -> None:
@@ -321,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("overhead", help="the harness (torch-single, tf-single on 1 device) vs a plain loop of its "
                                         "framework and, for a timm model, vs timm's train benchmark, interleaved")
     _add_task_options(p)  # the task and model as `bench run` takes them; a library model at 32 px, synthetic
-    p.add_argument("--framework", choices=("both", "torch", "tensorflow"), default="both",
+    p.add_argument("--framework", choices=FAMILY_CHOICES, default="both",
                    help="whose harness run and plain loop to compare (default both: each that builds the model, "
                         "their rounds interleaved)")
     p.add_argument("--of", choices=("harness", "sampler"), default="harness",
@@ -336,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="the fast-path audit alone: each framework's kernel switches on and off on this "
                                      "machine (a sweep runs it once per machine), into OUT/fast_path.jsonl")
     _add_task_options(p)  # the task the switches are measured on (synthetic input, 5 windows a side)
-    p.add_argument("--framework", choices=("both", "torch", "tensorflow"), default="both",
+    p.add_argument("--framework", choices=FAMILY_CHOICES, default="both",
                    help="whose switches (default both: each that has one for this device type)")
     p.add_argument("--again", action="store_true",
                    help="measure even where this machine's cache already holds the figures")

@@ -14,6 +14,7 @@ from bench.metrics.memory import DOES_NOT_FIT
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices, model_check, models, options, request
+from bench.spec.family import Family
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
 
@@ -74,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run import sweep
     from bench.run.execute import execute
 
-    if variant.framework.startswith("tensorflow") and device_type == "cuda":
+    if variant.family is Family.TENSORFLOW and device_type == "cuda":
         from bench.run.interpreters import require_tf_gpus
 
         require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
@@ -214,13 +215,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(preview.render(preview.build(specs, machine, args.out), machine, args.assume_gpus is not None,
                              args.out, args.analysis))
         return 0
-    frameworks = {s.variant.framework for s in specs}
-    audit_runs = (audit.pending_runs(machine, device_type, task, frameworks, args.cores_per_slot)
+    families = {s.variant.family for s in specs}
+    audit_runs = (audit.pending_runs(machine, device_type, task, families, args.cores_per_slot)
                   if args.analysis else [])
     print(forecast.up_front(specs, audit_runs, args.out))
     if args.analysis:  # first, so that every row gets its fraction of the measured peak
         microbench.peak_for_sweep(args.out, machine, device_type, args.cores_per_slot, again=not args.resume)
-        audit.audit(args.out, machine, device_type, task, frameworks, args.cores_per_slot)
+        audit.audit(args.out, machine, device_type, task, families, args.cores_per_slot)
     lead = min(first, len(list(itertools.takewhile(lambda s: plan.first_answer(s, most), specs))))  # one round's
 
     def provisional(done: int) -> None:
@@ -475,15 +476,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     task = request.task_from(args, device_type)
-    frameworks = {v.framework for v in VARIANTS.values()
-                  if args.framework in ("both", models.framework_of_approach(v.framework))}
+    families = set(Family) if args.framework == "both" else {Family(args.framework)}
     from bench.spec.variants import FAST_PATH_SWITCHES
     from bench.studies import audit
 
-    if not any(device_type in s.device_types and s.framework in frameworks for s in FAST_PATH_SWITCHES):
+    if not any(device_type in s.device_types and s.family in families for s in FAST_PATH_SWITCHES):
         raise SpecError(f"no fast-path switch of {args.framework} is audited on {device_type}: see "
                         "FAST_PATH_SWITCHES in bench/spec/variants.py")
-    switches = audit.audit(args.out, machine, device_type, task, frameworks, args.cores_per_slot, again=args.again)
+    switches = audit.audit(args.out, machine, device_type, task, families, args.cores_per_slot, again=args.again)
     for row in switches:
         print(f"{row['framework']} on {device_type}, {audit.summary_line(row)}")
     print(f"written to {args.out / 'fast_path.jsonl'}")

@@ -7,10 +7,7 @@ import json
 import os
 import sys
 
-from bench.run.launch import LaunchContext, Launcher, rendezvous_environment
-from bench.run.processes import Process
-from bench.run.runspec import RunSpec
-from bench.spec.devices import NodePlan
+from bench.launch_api import LaunchContext, Launcher, NodePlan, Process, RunSpec, rendezvous_environment
 
 # DeepSpeed's precision sections: the model in bf16/fp16, an fp32 master copy in the optimizer.
 DEEPSPEED_PRECISION = {"fp32": {}, "bf16": {"bf16": {"enabled": True}},

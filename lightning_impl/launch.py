@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import REPO_ROOT
-from bench.run.launch import LaunchContext, Launcher, rendezvous_environment
-from bench.run.processes import Process
-from bench.run.runspec import RunSpec
-from bench.spec.devices import NodePlan
+from bench.launch_api import REPO_ROOT, LaunchContext, Launcher, NodePlan, Process, RunSpec, rendezvous_environment
 
 # Fabric's precision names (its --precision): autocast for bf16/fp16, fp32 weights stay.
 FABRIC_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}

@@ -3,6 +3,7 @@
 import pytest
 
 from bench.run.processes import processes_of_run
+from bench.spec.family import Family
 from bench.spec.variants import VARIANTS
 from helpers import CPU, bench, configurations, rows
 
@@ -48,7 +49,7 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     sharded, the single-process), 1 and 2 slots. Every other PyTorch approach sweeps in test_models (a timm
     model, 1 and 2 slots) and test_sharded_variants (each ZeRO stage and Fabric against DDP)."""
     variants = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
-        v.framework.startswith("tensorflow") or v.name in ("torch-ddp", "torch-fsdp", "torch-dp"))]
+        v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp"))]
     result = bench("sweep", "--task", "quick", "--variants", ",".join(variants), "--max-devices", "2",
                    "--no-analysis", "--out", str(out), env=CPU, timeout=1400)
     assert result.returncode == 0, result.stderr

@@ -4,11 +4,11 @@ one line before anything starts, and nothing is downloaded."""
 import pytest
 
 from bench.spec import models
+from bench.spec.family import Family
 from bench.spec.variants import VARIANTS, get_variant
 from helpers import CPU, bench, rows
 
-TORCH_APPROACHES = [v.name for v in VARIANTS.values() if not v.framework.startswith("tensorflow")
-                    and v.in_default_sweep]
+TORCH_APPROACHES = [v.name for v in VARIANTS.values() if v.family is Family.TORCH and v.in_default_sweep]
 
 
 def test_a_model_name_says_which_library_and_framework_builds_it():

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 
+from bench import launch_api
 from bench.run.environment import LIBRARIES
 from bench.spec.variants import VARIANTS
 from helpers import REPO
@@ -89,8 +90,42 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
 
 def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
     found = modules()
-    for name in ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models"):
-        assert imports_of(name, found[name], set(found)) <= {"bench.spec", "bench.spec.task", "bench.spec.models"}, name
+    loaded = ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models", "bench.spec.family")
+    for name in loaded:
+        assert imports_of(name, found[name], set(found)) <= {"bench.spec", *loaded}, name
+
+
+def test_the_approaches_reach_the_harness_through_its_launch_api_only():
+    """An approach package imports no bench.run module; its launcher imports the harness only through
+    bench.launch_api, which exports what the launchers use and nothing more."""
+    found = modules()
+    approaches = [name for name in found if name.split(".")[0].endswith("_impl")]
+    assert len(approaches) > 30
+    for name in approaches:
+        assert not {t for t in imports_of(name, found[name], set(found)) if t.startswith("bench.run")}, name
+    launchers = [name for name in approaches if name.endswith(".launch")]
+    assert len(launchers) == 5
+    used = set()
+    for name in launchers:
+        assert {t for t in imports_of(name, found[name], set(found)) if t.startswith("bench")} == {"bench.launch_api"}
+        used |= {alias.name for node in ast.walk(ast.parse(found[name].read_text()))
+                 if isinstance(node, ast.ImportFrom) and node.module == "bench.launch_api" for alias in node.names}
+    assert used == set(launch_api.__all__)
+
+
+def test_the_harness_decides_by_the_variants_family_not_by_a_framework_names_prefix():
+    """Variant.family decides; a row's recorded framework ("tensorflow-cpu", a wheel's name) keys nothing."""
+    hits = []
+    for path in (REPO / "bench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "startswith"
+                    and node.args and isinstance(node.args[0], ast.Constant)
+                    and node.args[0].value in ("tensorflow", "torch")):
+                hits.append(f"{path.relative_to(REPO)}:{node.lineno}: startswith({node.args[0].value!r})")
+            if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "tensorflow-cpu"
+                                                  for k in node.keys):
+                hits.append(f"{path.relative_to(REPO)}:{node.lineno}: a dict keyed by 'tensorflow-cpu'")
+    assert hits == []
 
 
 def test_no_rank_reads_the_run_spec_by_string_key():

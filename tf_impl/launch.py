@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 
-from bench.run.interpreters import python_for
-from bench.run.launch import LaunchContext, Launcher, node_environment
-from bench.run.processes import Process
-from bench.run.runspec import RunSpec
-from bench.spec.devices import NodePlan
+from bench.launch_api import LaunchContext, Launcher, NodePlan, Process, RunSpec, node_environment, python_for
+
 
 def tf_config_workers(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     per_node, env, out = spec.processes_per_node, node_environment(spec, plan, ctx.run_id, ctx.run_dir), []
@@ -20,7 +17,7 @@ def tf_config_workers(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list
                       "LOCAL_RANK": str(local), "WORLD_SIZE": str(len(workers))}
         if plan.cuda_visible and per_node > 1:  # one worker per GPU: it must see only its own
             worker_env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible[local]
-        cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+        cmd = [python_for(spec.variant.family), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
         out.append(Process(cmd, worker_env, f"node{plan.node_rank}-worker{local}.log"))
     return out
 
@@ -54,7 +51,7 @@ def tf_ps_tasks(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Proce
                     "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(spec.world_size)}
         if plan.cuda_visible:  # a worker trains on its own GPU; the chief and parameter servers on none
             task_env["CUDA_VISIBLE_DEVICES"] = plan.cuda_visible[local] if kind == "worker" else ""
-        cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+        cmd = [python_for(spec.variant.family), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
         out.append(Process(cmd, task_env, f"node{plan.node_rank}-{kind}{index}.log", server=kind != "chief"))
     return out
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench.run.launch import LaunchContext, Launcher, rendezvous_environment
-from bench.run.processes import Process
-from bench.run.runspec import RunSpec
-from bench.spec.devices import NodePlan
+from bench.launch_api import LaunchContext, Launcher, NodePlan, Process, RunSpec, rendezvous_environment
 
 
 def torchrun(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:

@@ -7,27 +7,23 @@ import pandas as pd
 
 from bench.metrics.blocks import Block, table_section
 from bench.results.fast_path import off_the_fast_path
+from bench.spec.family import Family
+from bench.spec.models import framework_name
+from bench.spec.variants import family_of
 
 
-def kernel_family(framework: str) -> str:
-    """Whose kernels a row's or a switch's framework (its distribution name) trains with: TensorFlow's, or
-    PyTorch's (its wrappers' too: DeepSpeed, Lightning, Accelerate)."""
-    return "TensorFlow" if framework.startswith("tensorflow") else "PyTorch"
-
-
-def _by_framework(rows: list[dict]) -> dict[str, dict]:
-    """The last row of each framework that recorded its kernels."""
-    return {kernel_family(row["framework"]): row for row in rows
-            if (row.get("environment") or {}).get("kernels")}
+def _by_family(rows: list[dict]) -> dict[Family, dict]:
+    """The last row of each family that recorded its kernels (PyTorch's wrappers train with PyTorch's)."""
+    return {family_of(row["framework"]): row for row in rows if (row.get("environment") or {}).get("kernels")}
 
 
 def kernel_lines(rows: list[dict]) -> list[str]:
     """One line per framework: the instruction set it dispatched to and the kernel libraries it used."""
     lines = []
-    for name, row in _by_framework(rows).items():
+    for family, row in _by_family(rows).items():
         k, switches = row["environment"]["kernels"], row.get("fast_path") or {}
         mode = "as shipped" if row.get("as_shipped") else "dtbench's fast path"
-        if name == "TensorFlow":
+        if family is Family.TENSORFLOW:
             who = " unset" if k["onednn_switch"] == "unset" else f"={k['onednn_switch']}"
             default = "on" if k.get("onednn_default") else "off"
             parts = [f"oneDNN {'on' if k['onednn'] else 'off (Eigen kernels)'} "
@@ -43,7 +39,7 @@ def kernel_lines(rows: list[dict]) -> list[str]:
                 parts.append(f"cuDNN {k['cudnn']} (autotuning {'on' if switches.get('cudnn_benchmark') else 'off'}), "
                              f"TF32 {'on' if switches.get('tf32') else 'off'}, NCCL {k.get('nccl') or '-'}")
         isa = ", ".join(k.get("cpu_isa") or []) or "-"
-        lines.append(f"{name} ({mode}): {'; '.join(parts)}; CPU offers {isa}")
+        lines.append(f"{framework_name(family)} ({mode}): {'; '.join(parts)}; CPU offers {isa}")
     return lines
 
 
@@ -53,7 +49,7 @@ def audit_table(audit: list[dict]) -> pd.DataFrame:
         return " / ".join(f"{v:,.0f}" for v in values) or "-"
 
     return pd.DataFrame([{
-        "framework": kernel_family(r["framework"]), "switch": r["switch"],
+        "framework": framework_name(family_of(r["framework"])), "switch": r["switch"],
         "on (samples/s)": rate(r["on"]), "off (samples/s)": rate(r["off"]),
         "on / off": "-" if r["ratio"] is None else f"{r['ratio']:.2f}x [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]",
         "dtbench runs it": "on" if r["chosen"] else "off",
@@ -75,10 +71,11 @@ def warnings(rows: list[dict], audit: list[dict]) -> list[str]:
     """What the verdict must say before its ranking: a framework that ran as shipped where that is off its fast
     path here, and a switch the audit found faster the other way."""
     out = []
-    for name, row in _by_framework(rows).items():
+    for family, row in _by_family(rows).items():
         k = row["environment"]["kernels"]
         if row.get("as_shipped") and "onednn" in k and "onednn_switch" in k and not k["onednn"]:
-            out.append(f"{name} ran as shipped, without its oneDNN kernels: on this CPU that is not its fast path, "
-                       "and its ranking is that of a configuration, not of the framework (see the fast-path table).")
+            out.append(f"{framework_name(family)} ran as shipped, without its oneDNN kernels: on this CPU that is "
+                       "not its fast path, and its ranking is that of a configuration, not of the framework (see the "
+                       "fast-path table).")
     out += [f"Off the fast path: {w}." for r in audit if (w := off_the_fast_path(r))]
     return out

@@ -8,19 +8,20 @@ import pandas as pd
 
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
-from bench.spec.models import PAIR_TOLERANCE, framework_name, framework_of_approach, parse
+from bench.spec.family import Family
+from bench.spec.models import PAIR_TOLERANCE, framework_name, parse
 from bench.spec.variants import VARIANTS
 
 
-def framework(variant: str) -> str:
-    return framework_of_approach(VARIANTS[variant].framework) if variant in VARIANTS else "torch"
+def family(variant: str) -> Family:
+    return VARIANTS[variant].family if variant in VARIANTS else Family.TORCH
 
 
-def _sizes(lines: pd.DataFrame | list[dict]) -> dict[str, tuple[float | None, float | None]]:
-    """framework -> (parameters, FLOPs per sample) as its ok runs recorded them (the first that has each)."""
-    found: dict[str, list] = {}
+def _sizes(lines: pd.DataFrame | list[dict]) -> dict[Family, tuple[float | None, float | None]]:
+    """family -> (parameters, FLOPs per sample) as its ok runs recorded them (the first that has each)."""
+    found: dict[Family, list] = {}
     for r in (lines.to_dict("records") if isinstance(lines, pd.DataFrame) else lines):
-        sizes = found.setdefault(framework(r["variant"]), [None, None])
+        sizes = found.setdefault(family(r["variant"]), [None, None])
         for i, column in enumerate(("params", "flops_per_sample")):
             value = r.get(column)
             if sizes[i] is None and present(value) and value > 0:
@@ -34,8 +35,8 @@ def differences(lines) -> list[str]:
     sizes = _sizes(lines)
     if len(sizes) < 2:
         return []
-    (torch_params, torch_flops), (tf_params, tf_flops) = sizes.get("torch", (None, None)), sizes.get(
-        "tensorflow", (None, None))
+    (torch_params, torch_flops), (tf_params, tf_flops) = (sizes.get(Family.TORCH, (None, None)),
+                                                          sizes.get(Family.TENSORFLOW, (None, None)))
     out = []
     for what, a, b in (("parameters", torch_params, tf_params), ("FLOPs per sample", torch_flops, tf_flops)):
         if a and b and abs(a - b) / max(a, b) > PAIR_TOLERANCE:
@@ -61,7 +62,7 @@ def table(configs: pd.DataFrame) -> pd.DataFrame | None:
         if not both_frameworks(model) or len(sizes) < 2:
             continue
         apart = differences(lines)
-        (tp, tf), (kp, kf) = sizes["torch"], sizes["tensorflow"]
+        (tp, tf), (kp, kf) = sizes[Family.TORCH], sizes[Family.TENSORFLOW]
         out.append({"model": model, "PyTorch params": fmt(tp, ",.0f"), "TensorFlow params": fmt(kp, ",.0f"),
                     "PyTorch MFLOPs/sample": fmt(tf and tf / 1e6, ",.1f"),
                     "TensorFlow MFLOPs/sample": fmt(kf and kf / 1e6, ",.1f"),
@@ -74,8 +75,8 @@ def section(configs: pd.DataFrame) -> list[Block]:
     if found is None:
         return []
     return [heading("Models both frameworks built", 2),
-            text(f"One name, each framework's own build ({framework_name('torch')}: timm's or dtbench's, "
-                 f"{framework_name('tensorflow')}: keras.applications' or dtbench's). The verdict ranks one "
+            text(f"One name, each framework's own build ({framework_name(Family.TORCH)}: timm's or dtbench's, "
+                 f"{framework_name(Family.TENSORFLOW)}: keras.applications' or dtbench's). The verdict ranks one "
                  f"framework's runs against the other's only where parameters and counted FLOPs per sample agree "
                  f"within {PAIR_TOLERANCE:.0%}; otherwise each framework is ranked on its own."),
             Block("table", found)]

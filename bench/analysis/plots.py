@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
 from bench.analysis.verdict import name_in_group  # noqa: E402
-from bench.spec.variants import FAMILIES, VARIANTS  # noqa: E402
+from bench.spec.variants import PANELS, VARIANTS, panel  # noqa: E402
 from bench.metrics import present  # noqa: E402
 
 
@@ -38,18 +38,18 @@ def _title(base: str, rows: list[dict]) -> str:
     return f"{base}\n{first['task']}: {model} on {data}, {first['precision']}, {device}{budget}"
 
 
-def _family(r: dict) -> str:
-    """Its panel in a sweep's line plots (bench.spec.variants.FAMILIES)."""
+def _panel(r: dict) -> str:
+    """Its panel in a sweep's line plots (bench.spec.variants.PANELS)."""
     variant = VARIANTS.get(r["key"].variant)
-    return FAMILIES.get(variant.framework, "other") if variant else "other"
+    return panel(variant.framework) if variant else "other"
 
 
 def _panels(rows: list[dict], title: str):
-    """One axes per family present (sharing the y axis), in a fixed order: (figure, [(family, rows, axes)])."""
-    order = [*dict.fromkeys(FAMILIES.values()), "other"]
+    """One axes per panel present (sharing the y axis), in a fixed order: (figure, [(panel, rows, axes)])."""
+    order = [*PANELS, "other"]
     families = {}
-    for r in sorted(rows, key=lambda r: order.index(_family(r))):
-        families.setdefault(_family(r), []).append(r)
+    for r in sorted(rows, key=lambda r: order.index(_panel(r))):
+        families.setdefault(_panel(r), []).append(r)
     fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families) + 0.6, 5.0), sharey=True, squeeze=False)
     fig.suptitle(_title(title, rows), fontsize=9)
     return fig, [(name, rs, ax) for (name, rs), ax in zip(families.items(), axes[0])]
@@ -301,15 +301,15 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
 
 def loss_curves(rows: list[dict], path: Path) -> None:
     """Rank 0's training loss (every few steps) and each epoch's test loss, one line per variant and device
-    count, against samples seen and against training seconds (pauses excluded): a row of panels per family
-    (bench.spec.variants.FAMILIES), its legend beside it, so that no legend holds a whole sweep."""
+    count, against samples seen and against training seconds (pauses excluded): a row of panels per group
+    (bench.spec.variants.PANELS), its legend beside it, so that no legend holds a whole sweep."""
     # A synthetic batch is learnt by heart and no-sync replicas train apart: neither is a training curve.
     curves = [r for r in rows if not r["independent"] and r["key"].input != "synthetic"
               and r["dataset"] != "synthetic" and isinstance(r.get("curves.steps"), list) and r["curves.steps"]]
     families = {}
-    order = [*dict.fromkeys(FAMILIES.values()), "other"]
-    for r in sorted(curves, key=lambda r: order.index(_family(r))):
-        families.setdefault(_family(r), []).append(r)
+    order = [*PANELS, "other"]
+    for r in sorted(curves, key=lambda r: order.index(_panel(r))):
+        families.setdefault(_panel(r), []).append(r)
     if not families:
         return
     fig, axes = plt.subplots(len(families), 2, figsize=(12, 0.6 + 3.6 * len(families)), sharey=True, squeeze=False)

@@ -375,19 +375,19 @@ def links_in_brief(result: dict) -> str:
 
 
 def figure(result: dict, path: Path) -> Path:
-    """Scaling efficiency against devices (log scale), one panel per framework family: each approach's projected
-    line and band, its measured points drawn over them."""
+    """Scaling efficiency against devices (log scale), one panel per group (bench.spec.variants.PANELS): each
+    approach's projected line and band, its measured points drawn over them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from bench.analysis import style
-    from bench.spec.variants import FAMILIES
+    from bench.spec.variants import panel
 
     families: dict[str, list[Approach]] = {}
     for a in result["approaches"]:
-        families.setdefault(FAMILIES.get(a.framework, "other"), []).append(a)
+        families.setdefault(panel(a.framework), []).append(a)
     fig, axes = plt.subplots(1, len(families), figsize=(4.6 * len(families) + 0.6, 5.0), sharey=True, squeeze=False)
     fig.suptitle("PROJECTED scaling efficiency (weak scaling): lines and bands projected, dots measured\n"
                  + links_in_brief(result), fontsize=9)

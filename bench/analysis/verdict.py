@@ -24,6 +24,7 @@ from bench import metrics
 from bench.metrics import memory, present, stragglers
 from bench.results.key import RunKey
 from bench.spec import models
+from bench.spec.family import Family
 from bench.spec.task import preset_model
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
@@ -98,12 +99,12 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
         lines = [records[i] for i in members["i"]]
         apart = model_pairs.differences(lines)
         # Two frameworks' builds of one name that are not the same model: each framework ranked on its own.
-        sides = ([[r for r in lines if model_pairs.framework(r["variant"]) == f] for f in ("torch", "tensorflow")]
+        sides = ([[r for r in lines if model_pairs.family(r["variant"]) is f] for f in Family]
                  if apart else [lines])
         for side in sides:
             group = _group(side, by_key, measured, several_batches=members["batches"].iloc[0] > 1)
             if apart:
-                group.title += (f", {models.framework_name(model_pairs.framework(side[0]['variant']))}'s build "
+                group.title += (f", {models.framework_name(model_pairs.family(side[0]['variant']))}'s build "
                                 f"(not the same model as the other framework's: {', '.join(apart)})")
             if group.winner is not None or group.failed or group.unfit:
                 out.append(group)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from bench import REPO_ROOT
+from bench.spec.family import Family
 from bench.spec.task import SpecError
 from bench.spec.variants import Variant
 from bench.worker.gpus import TF_PYTHON_ENV, gpus_not_seen
@@ -20,8 +21,10 @@ from bench.worker.gpus import TF_PYTHON_ENV, gpus_not_seen
 TF_VENV = REPO_ROOT / ".venv-tf"
 
 
-def python_for(variant: Variant) -> str:
-    return tf_python() if variant.framework.startswith("tensorflow") else sys.executable
+def python_for(family: Family | None) -> str:
+    """The interpreter of a family's processes; None: of a process of no family yet (the user's model module, built
+    to learn its family)."""
+    return tf_python() if family is Family.TENSORFLOW else sys.executable
 
 
 def tf_python() -> str:

@@ -52,7 +52,7 @@ class Launcher:
 
 def single_process(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     """One process drives the node's devices (DataParallel, MirroredStrategy, the single-device loops)."""
-    cmd = [python_for(spec.variant), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
+    cmd = [python_for(spec.variant.family), "-m", spec.variant.module, "--spec", str(ctx.spec_path)]
     return [Process(cmd, node_environment(spec, plan, ctx.run_id, ctx.run_dir), f"node{plan.node_rank}.log")]
 
 
@@ -120,11 +120,11 @@ def malloc_environment(mode: str, budget: bool = False) -> dict[str, str]:
 
 
 def fast_path_environment(spec: RunSpec) -> dict[str, str]:
-    """The variables that put the run's framework on its fast path (FAST_PATH_ENVIRONMENT), where the user's
+    """The variables that put the run's family on its fast path (FAST_PATH_ENVIRONMENT), where the user's
     environment sets none of them; --as-shipped: none, and the ranks leave their own switches alone too."""
     if spec.as_shipped:
         return {AS_SHIPPED_ENV: "1"}
-    chooser = FAST_PATH_ENVIRONMENT.get(spec.variant.framework)
+    chooser = FAST_PATH_ENVIRONMENT.get(spec.variant.family)
     chosen = load(chooser)(spec.device_type) if chooser else {}
     return {name: value for name, value in chosen.items() if name not in os.environ}
 

@@ -11,6 +11,7 @@ from bench.results.key import RunKey, config_key, settings_differ
 from bench.run.interface import Interface
 from bench.spec import devices, models, options
 from bench.spec.devices import Machine, Placement
+from bench.spec.family import Family
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
 from bench.worker import CHECKPOINT_DIR, manifest
@@ -166,7 +167,7 @@ class RunSpec:
             raise SpecError(f"--profile is not wired for {self.variant.name}: drop it, or profile one of {profiled}")
         if self.task.options.compile and not self.variant.compiles:
             raise SpecError(f"--compile is not wired for {self.variant.name} yet: drop it, or use torch-ddp --compile")
-        if self.task.options.compile and not self.variant.framework.startswith("tensorflow") and not compiler():
+        if self.task.options.compile and self.variant.family is Family.TORCH and not compiler():
             raise SpecError("--compile needs a C++ compiler for torch.compile's inductor (none of c++, g++, clang++ "
                             "on PATH): install one (apt-get install g++) or drop --compile")
         check_engine(self.engine)

@@ -19,6 +19,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.spec.family import Family
+
 BUILT_IN = ("small-cnn", "mnist-cnn", "databricks-cnn", "resnet50")
 # Named once for both frameworks: (timm's name, keras.applications' constructor).
 PAIRED = {**{f"efficientnet_b{i}": (f"efficientnet_b{i}", f"EfficientNetB{i}") for i in range(8)},
@@ -29,8 +31,8 @@ PAIRED = {**{f"efficientnet_b{i}": (f"efficientnet_b{i}", f"EfficientNetB{i}") f
 # still be ranked as the same model. Keras' ResNet-50 (v1: strides on the 1x1 convolutions) has timm's (v1.5)
 # parameters and 5.7 % fewer FLOPs: not ranked against it.
 PAIR_TOLERANCE = 0.05
-# Each library's framework (the `framework` of the variants table's approaches that can train it).
-LIBRARIES = {"timm": "torch", "torchvision": "torch", "keras": "tensorflow"}
+# Each library's family: the approaches of the variants table that can train its models (Variant.family).
+LIBRARIES = {"timm": Family.TORCH, "torchvision": Family.TORCH, "keras": Family.TENSORFLOW}
 OWN = "module"
 # timm names that fetch a config or weights from a hub before building anything.
 REMOTE_PREFIXES = ("hf-hub:", "hf_hub:", "local-dir:")
@@ -46,9 +48,8 @@ class ModelName:
     name: str     # the built-in's, the library's own name, or PKG.MODULE:FUNCTION
 
     @property
-    def framework(self) -> str | None:
-        """The framework that builds it: "torch", "tensorflow", or None (both: built-in, or not known before
-        the module is imported)."""
+    def framework(self) -> Family | None:
+        """The family that builds it, or None (both: built-in, or not known before the module is imported)."""
         return LIBRARIES.get(self.source)
 
     @property
@@ -56,9 +57,9 @@ class ModelName:
         return self.source == "built-in"
 
 
-    def library_name(self, framework: str) -> str:
+    def library_name(self, framework: Family) -> str:
         """The name its library knows it by: for a name both have, the framework's own (timm's, keras')."""
-        return PAIRED[self.name][0 if framework == "torch" else 1] if self.source == "paired" else self.name
+        return PAIRED[self.name][0 if framework == Family.TORCH else 1] if self.source == "paired" else self.name
 
     @property
     def library(self) -> bool:
@@ -87,22 +88,17 @@ def parse(model: str) -> ModelName:
     return ModelName(source, name)
 
 
-def framework_of_approach(variant_framework: str) -> str:
-    """"torch" or "tensorflow": the framework whose models an approach of the variants table trains."""
-    return "tensorflow" if variant_framework.startswith("tensorflow") else "torch"
-
-
-def refusal(model: str, framework: str | None, variant) -> str | None:
+def refusal(model: str, framework: Family | None, variant) -> str | None:
     """Why `variant` cannot train `model` (of `framework`; None: either), or None."""
-    trains = framework_of_approach(variant.framework)
+    trains = variant.family
     if framework in (None, trains):
         return None
     named = f"--model-module {model.partition(':')[2]}" if model.startswith(f"{OWN}:") else model
     return f"{named} is a {framework_name(framework)} model and {variant.name} trains {framework_name(trains)}'s"
 
 
-def framework_name(framework: str) -> str:
-    return {"torch": "PyTorch", "tensorflow": "TensorFlow"}.get(framework, framework)
+def framework_name(framework: Family) -> str:
+    return {Family.TORCH: "PyTorch", Family.TENSORFLOW: "TensorFlow"}.get(framework, framework)
 
 
 def builder(target: str) -> Callable:
@@ -144,8 +140,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"error": f"--model-module {target} failed: {type(exc).__name__}: {exc}".splitlines()[0]}))
         return 2
     modules = [cls.__module__ for cls in type(made).__mro__]
-    framework = ("torch" if any(m.startswith("torch.nn") for m in modules) else
-                 "tensorflow" if any(m.startswith(("keras", "tf_keras")) for m in modules) else None)
+    framework = (Family.TORCH if any(m.startswith("torch.nn") for m in modules) else
+                 Family.TENSORFLOW if any(m.startswith(("keras", "tf_keras")) for m in modules) else None)
     if framework is None:
         print(json.dumps({"error": f"--model-module {target} returned a {type(made).__name__}: return a "
                                    "torch.nn.Module or a Keras model"}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from bench.spec.family import Family
 from bench.spec.task import SpecError
 
 # What starts the ranks of the variants that have an engine entry: torchrun (their own launcher), or an engine.
@@ -13,7 +14,8 @@ ENGINES = ("torchrun", "ray", "spark", "dask")
 @dataclass(frozen=True)
 class Variant:
     name: str
-    framework: str             # distribution name, for version capture
+    family: Family             # what the harness asks: whose models, fast path and interpreter
+    framework: str             # distribution name, for version capture; what its rows record as "framework"
     launch: str                # "module:NAME" of its Launcher (bench.run.launch): its own package's launch.py
     module: str                # python module run inside each worker process
     single_process: bool       # one process drives all of a node's devices
@@ -68,46 +70,53 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
-    Variant("torch-ddp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False, spans_nodes=True,
-            summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
+    Variant("torch-ddp", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
+            spans_nodes=True, summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
-    Variant("torch-ddp-static", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
-            spans_nodes=True, summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the "
-                                      "gradients' order after the first step) under torchrun", baseline="torch-single",
+    Variant("torch-ddp-static", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp",
+            single_process=False, spans_nodes=True,
+            summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the gradients' order "
+                    "after the first step) under torchrun", baseline="torch-single",
             approach=(("static_graph", True),)),
-    Variant("torch-fsdp", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False, spans_nodes=True,
-            traffic="fsdp",
+    Variant("torch-fsdp", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False,
+            spans_nodes=True, traffic="fsdp",
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,
             checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here"),
-    Variant("deepspeed", "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train", single_process=False, spans_nodes=True,
-            traffic="zero",
+    Variant("deepspeed", Family.TORCH, "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train",
+            single_process=False, spans_nodes=True, traffic="zero",
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
-                    "file written per run", baseline="torch-single", options="deepspeed_impl.options", checkpoints=False,
-            checkpoint_hint="engine.save_checkpoint is not wired into the harness yet", compiles=False),
-    Variant("lightning", "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train", single_process=False,
-            spans_nodes=True, summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
+                    "file written per run", baseline="torch-single", options="deepspeed_impl.options",
+            checkpoints=False, checkpoint_hint="engine.save_checkpoint is not wired into the harness yet",
+            compiles=False),
+    Variant("lightning", Family.TORCH, "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train",
+            single_process=False, spans_nodes=True,
+            summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
             baseline="torch-single", checkpoints=False,
             checkpoint_hint="fabric.save is not wired into the harness yet", compiles=False),
-    Variant("torch-dp", "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True, spans_nodes=False,
-            summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
+    Variant("torch-dp", Family.TORCH, "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True,
+            spans_nodes=False, summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
             baseline="torch-single", options="torch_impl.dp_options"),
-    Variant("accelerate", "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train", single_process=False,
-            spans_nodes=True, summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
+    Variant("accelerate", Family.TORCH, "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train",
+            single_process=False, spans_nodes=True,
+            summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
             options="accelerate_impl.options"),
-    Variant("tf-mirrored", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored", single_process=True, spans_nodes=False,
+    Variant("tf-mirrored", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored",
+            single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single"),
-    Variant("tf-multiworker", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
-            spans_nodes=True, summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
+    Variant("tf-multiworker", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
+            "tf_impl.multiworker", single_process=False, spans_nodes=True,
+            summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
             baseline="tf-single"),
-    Variant("tf-mirrored-fit", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit", single_process=True,
-            spans_nodes=False, summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
+    Variant("tf-mirrored-fit", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
+            single_process=True, spans_nodes=False,
+            summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
             baseline="tf-single", custom_loop="tf-mirrored"),
-    Variant("tf-multiworker-fit", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker_fit",
-            single_process=False, spans_nodes=True,
+    Variant("tf-multiworker-fit", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
+            "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
                     "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
             # Keras 2's jit_compile takes the step's all-reduce into the XLA cluster: on CPU it fails
@@ -115,46 +124,65 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             compiles=False,
             # Keras 3's fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585): tf.keras is Keras 2.
             env=(("TF_USE_LEGACY_KERAS", "1"),)),
-    Variant("tf-multiworker-node", "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS", "tf_impl.multiworker", single_process=False,
-            spans_nodes=True, processes_per_node_fixed=1, in_default_sweep=False,
+    Variant("tf-multiworker-node", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
+            "tf_impl.multiworker", single_process=False, spans_nodes=True, processes_per_node_fixed=1,
+            in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
             cpu_max_per_node=1,
             cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
             baseline="tf-single"),
-    Variant("tf-ps", "tensorflow-cpu", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps", single_process=False, spans_nodes=True,
+    Variant("tf-ps", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps",
+            single_process=False, spans_nodes=True,
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
             checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
             compiles=False, reads_files=False, profiles=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
-    Variant("torch-single", "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True, spans_nodes=False,
-            max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
-    Variant("tf-single", "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.single", single_process=True, spans_nodes=False,
-            max_devices=1, summary="TensorFlow, the loop under the default (no-op) strategy"),
+    Variant("torch-single", Family.TORCH, "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True,
+            spans_nodes=False, max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
+    Variant("tf-single", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.single",
+            single_process=True, spans_nodes=False, max_devices=1,
+            summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
+
+
+def family_of(framework: str) -> Family:
+    """The family of a stored row's `framework`: a row records its variant's distribution name ("torch", "deepspeed",
+    "tensorflow-cpu", ...), not its family. The harness asks Variant.family; only what reads rows back needs this.
+    A name no variant records counts as PyTorch's, like its wrappers'."""
+    return next((v.family for v in VARIANTS.values() if v.framework == framework), Family.TORCH)
 
 
 # What `bench regress` and `bench overhead` measure unless told: the approach most users start from.
 DEFAULT_COMPARED = "torch-ddp"
-# bench overhead: per framework, the harness run and the plain loop (probes/) it is compared with.
-OVERHEAD_PAIRS = {"torch": ("torch-single", "probes.plain_loop"), "tensorflow": ("tf-single", "probes.plain_tf_loop")}
+# bench overhead: per family, the harness run and the plain loop (probes/) it is compared with.
+OVERHEAD_PAIRS = {Family.TORCH: ("torch-single", "probes.plain_loop"),
+                  Family.TENSORFLOW: ("tf-single", "probes.plain_tf_loop")}
 SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ranks that all-reduce every step
 # The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
 # (bench.studies.microbench): their communication floor is priced from that probe.
 PROBED_COLLECTIVES = ("torch", "accelerate")
-# The panels of a sweep's line plots by framework, each a family whose approaches a reader compares directly, so
-# that no panel carries more than a handful of legend entries.
 # Accelerate's plugins hand its loop to another approach's traffic (Variant.traffic).
 PLUGIN_TRAFFIC = {"fsdp": "fsdp", "deepspeed": "zero"}
-FAMILIES = {"torch": "PyTorch", "deepspeed": "PyTorch wrappers", "lightning-fabric": "PyTorch wrappers",
-            "accelerate": "PyTorch wrappers", "tensorflow-cpu": "TensorFlow"}
-# Per framework, "module:function" of the environment that puts it on its fast path for a device type, set in
+# The panels of a sweep's line plots, each a group of approaches a reader compares directly, so that no panel
+# carries more than a handful of legend entries: PyTorch's own, the wrappers around it, TensorFlow's.
+PANELS = ("PyTorch", "PyTorch wrappers", "TensorFlow")
+
+
+def panel(framework: str) -> str:
+    """The panel (PANELS) a row's `framework` is drawn in."""
+    if family_of(framework) is Family.TENSORFLOW:
+        return "TensorFlow"
+    return "PyTorch" if framework == "torch" else "PyTorch wrappers"
+
+
+# Per family, "module:function" of the environment that puts it on its fast path for a device type, set in
 # every process the harness starts for it (before the framework is imported) unless the run is --as-shipped.
 # PyTorch's switches (cuDNN autotuning, TF32, channels_last) are set inside its ranks (torch_impl.train.fast_path).
-FAST_PATH_ENVIRONMENT = {"tensorflow-cpu": "tf_impl.fast_path:environment"}
-# Per framework (bench.spec.models), the module that builds a task's model once when a request names one
+FAST_PATH_ENVIRONMENT = {Family.TENSORFLOW: "tf_impl.fast_path:environment"}
+# Per family (bench.spec.models), the module that builds a task's model once when a request names one
 # (`python -m MODULE TASK_JSON`): a name that does not build is refused before anything starts.
-MODEL_CHECK = {"torch": "torch_impl.model", "tensorflow": "tf_impl.model"}
+MODEL_CHECK = {Family.TORCH: "torch_impl.model", Family.TENSORFLOW: "tf_impl.model"}
 # `bench gpu-check` (bench.studies.gpu_check): each approach once on one GPU, most telling first, as (variant, the
 # task fields of its options, what it needs installed beyond its own framework's distribution, the seconds it is
 # expected to take on one H100 at the check's short timing: start-up dominates). The first is the plain loop the
@@ -174,24 +202,26 @@ GPU_CHECK_RUNS = (
 class Switch:
     """A fast-path switch the audit measures once per machine (bench.studies.audit): the framework's plain
     single-device loop trained with it on and off, through the environment variable its ranks read."""
-    framework: str
     name: str
-    variant: str            # the run that measures it: the framework's baseline
+    variant: str            # the run that measures it: the framework's baseline, whose family the switch is
     env: str                # the variable, "1" on and "0" off
     device_types: tuple[str, ...]
     chosen: str             # "module:function" of (device_type) -> whether dtbench's fast path turns it on
 
+    @property
+    def family(self) -> Family:
+        return VARIANTS[self.variant].family
+
 
 FAST_PATH_SWITCHES = (
-    Switch("tensorflow-cpu", "oneDNN kernels", "tf-single", "TF_ENABLE_ONEDNN_OPTS", ("cpu",),
-           "tf_impl.fast_path:onednn_chosen"),
-    Switch("torch", "channels_last", "torch-single", "DTBENCH_CHANNELS_LAST", ("cpu", "cuda"),
+    Switch("oneDNN kernels", "tf-single", "TF_ENABLE_ONEDNN_OPTS", ("cpu",), "tf_impl.fast_path:onednn_chosen"),
+    Switch("channels_last", "torch-single", "DTBENCH_CHANNELS_LAST", ("cpu", "cuda"),
            "torch_impl.fast_path:channels_last_chosen"),
     # PyTorch's CUDA switches (torch_impl/fast_path.py CUDA_SWITCHES): measured once per GPU model.
-    Switch("torch", "cuDNN autotuning", "torch-single", "DTBENCH_CUDNN_BENCHMARK", ("cuda",),
+    Switch("cuDNN autotuning", "torch-single", "DTBENCH_CUDNN_BENCHMARK", ("cuda",),
            "torch_impl.fast_path:cuda_switch_chosen"),
-    Switch("torch", "TF32", "torch-single", "DTBENCH_TF32", ("cuda",), "torch_impl.fast_path:cuda_switch_chosen"),
-    Switch("torch", "fused optimizer", "torch-single", "DTBENCH_FUSED_OPTIMIZER", ("cuda",),
+    Switch("TF32", "torch-single", "DTBENCH_TF32", ("cuda",), "torch_impl.fast_path:cuda_switch_chosen"),
+    Switch("fused optimizer", "torch-single", "DTBENCH_FUSED_OPTIMIZER", ("cuda",),
            "torch_impl.fast_path:cuda_switch_chosen"),
 )
 

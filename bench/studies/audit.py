@@ -21,6 +21,7 @@ from bench.run import environment as env_info
 from bench.run.execute import execute
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
+from bench.spec.family import Family
 from bench.spec.task import TaskSpec
 from bench.spec.variants import FAST_PATH_SWITCHES, Switch, get_variant, load
 from bench.worker import cpu_model, data
@@ -40,17 +41,17 @@ def machine_fingerprint(device_type: str, cores_per_slot: int, task: TaskSpec, d
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
-def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, frameworks: set[str],
+def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, families: set[Family],
           cores_per_slot: int = 1, again: bool = False) -> list[dict]:
-    """Every switch of these frameworks for this device type: from the cache when this machine measured it
+    """Every switch of these families for this device type: from the cache when this machine measured it
     already (unless `again`), else measured now; written to OUT/fast_path.jsonl and returned."""
     cache, fingerprint = _cache(), _fingerprint(machine, device_type, task, cores_per_slot)
     known = {} if again else _known(cache, fingerprint)
     rows = []
-    for switch in _switches(device_type, frameworks):
+    for switch in _switches(device_type, families):
         row = known.get(switch.name)
         if row is None:
-            log.info("fast-path audit: %s, %s on and off", switch.framework, switch.name)
+            log.info("fast-path audit: %s, %s on and off", switch.family, switch.name)
             row = {"fingerprint": fingerprint, **measure(switch, out_dir / "audit", machine, device_type, task,
                                                          cores_per_slot)}
             append_line(cache, row)
@@ -70,20 +71,20 @@ def _fingerprint(machine: Machine, device_type: str, task: TaskSpec, cores_per_s
     return machine_fingerprint(device_type, cores_per_slot, task, device_name)
 
 
-def _switches(device_type: str, frameworks: set[str]) -> list[Switch]:
-    return [s for s in FAST_PATH_SWITCHES if device_type in s.device_types and s.framework in frameworks]
+def _switches(device_type: str, families: set[Family]) -> list[Switch]:
+    return [s for s in FAST_PATH_SWITCHES if device_type in s.device_types and s.family in families]
 
 
 def _known(cache: Path, fingerprint: str) -> dict[str, dict]:
     return {r["switch"]: r for r in read_jsonl(cache) if r.get("fingerprint") == fingerprint}
 
 
-def pending_runs(machine: Machine, device_type: str, task: TaskSpec, frameworks: set[str],
+def pending_runs(machine: Machine, device_type: str, task: TaskSpec, families: set[Family],
                  cores_per_slot: int = 1) -> list[RunSpec]:
     """The runs `audit` will make now (every switch this machine has not measured yet), for the sweep's clock."""
     known = _known(_cache(), _fingerprint(machine, device_type, task, cores_per_slot))
     return [_side(switch, value, task, device_type, cores_per_slot)
-            for switch in _switches(device_type, frameworks) if switch.name not in known for value in ORDER]
+            for switch in _switches(device_type, families) if switch.name not in known for value in ORDER]
 
 
 def _side(switch: Switch, value: str, task: TaskSpec, device_type: str, cores_per_slot: int) -> RunSpec:
@@ -106,8 +107,9 @@ def measure(switch: Switch, runs_dir: Path, machine: Machine, device_type: str, 
         else:
             errors.append(f"{switch.env}={value}: {(row.error or row.status).splitlines()[0]}")
     pairs = [on / off for on, off in zip(side["1"], side["0"])]
-    return {"framework": switch.framework, "switch": switch.name, "variant": switch.variant, "env": switch.env,
-            "device_type": device_type, "cores_per_slot": cores_per_slot, "task": task.name,
+    # "framework" as a run's row records it: the distribution its variant names.
+    return {"framework": get_variant(switch.variant).framework, "switch": switch.name, "variant": switch.variant,
+            "env": switch.env, "device_type": device_type, "cores_per_slot": cores_per_slot, "task": task.name,
             "chosen": bool(load(switch.chosen)(device_type)), "on": side["1"], "off": side["0"],
             "ratio": statistics.median(pairs) if pairs else None,
             "ratio_low": min(pairs) if pairs else None, "ratio_high": max(pairs) if pairs else None,

@@ -35,7 +35,8 @@ from bench.interrupt import Interrupted
 from bench.metrics.memory import DOES_NOT_FIT
 from bench.results.fast_path import FILE as FAST_PATH_FILE
 from bench.results.jsonl import RESULTS, read_jsonl
-from bench.spec import devices, models, options
+from bench.spec import devices, options
+from bench.spec.family import Family
 from bench.spec.task import SpecError
 from bench.spec.variants import FAST_PATH_SWITCHES, GPU_CHECK_RUNS, get_variant
 
@@ -123,7 +124,7 @@ def plan(out: Path, sampled: bool = True) -> list[Step]:
     approaches, tensorflow = [], []
     for name, fields, extra, estimate in GPU_CHECK_RUNS:
         variant, label = get_variant(name), options.label(name, fields)
-        on_tensorflow = models.framework_of_approach(variant.framework) == TENSORFLOW
+        on_tensorflow = variant.family is Family.TENSORFLOW
         flags = [part for field, value in fields.items() for part in (options.every_option()[field].flag, str(value))]
         argv = ("run", "--variant", name, *flags, *RESNET50, *SHORT_TIMING, "--timeout", f"{RUN_LIMIT_S:.0f}", *to)
         needs = (TENSORFLOW,) if on_tensorflow else (variant.framework, "timm", *extra)
@@ -153,8 +154,7 @@ def plan(out: Path, sampled: bool = True) -> list[Step]:
         Step(f"memory cap: does not fit in {DOES_NOT_FIT_GIB} GiB", "memory", capped(DOES_NOT_FIT_GIB), 20.0,
              MEMORY_LIMIT_S + LAUNCH_SLACK_S, torch_needs, expect=DOES_NOT_FIT),
     ]
-    switches = [s for s in FAST_PATH_SWITCHES
-                if "cuda" in s.device_types and models.framework_of_approach(s.framework) == "torch"]
+    switches = [s for s in FAST_PATH_SWITCHES if "cuda" in s.device_types and s.family is Family.TORCH]
     if switches:  # each switch on, off, off, on (bench.studies.audit.ORDER)
         steps.append(Step(f"fast-path audit ({', '.join(s.name for s in switches)})", "audit",
                           ("audit", "--framework", "torch", *RESNET50, "--again", *to),

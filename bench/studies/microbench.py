@@ -14,14 +14,16 @@ from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.spec.task import get_task
+from bench.spec.family import Family
 from bench.spec.variants import PROBED_COLLECTIVES, Variant
 
 log = logging.getLogger(__name__)
 
-COLLECTIVES = Variant("collectives", "torch", "torch_impl.launch:TORCHRUN", "probes.collectives", single_process=False,
-                      spans_nodes=True, summary="all-reduce, all-gather and reduce-scatter microbenchmark")
-PEAK = Variant("peak", "torch", "bench.run.launch:PYTHON", "probes.peak", single_process=True, spans_nodes=False,
-               summary="matmul peak microbenchmark")
+COLLECTIVES = Variant("collectives", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "probes.collectives",
+                      single_process=False, spans_nodes=True,
+                      summary="all-reduce, all-gather and reduce-scatter microbenchmark")
+PEAK = Variant("peak", Family.TORCH, "torch", "bench.run.launch:PYTHON", "probes.peak", single_process=True,
+               spans_nodes=False, summary="matmul peak microbenchmark")
 
 
 def measure_collectives(out_dir: Path, machine: Machine, device_type: str, nodes: int, devices_per_node: int,
