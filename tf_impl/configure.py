@@ -29,7 +29,10 @@ def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True
     from tf_impl.keras_flavour import keras  # Keras 3, or Keras 2 where the variant's launch asks for it
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads(threads, worker.spec.world_size, logical_cpus))
+    # A process of a TensorFlow cluster (TF_CONFIG: tf-multiworker, tf-ps's chief, workers and parameter servers)
+    # has peers even at one device.
+    peers = worker.spec.world_size > 1 or "TF_CONFIG" in os.environ
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads(threads, peers, logical_cpus))
     if worker.device_type == "cpu" and logical_cpus > 1:
         [cpu] = tf.config.list_physical_devices("CPU")
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
@@ -45,13 +48,13 @@ def configure(worker: Worker, logical_cpus: int = 1, trains_on_gpus: bool = True
     return tf
 
 
-def inter_op_threads(threads: int, world_size: int, logical_cpus: int) -> int:
-    """The inter-op pool: the slot's cores, as TensorFlow sizes it by itself in a pinned process. A rank that
-    takes part in collectives (other workers, or several replicas in this process) gets at least 2: a
-    collective blocks its inter-op thread until its peers arrive, and with one thread nothing else runs
-    meanwhile. A second thread on a one-core slot cost a plain Keras loop 5-10 % (EfficientNet-B0), so a
-    rank with no peer never has one."""
-    return max(2, threads) if world_size > 1 or logical_cpus > 1 else threads
+def inter_op_threads(threads: int, peers: bool, logical_cpus: int) -> int:
+    """The inter-op pool: the slot's cores, as TensorFlow sizes it by itself in a pinned process. A rank with peers
+    (other processes of its cluster, or several replicas in this process) gets at least 2: a collective or a
+    parameter server's RPC blocks its inter-op thread until the others answer, and with one thread nothing else
+    runs meanwhile (tf-ps hangs). A second thread on a one-core slot cost tf-single 5-14 % on EfficientNet-B0
+    (results/overhead-cpu), so a rank with no peer never has one."""
+    return max(2, threads) if peers or logical_cpus > 1 else threads
 
 
 def require_gpus(worker: Worker, tf) -> None:
