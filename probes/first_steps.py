@@ -1,6 +1,6 @@
 """How many steps a model takes to settle: each of the first STEPS training steps of tf-single's loop, timed one
 by one (a device sync after each), on one pinned core with one thread a pool. What a task's warm-up must cover
-(bench.spec.task.LIBRARY_MODEL_WARMUP_STEPS). Prints one JSON line.
+(bench.studies.overhead.MIN_TIMING). Prints one JSON line.
 
     python -m probes.first_steps --model efficientnet_b0 --steps 40 [--core 1]
 """

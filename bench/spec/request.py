@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from bench.spec import devices, models
-from bench.spec.task import (CPU_IMAGE_SIZE, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS,
-                             LIBRARY_MODEL_WARMUP_STEPS, SpecError, TaskSpec, get_task)
+from bench.spec.task import (CPU_IMAGE_SIZE, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS, SpecError, TaskSpec,
+                             get_task)
 from bench.spec.variants import check_engine
 
 
@@ -99,8 +99,6 @@ def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machi
     # The seeds' large models train at a small size on a CPU unless told.
     image_size = args.image_size or (CPU_IMAGE_SIZE.get(task.name) if device_type == "cpu" else None)
     task = task.replace(**{k: v for k, v in (("image_size", image_size), ("channels", args.channels)) if v})
-    if models.parse(task.model.name).library:
-        task = task.replace(warmup_steps=max(task.timing.warmup_steps, LIBRARY_MODEL_WARMUP_STEPS))
     task.validate()
     for mode in [first_mode, *more_modes]:
         if mode["input"] == "s3":  # the bucket reachable, readable and holding this task's images

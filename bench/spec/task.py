@@ -363,11 +363,6 @@ PRESETS: dict[str, TaskSpec] = {
         windows=10, target_accuracy=0.8,
     ),
 }
-# A library model's first steps are slow for longer than a small CNN's: TensorFlow's EfficientNet-B0 (32 px, batch
-# 32, one core) took 236 ms at step 2 and 206-219 ms through step 9, 200-205 ms after (probes/first_steps.py), so
-# the quick task's 2 warm-up steps timed its settling. timm's benchmark.py warms up for 10; a task training a
-# library model warms up at least as long.
-LIBRARY_MODEL_WARMUP_STEPS = 10
 # The side the seeds' large models train at on a CPU, where --image-size is not given (224 px on a GPU).
 CPU_IMAGE_SIZE = {"efficientnet-b2": 32, "resnet18": 32}
 
