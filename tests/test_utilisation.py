@@ -197,7 +197,8 @@ def test_a_run_after_the_peak_carries_flops_utilisation_and_input_wait(out):
     assert line["achieved_tflops"] == pytest.approx(532224 * row["throughput"]["median"] / 1e12)
     assert 0 < line["peak_fraction"] < 1 and pd.isna(line["mfu"])  # no data-sheet peak for a CPU
     assert row["fast_path"] == {"channels_last": False, "cudnn_benchmark": False, "tf32": False,
-                                "pin_memory": False, "compile": False, "persistent_workers": False}
+                                "fused_optimizer": False, "pin_memory": False, "compile": False,
+                                "persistent_workers": False}
     assert "### How close to the hardware" in bench("report", str(out)).stdout
 
 
