@@ -161,7 +161,8 @@ def gpu_projection(specs: list[RunSpec]) -> str | None:
         total += outside.get(spec.variant.name, slowest) + steps * step_s * scale + evaluation * step_s / batch / 3
     unmeasured = sorted({s.variant.name for s in gpu_specs} - set(outside))
     most = max(s.world_size for s in gpu_specs)
-    return (f"Estimate (projected): about {total / 60:.0f} min for {_runs(len(gpu_specs))} on a box of {most} H100s, from the one-GPU step measured on an H100 (results/{GPU_STEP_REFERENCE}: "
+    return (f"Estimate (projected): about {total / 60:.0f} min for {_runs(len(gpu_specs))} on a box of {most} H100s, "
+            f"from the one-GPU step measured on an H100 (results/{GPU_STEP_REFERENCE}: "
             f"{1000 * step_s:.0f} ms at {batch} images, {min(outside.values()):.0f}-{slowest:.0f} s a run outside "
             f"training); {', '.join(unmeasured) or 'no variant'} priced at the slowest of those, and no multi-GPU "
             "run of it measured yet: the projection's error is unknown")

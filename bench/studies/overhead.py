@@ -51,8 +51,7 @@ def overhead_task(task: TaskSpec, args: argparse.Namespace) -> TaskSpec:
     timing = {k: given[k] or max(task.setting(k), v) for k, v in MIN_TIMING.items()}
     task = task.replace(**timing)
     if args.model and models.parse(args.model).library:
-        defaults = {k: v for k, v in LIBRARY_MODEL_SETTINGS.items()
-                    if getattr(args, k, None) in (None, "0") and not (k == "input" and args.input)}
+        defaults = {k: v for k, v in LIBRARY_MODEL_SETTINGS.items() if getattr(args, k, None) is None}
         task = task.replace(**defaults)
     task.validate()
     return task
