@@ -1,5 +1,8 @@
+import os
+
 import pytest
 
+from bench.spec import devices
 from bench.spec.devices import Machine, place
 from bench.spec.task import SpecError
 
@@ -41,3 +44,18 @@ def test_fake_nodes_split_gpus_and_cores():
 def test_more_gpus_than_exist_is_refused():
     with pytest.raises(SpecError, match="asked for 16 GPUs but 8 are visible"):
         place("cuda", 2, 8, EIGHT_GPUS)
+
+
+@pytest.mark.parametrize("listing, names, memory", [
+    ("0, NVIDIA H100 80GB HBM3, 81559\n1, NVIDIA H100 80GB HBM3, 81559\n", ("NVIDIA H100 80GB HBM3",) * 2, (81559, 81559)),
+    ("0, GRID A100-40C, [N/A]\n", ("GRID A100-40C",), ()),  # a GPU whose size nvidia-smi cannot say still counts
+])
+def test_discovery_reads_each_gpu_and_its_memory_from_nvidia_smi(tmp_path, monkeypatch, listing, names, memory):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\nprintf '{listing}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    machine = devices.discover()
+    assert machine.gpus == tuple(str(i) for i in range(len(names)))
+    assert machine.gpu_names == names and machine.gpu_memory_mib == memory

@@ -18,7 +18,7 @@ def one_gpu_shown(tmp_path):
     if shutil.which("nvidia-smi") is None:
         fake = tmp_path / "bin"
         fake.mkdir()
-        (fake / "nvidia-smi").write_text("#!/bin/sh\necho '99, Stand-in GPU'\n")
+        (fake / "nvidia-smi").write_text("#!/bin/sh\necho '99, Stand-in GPU, 81559'\n")
         (fake / "nvidia-smi").chmod(0o755)
         env["PATH"] = f"{fake}:{os.environ['PATH']}"
     return env

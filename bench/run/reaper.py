@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run, python_path
 
 RELEASED = b"released"
+SEMAPHORE_LOOK_S = 2.0  # one scan of /proc: well under a millisecond
 HARNESS_DIED = ("the harness ended with this run in flight (killed outright: SIGKILL, the OOM killer; or crashed): "
                 "its watchdog killed the run's processes and recorded it")
 
@@ -80,10 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as Reaper starts it; a terminal's Ctrl-C is the harness's
-    said = b""
-    while chunk := os.read(args.fd, 4096):
-        said += chunk
-    semaphores = named_semaphores(processes_of_run(args.run_id))
+    said, semaphores = b"", set()
+    while True:
+        # Noted while the run lives: on a SIGKILLed harness its children (parent-death signal) may be gone
+        # before this wakes, and their semaphores with no one left to name them.
+        if not select.select([args.fd], [], [], SEMAPHORE_LOOK_S)[0]:
+            semaphores |= named_semaphores(processes_of_run(args.run_id))
+        elif chunk := os.read(args.fd, 4096):
+            said += chunk
+        else:
+            break
+    semaphores |= named_semaphores(processes_of_run(args.run_id))
     kill_all_of_run(args.run_id)
     for path in Path("/dev/shm").glob("sem.*"):  # the resource tracker that would have removed them was killed too
         with contextlib.suppress(OSError):

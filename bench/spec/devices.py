@@ -57,9 +57,11 @@ def _nvidia_smi() -> list[tuple[str, str, int | None]]:
         return []
     found = []
     for line in out.stdout.strip().splitlines():
-        parts = [part.strip() for part in line.split(",")]
-        if len(parts) >= 3:
-            found.append((parts[0], ",".join(parts[1:-1]), int(parts[-1]) if parts[-1].isdigit() else None))
+        # index, name, memory; memory reads "[N/A]" on some vGPUs: the GPU still counts, its size unknown
+        index, *rest = [part.strip() for part in line.split(",")]
+        size = rest.pop() if len(rest) >= 2 else ""
+        if index:
+            found.append((index, ", ".join(rest) or "unknown GPU", int(size) if size.isdigit() else None))
     return found
 
 
