@@ -18,6 +18,7 @@ from bench.spec.family import Family
 from bench.spec.task import (DATASETS, DEFAULT_TASK, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
                              WEAK_SCALING_WARMUP_EPOCHS, SpecError)
 from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
+from bench.status import Status
 from bench.studies.gpu_check import DEFAULT_BUDGET_S
 
 log = logging.getLogger("bench")
@@ -392,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             commands.print_table(stop.rows, args.out, metrics.settings(args))
         resume = " (`bench sweep --resume` runs what is left)" if args.func is commands.cmd_sweep else ""
         in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
-        print(f"\n{stop}: {sum(r.status != 'interrupted' for r in stop.rows)} runs finished{in_flight}{resume}",
+        print(f"\n{stop}: {sum(r.status != Status.INTERRUPTED for r in stop.rows)} runs finished{in_flight}{resume}",
               file=sys.stderr)
         return stop.exit_code
 

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 from bench import metrics
-from bench.metrics.memory import DOES_NOT_FIT
 from bench.run import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices, model_check, models, options, request
 from bench.spec.family import Family
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
+from bench.status import Status
 
 log = logging.getLogger("bench")
 
@@ -83,10 +83,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
         row = execute(spec, args.out, machine, data.prepare(task))
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
-        return 0 if row.status == "ok" else 1
+        return 0 if row.status == Status.OK else 1
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
     print_table(rows, args.out, metrics.settings(args))
-    return 0 if rows[0].status == "ok" else 1
+    return 0 if rows[0].status == Status.OK else 1
 
 
 def chosen_interface(args: argparse.Namespace):
@@ -237,7 +237,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{path.with_suffix('.html')}")
     print_verdict(args.out, metrics.settings(args))
     # An approach that does not fit the device memory is an answer of the sweep, not a fault of it.
-    return 0 if all(r.status in ("ok", "skipped", DOES_NOT_FIT) for r in rows) else 1
+    return 0 if all(r.status in (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT) for r in rows) else 1
 
 
 def cmd_peak(args: argparse.Namespace) -> int:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.metrics.memory import DOES_NOT_FIT
 from bench.spec.task import SpecError
+from bench.status import Status
 from bench.studies import gpu_check
 from bench.studies.gpu_check import Finished, Outcome, Step
 from helpers import CPU, REPO, bench
@@ -41,7 +41,7 @@ def test_the_plan_runs_the_peer_check_and_compile_first_then_every_approach_the_
         assert flag(step.argv, "--out") == str(tmp_path)
     assert runs[0].name == "torch-single"  # the plain loop first: energy and compile read its row
     memory = [s for s in steps if s.group == "memory"]
-    assert [s.expect for s in memory] == ["ok", DOES_NOT_FIT]
+    assert [s.expect for s in memory] == ["ok", Status.DOES_NOT_FIT]
     assert float(flag(memory[0].argv, "--device-memory")) > float(flag(memory[1].argv, "--device-memory"))
     [peer] = [s for s in steps if s.group == "peer"]
     assert peer.argv[:len(gpu_check.PEER)] == gpu_check.PEER and "--repeats" in peer.argv
@@ -217,8 +217,9 @@ def row(variant: str = "torch-single", status: str = "ok", rate: float | None = 
 def test_each_steps_outcome_is_read_from_its_row(tmp_path):
     steps = {s.group + s.expect: s for s in gpu_check.plan(tmp_path)}
     done = Finished(0, "", "")
-    fits, not_fit = steps["memoryok"], steps["memory" + DOES_NOT_FIT]
-    refused = {**row(status=DOES_NOT_FIT, rate=None, device_memory_gib=2), "memory": {"refused_allocation_mb": 392.0}}
+    fits, not_fit = steps["memoryok"], steps["memory" + Status.DOES_NOT_FIT]
+    refused = {**row(status=Status.DOES_NOT_FIT, rate=None, device_memory_gib=2),
+               "memory": {"refused_allocation_mb": 392.0}}
     assert gpu_check.judge(not_fit, tmp_path, done, [refused], 150) == \
         ("ok", "does not fit in 2 GiB: an allocation of 392 MiB refused")
     assert gpu_check.judge(not_fit, tmp_path, done, [row(device_memory_gib=2)], 150)[0] == "failed"

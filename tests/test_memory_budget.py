@@ -7,6 +7,7 @@ from bench.analysis import headline, memory_budget, verdict
 from bench.analysis.repeats import measured_runs
 from bench.metrics import memory
 from bench.results import ResultStore, aggregate, load
+from bench.status import Status
 from helpers import CPU, bench, rows
 from test_report import TASK, row
 
@@ -17,7 +18,7 @@ REFUSED = ("rank 1 exited with code 1\nrank 1: RuntimeError: DefaultCPUAllocator
 
 def under_budget(variant: str, median: float | None, gib: float = 2.0, zero_stage: int | None = None):
     fits = median is not None
-    r = row(variant, 2, median or 0.0, status="ok" if fits else memory.DOES_NOT_FIT)
+    r = row(variant, 2, median or 0.0, status="ok" if fits else Status.DOES_NOT_FIT)
     r.task = {**TASK, "model": MODEL, "image_size": 32, "channels": 3, "device_memory_gib": gib,
               "zero_stage": zero_stage}
     r.run_id = f"{variant}-{zero_stage}-{gib}"
@@ -90,7 +91,7 @@ def test_the_report_tables_every_approach_under_the_budget_with_the_largest_batc
 def test_a_run_that_does_not_fit_is_done_for_resume_and_leaves_the_sweep_exit_0(folder):
     from bench.run import resume
 
-    assert memory.DOES_NOT_FIT in resume.FINISHED
+    assert Status.DOES_NOT_FIT in resume.FINISHED
     assert [r["status"] for r in rows(folder)].count("does not fit") == 2
 
 

@@ -4,9 +4,11 @@ import pandas as pd
 import pytest
 
 from bench.results import ResultRow, ResultStore, load
+from bench.results.jsonl import read_jsonl
 from bench.results.row import SCHEMA_VERSION
 from bench.run.fold import FoldError, first_error, fold
-from helpers import result_row
+from bench.status import Status
+from helpers import REPO, result_row
 
 
 def joined(rank, world):
@@ -91,6 +93,21 @@ def test_load_gives_a_dataframe_with_dotted_columns_and_the_run_key(tmp_path):
 def test_rows_round_trip_as_json(tmp_path):
     original = row("a")
     assert ResultRow.from_dict(json.loads(json.dumps(original.to_dict()))) == original
+
+
+def test_every_status_a_committed_results_folder_holds_is_a_status():
+    held = {r["status"] for path in REPO.glob("results/*/results.jsonl") for r in read_jsonl(path)}
+    assert {"ok", "skipped", "does not fit", "interrupted"} <= held <= set(Status)
+
+
+def test_a_row_written_with_a_status_member_reads_back_as_the_plain_string(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(row("a", status=Status.DOES_NOT_FIT))
+    assert json.loads(store.jsonl.read_text())["status"] == "does not fit"
+    assert ",does not fit," in store.csv.read_text()
+    # The row this process appended, kept in memory, is the row read from the file.
+    for stored in (store.dicts()[0]["status"], read_jsonl(store.jsonl)[0]["status"], load(tmp_path)["status"][0]):
+        assert type(stored) is str and stored == Status.DOES_NOT_FIT
 
 
 def test_a_row_written_before_rows_were_versioned_loads_as_this_version(tmp_path):

@@ -6,6 +6,7 @@ import pandas as pd
 
 from bench.metrics import fmt
 from bench.metrics.blocks import Block, table_section
+from bench.status import Status
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame | None:
@@ -13,7 +14,7 @@ def table(runs: pd.DataFrame) -> pd.DataFrame | None:
     on disk (medians over its runs), and the stall against an epoch's training time."""
     if "checkpoint_save_s" not in runs:
         return None
-    saved = runs[(runs["status"] == "ok") & runs["checkpoint_save_s"].notna()].copy()
+    saved = runs[(runs["status"] == Status.OK) & runs["checkpoint_save_s"].notna()].copy()
     if saved.empty:
         return None
     saved["series"] = [key.series for key in saved["key"]]

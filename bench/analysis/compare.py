@@ -30,6 +30,7 @@ from bench.results import ResultStore, aggregate, peak
 from bench.results.frame import frame
 from bench.results.key import RunKey, config_key, settings, settings_differ
 from bench.spec.task import SpecError
+from bench.status import Status
 
 ENERGY = "timeseries.energy_j_per_sample"
 NO_ENERGY = {  # why a machine's rows carry no energy per sample
@@ -76,9 +77,9 @@ def machines(folders: list[Path], prices: list[float] | None = None) -> list[Mac
                             "run its sweep again or leave it out")
         energy = {}
         if ENERGY in runs:
-            ok = runs[(runs["status"] == "ok") & runs[ENERGY].notna()]
+            ok = runs[(runs["status"] == Status.OK) & runs[ENERGY].notna()]
             energy = ok.groupby("key", sort=False)[ENERGY].median().to_dict()
-        out.append(Machine(folder, machine_name([r for r in rows if r["status"] == "ok"]), rows, configs,
+        out.append(Machine(folder, machine_name([r for r in rows if r["status"] == Status.OK]), rows, configs,
                            measured_runs(runs), energy, price))
     names = Counter(m.name for m in out)
     return [m if names[m.name] == 1 else _renamed(m, f"{m.name} ({m.folder.name})") for m in out]
@@ -198,7 +199,7 @@ def _cells(r: dict | None, column: Column, fastest: dict[int, dict]) -> list[str
     if r is None:
         return ["-"] * width
     if not r["ok"]:
-        return ["n/a" if r["status"] == "skipped" else r["status"]] + ["-"] * (width - 1)
+        return ["n/a" if r["status"] == Status.SKIPPED else r["status"]] + ["-"] * (width - 1)
     n = r["world_size"]
     throughput = f"{r['throughput'] / n:,.0f} [{r['ci_low'] / n:,.0f}, {r['ci_high'] / n:,.0f}]"
     best, runs = fastest.get(n), column.machine.measured
@@ -258,7 +259,7 @@ def _task_lines(task: str, cols: list[Column]) -> list[str]:
     """How each column ran the task, and the task settings that differ between them."""
     firsts, out = [], []
     for column in cols:
-        rows = [r for r in column.machine.rows if r["status"] == "ok" and r["task"].get("name") == task
+        rows = [r for r in column.machine.rows if r["status"] == Status.OK and r["task"].get("name") == task
                 and r["device_type"] == column.device_type and r["task"].get("precision", "fp32") == column.precision]
         if not rows:
             continue

@@ -17,6 +17,7 @@ from bench import metrics
 from bench.analysis.tables import best_cells, headers, row_cells
 from bench.metrics import present
 from bench.spec.variants import VARIANTS
+from bench.status import Status
 
 # Figures folded over repeats as the median of the runs' (bench.metrics): their range over runs on hover.
 RUN_FIGURES = {"step ms": "step_time_ms.median", "startup s": "startup_s", "test acc.": "test_accuracy",
@@ -86,7 +87,7 @@ def _run_ranges(runs: pd.DataFrame) -> dict:
     """Per run key and figure: (min, max, runs) over its ok runs."""
     if runs.empty or "throughput.median" not in runs:
         return {}
-    ok = runs[(runs["status"] == "ok") & runs["throughput.median"].notna()]
+    ok = runs[(runs["status"] == Status.OK) & runs["throughput.median"].notna()]
     columns = [c for c in ["throughput.median", *RUN_FIGURES.values()] if c in ok]
     out = defaultdict(dict)
     for key, group in ok.groupby("key", sort=False):
@@ -131,9 +132,9 @@ def _row(r: dict, i: int, best: set, index: dict, records: list, ranges: dict, k
     texts = row_cells(r)
     heads = headers(r)
     values = [r["series"], r["world_size"], r["global_batch"], r["status"], *(c.value(r) for c in metrics.columns(r))]
-    titles = _titles(r, index, records, ranges) if r["status"] == "ok" else {heads[4]: str(r.get("error") or "")}
-    classes = [kind] + (["failed"] if r["status"] not in ("ok", "skipped") else []) + (
-        ["skipped"] if r["status"] == "skipped" else [])
+    titles = _titles(r, index, records, ranges) if r["status"] == Status.OK else {heads[4]: str(r.get("error") or "")}
+    classes = [kind] + (["failed"] if r["status"] not in (Status.OK, Status.SKIPPED) else []) + (
+        ["skipped"] if r["status"] == Status.SKIPPED else [])
     cells = []
     for header, text, value in zip(heads, texts, values):
         attrs = f' data-v="{escape(str(value))}"' if present(value) else ' data-v=""'
@@ -141,7 +142,7 @@ def _row(r: dict, i: int, best: set, index: dict, records: list, ranges: dict, k
             attrs += f' title="{escape(titles[header])}"'
         css = ["num"] if header not in ("variant", "devices", "batch", "status") else []
         css += ["best"] if (i, header) in best else []
-        css += ["error"] if header == heads[4] and r["status"] != "ok" else []
+        css += ["error"] if header == heads[4] and r["status"] != Status.OK else []
         content = escape(text)
         if header == "variant" and twins:
             content += (f' <button type="button" class="toggle" aria-expanded="false" title="show the synthetic-input '

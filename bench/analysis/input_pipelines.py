@@ -8,6 +8,7 @@ import pandas as pd
 from bench.metrics import fmt
 from bench.metrics.blocks import Block, table_section
 from bench.spec.task import INPUTS
+from bench.status import Status
 
 # The real inputs, cheapest first (a synthetic twin is no input pipeline): the order tables and the verdict list them.
 INPUT_ORDER = {name: index for index, name in enumerate(n for n in INPUTS if n != "synthetic")}
@@ -17,7 +18,7 @@ def comparison(configs: pd.DataFrame) -> dict | None:
     """The same configurations by input pipeline (memory, files and S3 with their loader workers):
     {"modes": [mode, ...], "groups": [(series, devices, {mode: row})]}; None unless some run read files."""
     records = [r for r in configs.to_dict("records")
-               if r["status"] == "ok" and not r["key"].independent and r["key"].input in INPUT_ORDER]
+               if r["status"] == Status.OK and not r["key"].independent and r["key"].input in INPUT_ORDER]
     if not any(r["key"].input != "memory" for r in records):
         return None
     modes = sorted({r["key"].input_mode: r["key"] for r in records}.items(),

@@ -10,7 +10,7 @@ import pandas as pd
 from bench.analysis.verdict import name_in_group
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
-from bench.metrics.memory import DOES_NOT_FIT
+from bench.status import Status
 from bench.studies import maxbatch
 
 
@@ -18,10 +18,11 @@ def entries(configs: pd.DataFrame) -> list[dict]:
     """The synchronous configurations run under a budget, by model (smallest first) and device count, the fastest
     first, those that did not fit last."""
     lines = [r for r in configs.to_dict("records") if r["key"].device_memory and not r["key"].independent
-             and r["status"] in ("ok", DOES_NOT_FIT)]
+             and r["status"] in (Status.OK, Status.DOES_NOT_FIT)]
     size = params_by_model(configs)
     return sorted(lines, key=lambda r: (size.get(r["model"], float("inf")), r["model"], r["world_size"],
-                                        r["status"] != "ok", -(r["throughput"] or 0) if r["status"] == "ok" else 0))
+                                        r["status"] != Status.OK,
+                                        -(r["throughput"] or 0) if r["status"] == Status.OK else 0))
 
 
 def largest_batches(directory: Path) -> dict[tuple[str, int], int | None]:
@@ -33,14 +34,14 @@ def params_by_model(configs: pd.DataFrame) -> dict[str, float]:
     """Each model's parameter count as a run that fitted recorded it (one that did not fit never built it whole)."""
     found: dict[str, float] = {}
     for r in configs.to_dict("records"):
-        if r["status"] == "ok" and present(r.get("params")):
+        if r["status"] == Status.OK and present(r.get("params")):
             found.setdefault(r["model"], r["params"])
     return found
 
 
 def table(found: list[dict], params: dict[str, float], batches: dict) -> pd.DataFrame:
     def cells(r: dict) -> list[str]:
-        fits, refused = r["status"] == "ok", r.get("memory.refused_allocation_mb")
+        fits, refused = r["status"] == Status.OK, r.get("memory.refused_allocation_mb")
         return [r["model"], fmt(params.get(r["model"], 0) / 1e6 or None, ".1f"), name_in_group(r), str(r["world_size"]),
                 f"{r['key'].device_memory:g}", "yes" if fits else "no",
                 fmt(r["model_state_mb"], ",.0f") if fits else "-", fmt(r["device_peak_mb"], ",.0f") if fits else "-",

@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 from bench.analysis import memory_budget, style  # noqa: E402
 from bench.analysis.verdict import ranks  # noqa: E402
 from bench.metrics import present  # noqa: E402
-from bench.metrics.memory import DOES_NOT_FIT  # noqa: E402
+from bench.status import Status  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
     sizes = memory_budget.params_by_model(configs)
     out: dict[int, list] = {}
     for r in configs.to_dict("records"):
-        if r["status"] == DOES_NOT_FIT and ranks(r["key"]) and r["model"] in sizes:
+        if r["status"] == Status.DOES_NOT_FIT and ranks(r["key"]) and r["model"] in sizes:
             out.setdefault(r["world_size"], []).append((sizes[r["model"]], style.approach(r)))
     return out
 

@@ -16,6 +16,7 @@ from bench.analysis import style  # noqa: E402
 from bench.analysis.verdict import name_in_group  # noqa: E402
 from bench.spec.variants import PANELS, VARIANTS, panel  # noqa: E402
 from bench.metrics import present  # noqa: E402
+from bench.status import Status  # noqa: E402
 
 
 def _series(rows: list[dict]) -> dict[str, list[dict]]:
@@ -23,7 +24,7 @@ def _series(rows: list[dict]) -> dict[str, list[dict]]:
     less the model and the memory budget, which the plot's title names."""
     series = defaultdict(list)
     for r in rows:
-        if r["status"] == "ok" and present(r["throughput"]):
+        if r["status"] == Status.OK and present(r["throughput"]):
             series[name_in_group(r)].append(r)
     return {k: sorted(v, key=lambda r: r["world_size"]) for k, v in sorted(series.items())}
 
@@ -155,7 +156,7 @@ def startup(rows: list[dict], path: Path) -> None:
 
 
 def _device_axis(ax, rows: list[dict]) -> None:
-    counts = sorted({r["world_size"] for r in rows if r["status"] == "ok"})
+    counts = sorted({r["world_size"] for r in rows if r["status"] == Status.OK})
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.minorticks_off()

@@ -10,6 +10,7 @@ import pandas as pd
 from bench.metrics import fmt
 from bench.metrics.blocks import Block, heading, table_section, text
 from bench.results.key import RunKey
+from bench.status import Status
 from bench.worker.profile import CATEGORIES
 
 SHOWN_DIFFERENCE_MS = 0.5  # a category whose step time differs by less is left out of the explanation
@@ -20,7 +21,7 @@ def latest(runs: pd.DataFrame) -> dict[RunKey, dict]:
     if runs.empty or "profile.step_ms" not in runs:
         return {}
     out = {}
-    for r in runs[(runs["status"] == "ok") & runs["profile.step_ms"].notna()].to_dict("records"):
+    for r in runs[(runs["status"] == Status.OK) & runs["profile.step_ms"].notna()].to_dict("records"):
         out[r["key"]] = {
             "step_ms": r["profile.step_ms"], "unprofiled_ms": r["profile.unprofiled_step_ms"],
             "overhead": r["profile.overhead"], "in_flight_ms": r["profile.communication_in_flight_ms"],

@@ -27,6 +27,7 @@ from bench.results import ResultStore, aggregate, collectives, peak
 from bench.results.frame import frame
 from bench.spec.task import SpecError
 from bench.spec.variants import PLUGIN_TRAFFIC, VARIANTS
+from bench.status import Status
 
 COUNTS = (1, 2, 8, 64, 512)
 UNBOUNDED = 3  # an interval's upper end this many times its median is shown as unbounded
@@ -96,7 +97,7 @@ def sharded(one_device: dict[str, float], line: pd.Series) -> tuple[str, ...] | 
 def approaches(configs: pd.DataFrame) -> tuple[list[Approach], list[str]]:
     """The approaches that can be projected (run on one device and on more, synchronously, under weak scaling),
     and why each other multi-device approach is not."""
-    ok = configs[(configs["status"] == "ok") & configs["throughput"].notna()] if not configs.empty else configs
+    ok = configs[(configs["status"] == Status.OK) & configs["throughput"].notna()] if not configs.empty else configs
     by_key = {line["key"]: line for _, line in ok.iterrows()}
     found, skipped = [], []
     widest: dict[str, pd.Series] = {}

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.results.key import RunKey
+from bench.status import Status
 
 LEVEL = 0.95
 
@@ -63,7 +64,7 @@ def measured_runs(runs: pd.DataFrame) -> dict[RunKey, Runs]:
     """Each run key's ok runs, from the run frame (`bench.results.frame.frame`)."""
     if runs.empty or "throughput.median" not in runs:
         return {}
-    ok = runs[(runs["status"] == "ok") & runs["throughput.median"].notna()]
+    ok = runs[(runs["status"] == Status.OK) & runs["throughput.median"].notna()]
     windows = ok["throughput.windows"] if "throughput.windows" in ok else pd.Series([None] * len(ok), index=ok.index)
     out = {}
     for key, group in ok.groupby("key", sort=False):

@@ -11,6 +11,7 @@ from bench.metrics.blocks import Block, table_section
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import allreduce
 from bench.spec.variants import PROBED_COLLECTIVES
+from bench.status import Status
 
 
 def entries(configs: pd.DataFrame, microbenchmark: list[dict], profiles: dict | None = None) -> list[dict]:
@@ -19,10 +20,10 @@ def entries(configs: pd.DataFrame, microbenchmark: list[dict], profiles: dict | 
     exposed communication (bench.analysis.profiles), with how much of it the profile saw hidden. `microbenchmark`:
     the folder's all-reduce measurements (bench.results.allreduce.load)."""
     records = configs.to_dict("records")
-    no_sync = {r["key"]: r for r in records if r["independent"] and r["status"] == "ok"}
+    no_sync = {r["key"]: r for r in records if r["independent"] and r["status"] == Status.OK}
     out = []
     for r in records:
-        if r["status"] != "ok" or r["independent"] or r["world_size"] < 2 or not present(r["step_ms"]):
+        if r["status"] != Status.OK or r["independent"] or r["world_size"] < 2 or not present(r["step_ms"]):
             continue
         twin = no_sync.get(r["key"]._replace(independent=True))
         params = r["params"] if present(r["params"]) else None

@@ -11,10 +11,10 @@ import pandas as pd
 from bench import metrics
 from bench.analysis.repeats import Runs, ratio
 from bench.metrics import fmt, present
-from bench.metrics.memory import DOES_NOT_FIT
 from bench.metrics.blocks import Block, table_section
 from bench.results.key import RunKey
 from bench.spec.variants import VARIANTS
+from bench.status import Status
 
 
 LABELS = ("variant", "devices", "batch", "status")  # then the metrics' columns (bench.metrics)
@@ -27,11 +27,11 @@ def headers(line: dict) -> list[str]:
 def row_cells(r: dict) -> list[str]:
     topo = f"{r['world_size']}" + (f" ({r['nodes']}x{r['devices_per_node']})" if r["nodes"] > 1 else "")
     device = r["device_type"] + ("*" if _cpu_limits(r) else "")
-    status = r["status"] if r["status"] != "skipped" else "n/a"
+    status = r["status"] if r["status"] != Status.SKIPPED else "n/a"
     batch = f"{r['global_batch']} ({r['per_device_batch']}/dev, {r['scaling']})"
-    if r["status"] != "ok":
+    if r["status"] != Status.OK:
         reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
-        if r["status"] == DOES_NOT_FIT and present(asked := r.get("memory.refused_allocation_mb")):
+        if r["status"] == Status.DOES_NOT_FIT and present(asked := r.get("memory.refused_allocation_mb")):
             reason = f"an allocation of {asked:,.0f} MiB refused"
         return [r["series"], f"{topo} {device}", batch, status, reason] + ["-"] * (len(metrics.columns(r)) - 1)
     figures = [c.cell(r) if c.cell else fmt(c.value(r), c.fmt) for c in metrics.columns(r)]
@@ -55,7 +55,7 @@ def best_cells(configs: pd.DataFrame) -> list[tuple[int, str]]:
         if column.higher_is_better is None:
             continue
         scored = [(column.value(r), i) for i, r in enumerate(records)
-                  if r["status"] == "ok" and not r["independent"] and present(column.value(r))]
+                  if r["status"] == Status.OK and not r["independent"] and present(column.value(r))]
         if len(scored) > 1:
             best = (max if column.higher_is_better else min)(scored)[0]
             out += [(i, column.header) for value, i in scored if value == best]

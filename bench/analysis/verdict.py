@@ -26,6 +26,7 @@ from bench.results.key import RunKey
 from bench.spec import models
 from bench.spec.family import Family
 from bench.spec.task import preset_model
+from bench.status import Status
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
 # --accuracy-tolerance. The tasks' presets name a target accuracy but no tolerance.
@@ -116,8 +117,9 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
 def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool) -> Group:
     group = Group(_title(lines[0], several_batches))
     contenders = [r for r in lines if r["ok"] and ranks(r["key"]) and r["key"] in measured]
-    group.failed = [r for r in lines if r["status"] in ("failed", "timeout", "interrupted") and ranks(r["key"])]
-    group.unfit = [r for r in lines if r["status"] == memory.DOES_NOT_FIT and ranks(r["key"])]
+    group.failed = [r for r in lines
+                    if r["status"] in (Status.FAILED, Status.TIMEOUT, Status.INTERRUPTED) and ranks(r["key"])]
+    group.unfit = [r for r in lines if r["status"] == Status.DOES_NOT_FIT and ranks(r["key"])]
     if not contenders:
         return group
     winner = group.winner = max(contenders, key=lambda r: r["throughput"])

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from bench.metrics import Metric, Part, fmt, present
 from bench.metrics.blocks import Block, table_section, text
+from bench.status import Status
 
 if TYPE_CHECKING:
     import pandas as pd
 
 DEVICE0_AHEAD = 0.10  # device 0's peak this far above every other device's is named under the table
-DOES_NOT_FIT = "does not fit"  # the status of a run whose allocator refused it memory
 
 # How each framework's allocator says it ran out: CUDA's caching allocator (past --device-memory, or the device's
 # own), the CPU allocator under the rank's RLIMIT_DATA (ENOMEM), C++'s and Python's own, TensorFlow's.
@@ -40,7 +40,7 @@ def fact(winner: dict) -> str | None:
 
 def entries(configs: pd.DataFrame) -> list[dict]:
     """Configurations that counted their model state: per rank, against the same variant on one device."""
-    records = [r for r in configs.to_dict("records") if r["status"] == "ok" and present(r["model_state_mb"])
+    records = [r for r in configs.to_dict("records") if r["status"] == Status.OK and present(r["model_state_mb"])
                and not r["key"].independent and r["key"].input in ("memory", "synthetic")]
     by_key = {r["key"]: r for r in records}
     return [{"row": r, "of_one_device": r["model_state_mb"] / one["model_state_mb"]

@@ -13,6 +13,7 @@ from bench.metrics.blocks import Block, table_section, text
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import peak, utilisation
 from bench.spec.peaks import dense_peak
+from bench.status import Status
 
 
 def _value(figure) -> float | None:
@@ -40,11 +41,11 @@ def entries(part: Part) -> list[dict]:
     its no-sync twin; the input's cost three ways: the synthetic-input twin's gap with its 95 % interval,
     the host's wait for batches, the profile's input time; compile time)."""
     records = part.configs.to_dict("records")
-    ok = {r["key"]: r for r in records if r["status"] == "ok"}
+    ok = {r["key"]: r for r in records if r["status"] == Status.OK}
     out = []
     for r in records:
         key = r["key"]
-        if r["status"] != "ok" or key.independent or key.input == "synthetic":
+        if r["status"] != Status.OK or key.independent or key.input == "synthetic":
             continue  # the twins are read beside the row they explain
         synthetic = ok.get(key._replace(input="synthetic", loader_workers=0))
         between = part.ratio(key, synthetic["key"]) if synthetic else None

@@ -25,6 +25,7 @@ from bench.results import ResultRow, ResultStore
 from bench.results.key import same_settings
 from bench.results.jsonl import read_jsonl
 from bench.spec.task import SpecError
+from bench.status import Status
 from bench.worker.turns import DUET_NOTE
 
 log = logging.getLogger(__name__)
@@ -192,9 +193,9 @@ def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: floa
     verdicts: list[Verdict] = []
     base_groups, cur_groups = group(baseline), group(current)
     for key in sorted(set(base_groups) | set(cur_groups)):
-        base = [r for r in base_groups.get(key, []) if r.status == "ok"]
+        base = [r for r in base_groups.get(key, []) if r.status == Status.OK]
         cur_all = cur_groups.get(key, [])
-        cur = [r for r in cur_all if r.status == "ok"]
+        cur = [r for r in cur_all if r.status == Status.OK]
         if not base or not cur_all:
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "missing"))
             continue
@@ -204,7 +205,7 @@ def compare(baseline: list[ResultRow], current: list[ResultRow], threshold: floa
         if not all(same_settings(base[0].task, r.task) for r in base + cur):
             verdicts.append(Verdict(key, "all", None, None, None, "-", "-", None, "mismatch"))
             continue
-        pairs = [(a, b) for a, b in zip(base_groups[key], cur_all) if a.status == b.status == "ok"]
+        pairs = [(a, b) for a, b in zip(base_groups[key], cur_all) if a.status == b.status == Status.OK]
         for metric in METRICS:
             verdicts.append(_judge_duets(metric, pairs, threshold, alpha, key) if duets
                             else _judge(metric, base, cur, threshold, alpha, key))
@@ -257,8 +258,8 @@ def write_verdict(path: Path, code: int, verdicts: list[Verdict], extra: dict) -
 
 def noise(a: list[ResultRow], b: list[ResultRow]) -> dict:
     """How much throughput varies from run to run, and how much a duet's paired ratio varies."""
-    medians = [r.throughput["median"] for r in a + b if r.status == "ok" and r.throughput]
-    logs = [duet_log_ratio(METRICS[0], x, y) for x, y in zip(a, b) if x.status == y.status == "ok"]
+    medians = [r.throughput["median"] for r in a + b if r.status == Status.OK and r.throughput]
+    logs = [duet_log_ratio(METRICS[0], x, y) for x, y in zip(a, b) if x.status == y.status == Status.OK]
     logs = [v for v in logs if v is not None]
     return {"run_to_run_cv": statistics.pstdev(medians) / statistics.mean(medians) if medians else None,
             "duet_ratio_sd": statistics.stdev(logs) if len(logs) >= 2 else None}
@@ -268,7 +269,7 @@ def slowed(rows: list[ResultRow], slowdown: float) -> list[ResultRow]:
     """The same runs as if every step had taken 1/(1 - slowdown) as long (calibration only)."""
     out = []
     for r in rows:
-        if r.status != "ok" or not r.throughput:
+        if r.status != Status.OK or not r.throughput:
             out.append(r)
             continue
         keep = 1 - slowdown

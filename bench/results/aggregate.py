@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench import metrics
+from bench.status import Status
 
 # The run frame's dotted columns under the names the report uses.
 COLUMNS = {
@@ -37,7 +38,7 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None, settings
     # A run without a figure (a failed run's throughput: None) has a plain column beside the dotted ones.
     tidy = runs.drop(columns=[c for c in COLUMNS.values() if c in runs.columns]).rename(columns=COLUMNS)
     tidy = tidy.reindex(columns=list(dict.fromkeys([*tidy.columns, *FIGURES])))  # figures no run has: empty
-    tidy["ok"] = (tidy["status"] == "ok") & tidy["throughput"].notna()
+    tidy["ok"] = (tidy["status"] == Status.OK) & tidy["throughput"].notna()
     folded = pd.DataFrame([_fold(group) for _, group in tidy.groupby("key", sort=False)]).reset_index(drop=True)
     folded["series"] = [k.series for k in folded["key"]]
     folded["scaling"] = [k.scaling for k in folded["key"]]

@@ -20,7 +20,7 @@ MIGRATIONS = {1: lambda data: data,
 class ResultRow:
     run_id: str
     started_at: str
-    status: str
+    status: str                             # a bench.status.Status value
     variant: str
     framework: str
     launcher: str
@@ -110,6 +110,8 @@ class ResultRow:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
+        # The plain string (asdict keeps a Status member): a row in memory is then the row read back.
+        data["status"] = str(self.status)
         return {**data.pop("unknown"), **data}
 
     @property

@@ -24,6 +24,7 @@ from bench.metrics import memory
 from bench.results.jsonl import RESULTS
 from bench.results.row import ResultRow
 from bench.run import environment as env_info
+from bench.status import Status
 from bench.worker import data
 from bench.run import fold
 from bench.run.exchange import NeverJoined, Offer, Session, meet
@@ -101,7 +102,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     recorded = row_if_the_harness_dies(spec, run_id, run_dir, out_dir, environment) if environment is not None else ()
     reaper = Reaper(run_id, *recorded)
     procs, command, to_start, session, series, stopped = [], None, [], None, None, None
-    status, reason = "failed", None  # what node 0's agent tells the others, should the launch itself raise
+    status, reason = Status.FAILED, None  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
         temp.mkdir(exist_ok=True)
@@ -110,7 +111,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
             try:
                 session = meet_hosts(spec)
             except NeverJoined as missing:
-                return Launched(run_id, run_dir, placement, None, "failed", str(missing), {}, launch_time,
+                return Launched(run_id, run_dir, placement, None, Status.FAILED, str(missing), {}, launch_time,
                                 time.time() - launch_time)
         store = start_store_host(spec, run_id, run_dir)
         procs += [store[0]] if store else []
@@ -127,7 +128,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         servers = frozenset(i for i, p in enumerate(to_start) if p.server)
         status, reason = wait(started, launch_time, spec.timeout_s, logs, servers, watch_hosts(spec, session),
                               fold.ResultWatch(run_dir, [r for r in spec.reporting_ranks if r in spec.local_ranks]))
-        if session and spec.host_node != 0 and status == "ok":  # until node 0's agent has what it needs
+        if session and spec.host_node != 0 and status == Status.OK:  # until node 0's agent has what it needs
             session.wait_for_close(max(0.0, spec.timeout_s - (time.time() - launch_time)))
     except Interrupted as stop:  # the sweep records the run as interrupted
         stop.run_id, stop.command, stopped = run_id, command, stop
@@ -157,7 +158,7 @@ def row_if_the_harness_dies(spec: RunSpec, run_id: str, run_dir: Path, out_dir: 
                              environment: dict) -> tuple[Path, Path]:
     """The run's row should the harness die with it in flight, written beside it for its watchdog to append to
     the store (bench.run.reaper); removed when the watchdog is released."""
-    row = base_row(spec, run_id, "interrupted", HARNESS_DIED)
+    row = base_row(spec, run_id, Status.INTERRUPTED, HARNESS_DIED)
     row.environment = environment
     path = run_dir / "row-if-the-harness-dies.json"
     path.write_text(json.dumps(row.to_dict(), default=str))
@@ -205,14 +206,15 @@ def watch_hosts(spec: RunSpec, session: Session | None):
         if spec.host_node == 0:
             gone = session.gone()
             names = ", ".join(f"node {r} ({session.offers[r].address})" for r in gone if r in session.offers)
-            return ("failed", f"the agent of {names} went away mid-run: its host died or it was stopped") if gone else None
+            return ((Status.FAILED, f"the agent of {names} went away mid-run: its host died or it was stopped")
+                    if gone else None)
         ended = session.ended()
         if ended is None:
             return None
-        if done or (ended == "ok" and time.time() - ok_at.setdefault(0, time.time()) > CLOSE_GRACE_S):
-            return "ok", None  # node 0 has the row; what still ran here was exiting
-        if ended != "ok":
-            return "failed", f"node 0's run ended before this host's ranks finished ({ended})"
+        if done or (ended == Status.OK and time.time() - ok_at.setdefault(0, time.time()) > CLOSE_GRACE_S):
+            return Status.OK, None  # node 0 has the row; what still ran here was exiting
+        if ended != Status.OK:
+            return Status.FAILED, f"node 0's run ended before this host's ranks finished ({ended})"
         return None
 
     return stop
@@ -271,7 +273,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     """Launch one run and fold its reports into a row (never raises on a failed run)."""
     environment = dict(environment or env_info.environment())
     run = start_and_wait(spec, out_dir, machine, data_path, environment)
-    row = base_row(spec, run.run_id, "failed", started=run.launch_time)
+    row = base_row(spec, run.run_id, Status.FAILED, started=run.launch_time)
     row.environment = dict(environment)
     row.oversubscribed = run.placement.oversubscribed
     row.notes.extend(run.placement.warnings)
@@ -285,7 +287,7 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         row.notes.append(f"fault injected: {os.environ[FAULT_ENV]}")
     if os.environ.get(TURNS_ENV):
         row.notes.append(DUET_NOTE)
-    if run.status == "ok" and run.reason:  # processes still running after every rank's result, stopped
+    if run.status == Status.OK and run.reason:  # processes still running after every rank's result, stopped
         row.notes.append(run.reason)
     row.command, row.wall_s = run.command, run.wall_s
     row.timeseries = run.timeseries
@@ -296,17 +298,17 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
 
         row.environment["s3_endpoint"] = s3.endpoint_label()
 
-    if run.status == "ok" and 0 not in spec.local_ranks:
-        row.status = "ok"  # rank 0's host measures; this host only ran its share
+    if run.status == Status.OK and 0 not in spec.local_ranks:
+        row.status = Status.OK  # rank 0's host measures; this host only ran its share
         row.notes.append(f"node {spec.host_node}'s share of a multi-host run: the row is collected on node 0's host")
         return row
-    if run.status != "ok":
+    if run.status != Status.OK:
         row.status = run.status
-        rank_error = fold.first_error(run.records) if run.status == "failed" else None
+        rank_error = fold.first_error(run.records) if run.status == Status.FAILED else None
         # Which process died and how, then the error a rank reported (or, without one, the log's last lines).
         row.error = f"{run.reason.splitlines()[0]}\n{rank_error}" if rank_error else run.reason
-        if run.status == "failed" and memory.ALLOCATION_REFUSED.search(row.error or ""):
-            row.status = memory.DOES_NOT_FIT  # a result under the memory given, not a fault
+        if run.status == Status.FAILED and memory.ALLOCATION_REFUSED.search(row.error or ""):
+            row.status = Status.DOES_NOT_FIT  # a result under the memory given, not a fault
             row.memory = {"refused_allocation_mb": memory.refused_mb(row.error)}
         return row
     try:
@@ -325,5 +327,5 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
     if row.timeseries and row.timeseries.get("gpus") and row.startup_s is not None:
         row.timeseries["energy_j_per_sample"] = sampler.energy_per_sample(run.run_dir / sampler.FILE, row.startup_s,
                                                                           row.throughput["median"])
-    row.status = "ok"
+    row.status = Status.OK
     return row

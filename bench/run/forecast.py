@@ -24,6 +24,7 @@ from bench.results.jsonl import read_jsonl
 from bench.results.key import config_key
 from bench.run.runspec import RunSpec
 from bench import REPO_ROOT
+from bench.status import Status
 
 
 def _levels(spec: RunSpec) -> list[tuple]:
@@ -44,7 +45,7 @@ class Forecast:
         self._earlier: dict[tuple, list[float]] = defaultdict(list)
         self._measured: dict[tuple, list[tuple]] = defaultdict(list)  # level -> (run key, seconds) measured today
         for row in earlier_rows:
-            if row.get("status") == "ok" and row.get("wall_s"):
+            if row.get("status") == Status.OK and row.get("wall_s"):
                 for level in _row_levels(row):
                     self._earlier[level].append(float(row["wall_s"]))
 
@@ -140,7 +141,8 @@ TRAIN_SAMPLES = {"fashion-mnist": 60_000}
 
 def gpu_projection(specs: list[RunSpec]) -> str | None:
     """The projected time of a GPU sweep of ResNet-50 from the one-GPU H100 step (None for any other sweep)."""
-    rows = [r for r in read_jsonl(REPO_ROOT / "results" / GPU_STEP_REFERENCE / "results.jsonl") if r.get("status") == "ok"]
+    rows = [r for r in read_jsonl(REPO_ROOT / "results" / GPU_STEP_REFERENCE / "results.jsonl")
+            if r.get("status") == Status.OK]
     gpu_specs = [s for s in specs if s.device_type == "cuda" and s.task.model.name == "resnet50"
                  and s.task.recipe.precision == "bf16" and s.task.model.image_size == 224]
     if not rows or not gpu_specs or len(gpu_specs) != len(specs):

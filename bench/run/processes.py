@@ -19,6 +19,7 @@ from pathlib import Path
 from bench import REPO_ROOT
 from bench.interrupt import held
 from bench.run import stacks
+from bench.status import Status
 from bench.worker import LAUNCH_TIME_ENV
 
 RUN_ID_ENV = "DTBENCH_RUN_ID"
@@ -101,10 +102,10 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
         if failed:
             index, code = failed[0]
             how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-            return "failed", f"{logs[index].stem} {how}:\n{tail(logs[index])}"
+            return Status.FAILED, f"{logs[index].stem} {how}:\n{tail(logs[index])}"
         done = all(codes[i] == 0 for i in trains)
         if done and trains:
-            return "ok", None
+            return Status.OK, None
         ended = stop(done)
         if ended is not None:
             return ended
@@ -112,14 +113,14 @@ def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,
             reported_at = time.time()
         if reported_at is not None and time.time() - reported_at > RESULT_GRACE_S:
             running = ", ".join(logs[i].stem for i in trains if codes[i] is None)
-            return "ok", f"{running} still running {RESULT_GRACE_S:g} s after every rank's result: stopped"
+            return Status.OK, f"{running} still running {RESULT_GRACE_S:g} s after every rank's result: stopped"
         if time.time() - started > timeout_s:
             waiting = [i for i, c in enumerate(codes) if c is None and i not in servers] or list(servers)
             names, last_lines = ", ".join(logs[i].stem for i in waiting), tail(logs[waiting[0]])
             stacks.ask([procs[i].pid for i in waiting], logs[0].parent)
             waited = stacks.where_they_waited(logs[0].parent)
             where = f"; where each process waited (stacks/ in the run folder): {'; '.join(waited)}" if waited else ""
-            return "timeout", (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
+            return Status.TIMEOUT, (f"no result within the {timeout_s:.0f}s timeout; {names} still running, "
                                f"all killed{where}:\n{last_lines}")
         time.sleep(0.2)
 

@@ -11,14 +11,14 @@ from collections import Counter
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.metrics.memory import DOES_NOT_FIT
 from bench.results import ResultStore
 from bench.results.key import config_key, settings_token
 from bench.run.environment import git_sha
 from bench.run.runspec import RunSpec
 from bench.spec.task import SpecError
+from bench.status import Status
 
-FINISHED = ("ok", "skipped", DOES_NOT_FIT)  # the same run under the same memory would not fit again
+FINISHED = (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT)  # the same run under the same memory would not fit again
 
 
 def remaining(specs: list[RunSpec], out_dir: Path, allow_mixed_revisions: bool = False) -> list[RunSpec]:

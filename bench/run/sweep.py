@@ -10,6 +10,7 @@ from typing import Callable
 from bench.results import aggregate, peak
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
+from bench.status import Status
 from bench.worker import MODEL_DIR, data
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
@@ -42,7 +43,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine, mlflow_uri: s
                      f", ETA {eta:.0f}s" if eta is not None else "")
             run_started = time.time()
             row = run_one(spec, store, out_dir, machine, data_paths[spec.task], environment)
-            if row.status != "skipped":
+            if row.status != Status.SKIPPED:
                 calibrated = forecast.scale() is not None
                 forecast.add(spec, time.time() - run_started)
                 if not calibrated and forecast.scale() is not None:
@@ -87,14 +88,15 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
     """Run one configuration (or record why it does not apply) and store its row."""
     reason = spec.inapplicable()
     if reason:
-        row = base_row(spec, new_run_id(spec), "skipped", f"not applicable: {reason}")
+        row = base_row(spec, new_run_id(spec), Status.SKIPPED, f"not applicable: {reason}")
         row.environment = environment
         store.append(row)
         return row
     try:
         row = execute(spec, out_dir, machine, data_path, environment)
     except Interrupted as stop:  # its processes are killed already: record it, then stop the sweep
-        row = base_row(spec, stop.run_id or new_run_id(spec), "interrupted", f"{stop}: the run's processes were killed")
+        row = base_row(spec, stop.run_id or new_run_id(spec), Status.INTERRUPTED,
+                       f"{stop}: the run's processes were killed")
         row.environment, row.command, row.timeseries = environment, stop.command, stop.timeseries
         store.append(row)
         log.info("      -> interrupted (%s)", stop.name)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.results.row import ResultRow
 from bench.spec.task import SpecError
+from bench.status import Status
 
 log = logging.getLogger(__name__)
 MODEL_ARTIFACT = "model"
@@ -64,7 +65,7 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
               **flatten(row.task, "task.")}
     with mlflow.start_run(run_name=row.run_id, tags={"status": row.status, "host": row.host or ""}) as run:
         mlflow.log_params({k: v for k, v in params.items() if v is not None})
-        saved = row.status == "ok" and row.model_bytes is not None and model_dir is not None and model_dir.is_dir()
+        saved = row.status == Status.OK and row.model_bytes is not None and model_dir is not None and model_dir.is_dir()
         model_id = log_model(model_dir, run.info.run_id, params) if saved else None
         # The row's figures, the model's too (MLflow's own log_model does the same): through the client, which
         # leaves the run's inputs alone (log_metrics would also list the model as an input of its own run).

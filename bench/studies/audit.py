@@ -24,6 +24,7 @@ from bench.spec.devices import Machine
 from bench.spec.family import Family
 from bench.spec.task import TaskSpec
 from bench.spec.variants import FAST_PATH_SWITCHES, Switch, get_variant, load
+from bench.status import Status
 from bench.worker import cpu_model, data
 from bench.worker.kernels import instruction_sets
 
@@ -102,7 +103,7 @@ def measure(switch: Switch, runs_dir: Path, machine: Machine, device_type: str, 
     errors = []
     for value in ORDER:
         row = execute(_side(switch, value, task, device_type, cores_per_slot), runs_dir, machine, None)
-        if row.status == "ok" and row.throughput:
+        if row.status == Status.OK and row.throughput:
             side[value].append(row.throughput["median"])
         else:
             errors.append(f"{switch.env}={value}: {(row.error or row.status).splitlines()[0]}")

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Callable
 
 from bench.interrupt import Interrupted
-from bench.metrics.memory import DOES_NOT_FIT
 from bench.results.fast_path import FILE as FAST_PATH_FILE
 from bench.results.jsonl import RESULTS, read_jsonl
 from bench.spec import devices, options
 from bench.spec.family import Family
 from bench.spec.task import SpecError
 from bench.spec.variants import FAST_PATH_SWITCHES, GPU_CHECK_RUNS, get_variant
+from bench.status import Status
 
 DEFAULT_BUDGET_S = 480.0  # a lent box gives 15 minutes of device time, its start included: room for one rerun
 # The workload GPU users know (timm's benchmark.py --bench train, MLPerf's model): set in full on every run, so
@@ -89,7 +89,7 @@ class Step:
     limit_s: float             # the step's own time limit
     needs: tuple[str, ...] = ()  # distributions or modules this machine must have
     judge: str = "row"         # how its outcome is read (JUDGES)
-    expect: str = "ok"         # the status of its row that passes
+    expect: Status = Status.OK  # the status of its row that passes
     about: str = ""            # what a step without a command does
 
 
@@ -152,7 +152,7 @@ def plan(out: Path, sampled: bool = True) -> list[Step]:
         Step(f"memory cap: fits in {FITS_GIB} GiB", "memory", capped(FITS_GIB), 25.0,
              MEMORY_LIMIT_S + LAUNCH_SLACK_S, torch_needs),
         Step(f"memory cap: does not fit in {DOES_NOT_FIT_GIB} GiB", "memory", capped(DOES_NOT_FIT_GIB), 20.0,
-             MEMORY_LIMIT_S + LAUNCH_SLACK_S, torch_needs, expect=DOES_NOT_FIT),
+             MEMORY_LIMIT_S + LAUNCH_SLACK_S, torch_needs, expect=Status.DOES_NOT_FIT),
     ]
     switches = [s for s in FAST_PATH_SWITCHES if "cuda" in s.device_types and s.family is Family.TORCH]
     if switches:  # each switch on, off, off, on (bench.studies.audit.ORDER)
@@ -282,9 +282,10 @@ def _judge_row(step: Step, out: Path, finished: Finished, rows: list[dict]) -> t
     row = rows[-1]
     if row["status"] == step.expect:
         return "ok", row_figure(row)
-    if row["status"] == "ok":  # a run expected not to fit trained under the cap
+    if row["status"] == Status.OK:  # a run expected not to fit trained under the cap
         return "failed", f"trained under the cap, which did not hold: {row_figure(row)}"
-    return ("timeout" if row["status"] == "timeout" else "failed"), f"{row['status']}: {last_line(row.get('error'))}"
+    return (("timeout" if row["status"] == Status.TIMEOUT else "failed"),
+            f"{row['status']}: {last_line(row.get('error'))}")
 
 
 def _judge_compile(step: Step, out: Path, finished: Finished, rows: list[dict]) -> tuple[str, str]:
@@ -343,7 +344,7 @@ JUDGES = {"row": _judge_row, "compile": _judge_compile, "energy": _judge_energy,
 
 
 def row_figure(row: dict) -> str:
-    if row["status"] == DOES_NOT_FIT:
+    if row["status"] == Status.DOES_NOT_FIT:
         refused = (row.get("memory") or {}).get("refused_allocation_mb")
         asked = f": an allocation of {refused:,.0f} MiB refused" if refused else ""
         return f"does not fit in {row['task'].get('device_memory_gib'):g} GiB{asked}"
@@ -371,7 +372,7 @@ def peer_figure(summary: dict) -> str:
 
 def baseline_row(out: Path) -> dict | None:
     """The plain loop's last ok eager row without a memory cap: what energy and compile are read against."""
-    found = [r for r in read_jsonl(out / RESULTS) if r.get("variant") == baseline() and r.get("status") == "ok"
+    found = [r for r in read_jsonl(out / RESULTS) if r.get("variant") == baseline() and r.get("status") == Status.OK
              and not (r.get("task") or {}).get("device_memory_gib") and not (r.get("task") or {}).get("compile")
              and (r.get("throughput") or {}).get("median")]
     return found[-1] if found else None

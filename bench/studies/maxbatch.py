@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from bench.metrics.memory import DOES_NOT_FIT
 from bench.results import ResultRow
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
+from bench.status import Status
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,8 @@ SUMMARY = "maxbatch.jsonl"
 
 def out_of_memory(row: ResultRow) -> bool:
     """An allocator refused the probe memory, or (no budget given) the kernel's OOM killer ended a rank."""
-    return row.status == DOES_NOT_FIT or (row.status == "failed" and "killed by signal 9" in (row.error or ""))
+    return row.status == Status.DOES_NOT_FIT or (row.status == Status.FAILED
+                                                 and "killed by signal 9" in (row.error or ""))
 
 
 @dataclass
@@ -64,9 +65,9 @@ def search(spec: RunSpec, run: Callable[[RunSpec], ResultRow], max_batch: int, r
         first_line = row.error.splitlines()[0] if row.error else None
         found.probes.append({"global_batch": per_device * world, "status": row.status, "run_id": row.run_id,
                              "peak_mb": memory, "out_of_memory": out_of_memory(row), "error": first_line})
-        log.info("      batch %d: %s", per_device * world, "fits" if row.status == "ok" else
+        log.info("      batch %d: %s", per_device * world, "fits" if row.status == Status.OK else
                  "out of memory" if out_of_memory(row) else f"failed: {row.error}")
-        if row.status == "ok":
+        if row.status == Status.OK:
             return True
         if out_of_memory(row):
             return False

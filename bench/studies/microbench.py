@@ -16,6 +16,7 @@ from bench.spec.devices import Machine
 from bench.spec.task import get_task
 from bench.spec.family import Family
 from bench.spec.variants import PROBED_COLLECTIVES, Variant
+from bench.status import Status
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def measure_collectives(out_dir: Path, machine: Machine, device_type: str, nodes
                    **across_hosts)
     if spec.host_node not in (None, 0):
         launched = start_and_wait(spec, out_dir, machine, data_path=None)
-        if launched.status != "ok":
+        if launched.status != Status.OK:
             log.warning("node %d's share of the collectives failed: %s", spec.host_node,
                         (launched.reason or "no reason recorded").splitlines()[0])
             return None
@@ -68,7 +69,7 @@ def run(spec: RunSpec, event: str, out_dir: Path, machine: Machine) -> dict | No
     None (with a warning) when it failed."""
     launched = start_and_wait(spec, out_dir, machine, data_path=None)
     events = [r for r in launched.records.get(0, []) if r["event"] == event]
-    if launched.status != "ok" or not events:
+    if launched.status != Status.OK or not events:
         log.warning("%s benchmark %s failed: %s", event, spec.key.label,
                     (launched.reason or "no result").splitlines()[0])
         return None
@@ -106,7 +107,7 @@ def communication_for_sweep(rows: list[ResultRow], out_dir: Path, machine: Machi
         found.setdefault((r["device_type"], r["nodes"], r["devices_per_node"]), set()).add(r["collective"])
     measured = {topology for topology, kinds in found.items() if kinds >= set(collectives.BUS_FACTOR)}
     topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
-                         if r.status == "ok" and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
+                         if r.status == Status.OK and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
                         - (set() if again else measured))
     for device_type, nodes, per_node in topologies:
         log.info("collective microbenchmarks: %s %dx%d", device_type, nodes, per_node)

@@ -29,6 +29,7 @@ from bench.run.runspec import RunSpec
 from bench.spec import devices, models
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import FAST_PATH_SWITCHES, OVERHEAD_PAIRS, get_variant, load
+from bench.status import Status
 from bench.worker import data
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def measure_pair(framework: str, task: TaskSpec, machine, data_path: Path | None
         run_dir = args.out / "plain" / f"{framework}-{side}{i}"
         if side == "harness":
             row = execute(spec, args.out, machine, data_path)
-            if row.status != "ok":
+            if row.status != Status.OK:
                 log.error("harness run failed: %s", row.error)
                 return None
             rates = row.throughput["windows"]

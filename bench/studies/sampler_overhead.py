@@ -22,6 +22,7 @@ from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import devices
 from bench.spec.task import get_task
 from bench.spec.variants import SAMPLER_OVERHEAD_VARIANT, get_variant
+from bench.status import Status
 from bench.worker import data
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         throughput = {}
         for rate in RATES_S[i % 3:] + RATES_S[:i % 3]:
             row = execute(dataclasses.replace(base, sample_every_s=rate), args.out, machine, data_path)
-            if row.status != "ok":
+            if row.status != Status.OK:
                 log.error("run failed: %s", row.error)
                 return 1
             throughput[rate] = row.throughput["median"]
