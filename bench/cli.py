@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):
-            commands.print_table(stop.rows, args.out, metrics.settings(args))
+            commands.print_folder_table(stop.rows, args.out, metrics.settings(args))
         resume = " (`bench sweep --resume` runs what is left)" if args.func is commands.cmd_sweep else ""
         in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
         print(f"\n{stop}: {sum(r.status != Status.INTERRUPTED for r in stop.rows)} runs finished{in_flight}{resume}",

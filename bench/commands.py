@@ -8,6 +8,7 @@ import itertools
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench import metrics
 from bench.run import plan
@@ -17,6 +18,9 @@ from bench.spec.family import Family
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
 from bench.status import Status
+
+if TYPE_CHECKING:
+    from bench.analysis.folder import Folder
 
 log = logging.getLogger("bench")
 
@@ -45,15 +49,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_table(rows, out: Path, settings: dict | None = None) -> None:
+def print_table(rows, results: Folder) -> None:
     """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
-    from bench import results
     from bench.analysis.tables import text_table
-    from bench.results import aggregate, peak
 
-    configs = aggregate.configurations(results.load(out), peak.load(out), settings)
+    configs = results.configs
     ran = {r.key for r in rows}
     print(text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
+
+
+def print_folder_table(rows, out: Path, settings: dict | None) -> None:
+    """The table of the runs that finished, as the folder holds them now (a sweep stopped by a signal)."""
+    from bench.analysis.folder import Folder
+
+    print_table(rows, Folder.read(out, settings))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -71,9 +80,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = dataclasses.replace(spec, engine=engine, engine_address=address)
     spec = dataclasses.replace(spec, interface=chosen_interface(args))
     plan.check_all([spec], machine)  # before the harness's heavy imports: a bad request answers at once
-    from bench.worker import data
-    from bench.run import sweep
+    from bench.analysis.folder import Folder
+    from bench.results import ResultStore
+    from bench.run import sweep, tracking
     from bench.run.execute import execute
+    from bench.worker import data
 
     if variant.family is Family.TENSORFLOW and device_type == "cuda":
         from bench.run.interpreters import require_tf_gpus
@@ -85,7 +96,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == Status.OK else 1
     rows = sweep.run_all([spec], args.out, machine, args.mlflow)
-    print_table(rows, args.out, metrics.settings(args))
+    results = Folder.read(args.out, metrics.settings(args))
+    if args.mlflow:
+        tracking.log_derived(args.mlflow, rows, results.configs)
+    ResultStore(args.out).export_tables(results.runs)
+    print_table(rows, results)
     return 0 if rows[0].status == Status.OK else 1
 
 
@@ -201,7 +216,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis import report
-    from bench.run import forecast, resume, sweep
+    from bench.analysis.folder import Folder
+    from bench.run import forecast, resume, sweep, tracking
     from bench.studies import audit, microbench
 
     if args.allow_mixed_revisions and not args.resume:
@@ -231,11 +247,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rows = sweep.run_all(specs, args.out, machine, args.mlflow, after_run=provisional)
     if args.analysis:
         microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
-    print_table(rows, args.out, metrics.settings(args))
-    path = report.write_report(args.out, metrics.settings(args))
-    print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv); report in {path} and "
-          f"{path.with_suffix('.html')}")
-    print_verdict(args.out, metrics.settings(args))
+    results = Folder.read(args.out, metrics.settings(args))  # the folder as it ends, folded once for all below
+    if args.mlflow:
+        tracking.log_derived(args.mlflow, rows, results.configs)
+    print_table(rows, results)
+    path = report.write_report(results)
+    print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv, results.parquet); report in {path} "
+          f"and {path.with_suffix('.html')}")
+    print_verdict(results)
     # An approach that does not fit the device memory is an answer of the sweep, not a fault of it.
     return 0 if all(r.status in (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT) for r in rows) else 1
 
@@ -289,14 +308,15 @@ def cmd_collectives(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from bench.analysis import report
-    from bench.results import ResultStore
+    from bench.analysis.folder import Folder
 
-    if not ResultStore(args.dir).dicts():
+    results = Folder.read(args.dir, metrics.settings(args))
+    if not results.rows:
         raise SpecError(f"{args.dir} holds no rows ({args.dir / 'results.jsonl'} is missing, empty or torn): name the "
                         "folder a sweep wrote, or run `bench sweep --out DIR` first")
-    path = report.write_report(args.dir, metrics.settings(args))
+    path = report.write_report(results)
     print(path.read_text())
-    print_verdict(args.dir, metrics.settings(args))
+    print_verdict(results)
     return 0
 
 
@@ -329,6 +349,7 @@ def cmd_project(args: argparse.Namespace) -> int:
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise SpecError(f"--devices-per-node must be at least 1 (got {args.devices_per_node})")
     from bench.analysis import networks, project
+    from bench.analysis.folder import Folder
     from bench.analysis.projection import Link
 
     if sum(x is not None for x in (args.between_nodes, args.busbw_gbps, args.network)) > 1:
@@ -346,7 +367,7 @@ def cmd_project(args: argparse.Namespace) -> int:
         far_name = "given"
     else:
         far, far_source, far_name = None, "given", "given"
-    result = project.folder(args.dir, devices_per_node=args.devices_per_node, far=far, check=project.measured_error(),
+    result = project.folder(Folder.read(args.dir), devices_per_node=args.devices_per_node, far=far, check=project.measured_error(),
                             far_source=far_source, far_name=far_name, inside=inside)
     print(project.text(result))
     print(f"\nfigure: {project.figure(result, args.dir / 'projection.png')}")
@@ -356,11 +377,12 @@ def cmd_project(args: argparse.Namespace) -> int:
 def print_provisional(directory: Path, settings: dict | None, done: int, still: list[RunSpec]) -> None:
     """The headline once each approach has run at the sweep's most devices: marked provisional, with what is
     still to run (baselines, twins, fewer devices, repeats), whose rows the full verdict at the end adds."""
-    from bench.analysis import headline, verdict
+    from bench.analysis import headline
+    from bench.analysis.folder import Folder
     from bench.analysis.repeats import measured_runs
 
-    configs, runs, _ = verdict.folder(directory, settings)
-    short = headline.text(headline.headlines(configs, measured_runs(runs)))
+    results = Folder.read(directory, settings)
+    short = headline.text(headline.headlines(results.configs, measured_runs(results.runs)))
     if not short:
         return
     left = list(dict.fromkeys(f"{s.variant.name}{' (no sync)' if s.independent else ''} on {s.world_size}"
@@ -370,15 +392,14 @@ def print_provisional(directory: Path, settings: dict | None, done: int, still: 
           "at the end reads them all):\n" + "\n".join(f"  {line}" for line in short), flush=True)
 
 
-def print_verdict(directory: Path, settings: dict | None = None) -> None:
+def print_verdict(results: Folder) -> None:
     """The answer last on the console, where the eye lands when the command ends: the full verdict, then its
     headline (at most three lines a group)."""
     from bench.analysis import headline, verdict
     from bench.analysis.repeats import measured_runs
 
-    configs, runs, warnings = verdict.folder(directory, settings)
-    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict.lines(configs, runs, warnings)))
-    short = headline.text(headline.headlines(configs, measured_runs(runs)))
+    print("\nverdict:\n" + "\n".join(f"  {line}" for line in verdict.verdict_lines(results)))
+    short = headline.text(headline.headlines(results.configs, measured_runs(results.runs)))
     if short:
         print("\nanswer:\n" + "\n".join(f"  {line}" for line in short))
 

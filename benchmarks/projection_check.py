@@ -29,10 +29,12 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.analysis import project
-from bench.results import ResultStore, aggregate, peak
+from bench.results import ResultStore, peak
+from bench.analysis import aggregate
 from bench.results.frame import frame
 from bench.spec.task import SpecError
 from bench.studies import netns
+from bench.analysis.folder import Folder
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ def compare(out: Path, rates: list[str | None], repeats: int) -> list[dict]:
         rounds: dict[str, list[tuple]] = {}
         for round_ in range(repeats):
             folder = out / f"round-{round_ + 1}"
-            result = project.folder(folder / "one-host", counts=(2,), devices_per_node=1, far=far)
+            result = project.folder(Folder.read(folder / "one-host"), counts=(2,), devices_per_node=1, far=far)
             runs = folder / f"two-host-{label(rate)}"
             measured = aggregate.configurations(frame(ResultStore(runs).dicts()), peak.load(runs))
             measured = measured[(measured["status"] == "ok") & (measured["world_size"] == 2)]

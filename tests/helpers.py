@@ -27,7 +27,8 @@ def rows(out: Path) -> list[dict]:
 
 def configurations(out: Path, figure: str) -> tuple[list, list]:
     """(run keys, one derived figure) of a results folder's configurations, as its report derives them."""
-    from bench.results import aggregate, load, peak
+    from bench.results import load, peak
+    from bench.analysis import aggregate
 
     configs = aggregate.configurations(load(out), peak.load(out))
     return list(configs["key"]), list(configs[figure])

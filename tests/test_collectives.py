@@ -5,6 +5,7 @@ import pytest
 
 from bench.analysis import report
 from bench.results import ResultStore, collectives
+from bench.analysis.folder import Folder
 from test_report import row as report_row
 
 SIZES = [1 << k for k in range(12, 27, 2)]
@@ -58,7 +59,7 @@ def test_the_report_gives_each_collectives_fit_and_an_older_all_reduce_table_is_
     (tmp_path / "allreduce.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
     (tmp_path / collectives.FILE).write_text("".join(
         json.dumps(r) + "\n" for r in measured("reduce_scatter", 2, 1e-3, 0.5e9)))
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     section = text.split("## Collectives: latency and bandwidth (α–β fit)")[1]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
              if line.startswith("| all-") or line.startswith("| reduce-")]

@@ -15,6 +15,7 @@ from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.worker import kernels
+from bench.analysis.folder import Folder
 from helpers import result_row
 from test_report import row as report_row
 
@@ -64,7 +65,7 @@ def test_the_report_header_lists_each_frameworks_kernels_and_the_audit(tmp_path)
         **report_row("tf-mirrored", 1, 8000.0, framework="tensorflow-cpu").to_dict(),
         "environment": {"kernels": TF_ON}, "fast_path": {"onednn": True, "compile": False}}))
     (tmp_path / "fast_path.jsonl").write_text(json.dumps(audit_row(False, [8000, 8100], [6000, 6200])) + "\n")
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "kernels, PyTorch (dtbench's fast path): AVX2 dispatch; oneDNN on; BLAS mkl; channels_last off" in text
     assert ("kernels, TensorFlow (dtbench's fast path): oneDNN on (TF_ENABLE_ONEDNN_OPTS=1; TensorFlow's default "
             "on this CPU: off)") in text

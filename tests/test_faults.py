@@ -164,7 +164,8 @@ def test_a_torn_store_is_still_run_into_and_reported(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_sweep_resumes_with_exactly_the_runs_it_lacks(tmp_path):
-    from bench.results import ResultStore, aggregate
+    from bench.results import ResultStore
+    from bench.analysis import aggregate
     from bench.results.frame import frame
 
     sweep = ["sweep", "--variants", "torch-single,torch-ddp", "--max-devices", "2", "--task", "quick",

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from bench import cli
 from bench.interrupt import STOP_SIGNALS
 from bench.results import ResultStore
+from bench.analysis.folder import Folder
 from test_report import row
 
 EXAMPLES = int(os.environ.get("DTBENCH_GENERATED_EXAMPLES", "60"))  # a larger budget: set it, as the note records
@@ -155,7 +156,7 @@ def test_a_torn_or_foreign_results_file_keeps_every_complete_row_and_judges_them
     (folder / "results.jsonl").write_bytes(torn)
     kept = [json.loads(line)["run_id"] for line in prefix.split(b"\n") if _parses(line)]
     assert [r["run_id"] for r in ResultStore(folder).dicts()] == kept
-    verdict.verdict_lines(folder)
+    verdict.verdict_lines(Folder.read(folder))
     assert (folder / "results.jsonl").read_bytes() == torn  # read, never rewritten
 
 

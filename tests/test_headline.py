@@ -47,7 +47,8 @@ def test_no_synchronous_winner_and_the_console_form():
 
 
 def test_asynchronous_synthetic_and_no_sync_rows_never_appear_in_the_headline(tmp_path):
-    from bench.results import ResultStore, aggregate, load
+    from bench.results import ResultStore, load
+    from bench.analysis import aggregate
     from test_report import row
 
     store = ResultStore(tmp_path)

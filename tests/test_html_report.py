@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import report
-from bench.results import aggregate
+from bench.analysis import aggregate
 from bench.results import ResultStore, load
+from bench.analysis.folder import Folder
 from helpers import CPU, bench
 from test_report import row
 
@@ -30,7 +31,7 @@ def test_the_page_carries_everything_it_shows(tmp_path):
     for r in (row("torch-ddp", 1, 5000.0), row("torch-ddp", 2, 7000.0), row("torch-ddp", 2, 9000.0, independent=True),
               row("tf-mirrored", 2, 3000.0, framework="tensorflow-cpu")):
         store.append(r)
-    report.write_report(tmp_path)
+    report.write_report(Folder.read(tmp_path))
     page = (tmp_path / "report.html").read_text()
     assert not re.findall(r"""(?:src|href|url)\s*[=(]\s*["']?(?!data:|#)[a-z]+:""", page)
     assert page.count('src="data:image/png;base64,') == len(list(tmp_path.glob("*.png")))

@@ -13,6 +13,7 @@ from bench.worker import data, imagefolder
 from bench.run import plan
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
+from bench.analysis.folder import Folder
 from helpers import CPU, bench, rows
 from tests.listening import is_loopback, listeners_of
 
@@ -224,7 +225,7 @@ def test_the_report_sets_the_input_pipelines_side_by_side(tmp_path):
                     "global_batch": 64, "input": mode, "loader_workers": workers}
             store.append(dataclasses.replace(result_row("torch-ddp", world, median * world, task=task,
                                                         test_accuracy=0.9), run_id=f"{mode}{world}"))
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     table = text.split("### Input pipelines")[1].split("###")[0]
     assert "| memory" in table and "files, 2 workers" in table and "s3, 1 worker" in table
     assert "500 (0.50x) · 90.00%" in table and "500 (0.25x) · 90.00%" in table

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from bench.run import fold
+from bench.analysis.folder import Folder
 from helpers import CPU, bench, result_row, rows
 
 
@@ -74,7 +75,7 @@ def test_the_report_sets_dataparallels_device_0_against_the_others_and_names_it(
                   "peak_allocated_mb_by_device": by_device}
         row = result_row(variant, 4, 4000.0, task=task, device_type="cuda", memory=memory)
         store.append(dataclasses.replace(row, run_id=variant))
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     section = text.split("### Memory per device")[1].split("###")[0]
     assert "device 0 · others' largest (MiB)" in section
     assert "9,000 · 5,200 (+73%)" in section and "6,000 · 6,010 (±0%)" in section
@@ -97,7 +98,7 @@ def test_the_report_compares_each_ranks_model_state_with_one_devices(tmp_path):
         row = result_row(variant, world, 1000.0 * world, task=task, peak_memory_mb=200.0,
                          memory={"model_state_bytes": {str(r): parts for r in range(world)}})
         store.append(dataclasses.replace(row, run_id=f"{variant}{world}"))
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     table = text.split("### Memory per device")[1].split("###")[0]
     assert "| torch-fsdp | 2         | 1.50" in table and "0.50" in table
     assert "| torch-ddp  | 2         | 3.00" in table and "1.00 · 1.00 · 1.00" in table

@@ -6,7 +6,8 @@ import pytest
 from bench.analysis import headline, memory_budget, verdict
 from bench.analysis.repeats import measured_runs
 from bench.metrics import memory
-from bench.results import ResultStore, aggregate, load
+from bench.results import ResultStore, load
+from bench.analysis import aggregate
 from bench.status import Status
 from helpers import CPU, bench, rows
 from test_report import TASK, row

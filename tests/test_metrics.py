@@ -4,7 +4,9 @@ import pytest
 from bench import metrics
 from bench.analysis import tables
 from bench.analysis.verdict import verdict_lines
-from bench.results import ResultStore, aggregate, load
+from bench.results import ResultStore, load
+from bench.analysis import aggregate
+from bench.analysis.folder import Folder
 from helpers import CPU, bench
 from test_report import row as report_row
 
@@ -41,9 +43,9 @@ def test_without_a_price_there_is_no_cost_column_and_the_table_is_as_before(tmp_
 
 
 def test_the_verdict_states_the_winners_cost_when_priced(tmp_path):
-    [line] = [s for s in verdict_lines(folder(tmp_path), {"price_per_device_hour": 3.6}) if "2 CPU slots" in s]
+    [line] = [s for s in verdict_lines(Folder.read(folder(tmp_path), {"price_per_device_hour": 3.6})) if "2 CPU slots" in s]
     assert "$0.333 per million samples at $3.6 a device-hour" in line
-    assert not any("per million samples" in s for s in verdict_lines(tmp_path))
+    assert not any("per million samples" in s for s in verdict_lines(Folder.read(tmp_path)))
 
 
 def test_bench_report_takes_the_price_and_refuses_a_price_that_is_not_one(tmp_path):
@@ -72,7 +74,7 @@ def test_stragglers_fold_over_repeats_and_show_under_their_task(tmp_path):
     two = aggregate.configurations(load(tmp_path)).to_dict("records")[1]
     assert two["runs"] == 3 and (two["rank_times.own_ms.0"], two["rank_times.own_ms.1"]) == (10.0, 13.0)
     assert two["rank_times.slowest_rank"] == 1 and two["rank_times.behind_median"] == pytest.approx(13 / 11.5 - 1)
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     task_part, folder_part = text.split("## task ")[1], text.split("## task ")[0]
     assert "### Stragglers" in task_part and "Stragglers" not in folder_part
     assert "| 0: 10.00, 1: 13.00 " in task_part

@@ -4,6 +4,7 @@ import pytest
 
 from bench.analysis import model_size, report
 from bench.results import ResultStore
+from bench.analysis.folder import Folder
 from helpers import result_row
 
 SIZES = {"small-cnn": 100_000, "timm:resnet18": 11_200_000, "timm:vit_base_patch16_224": 86_000_000}
@@ -21,7 +22,7 @@ def test_a_sweep_over_models_draws_throughput_against_size_and_names_the_crossov
               row("torch-ddp", "timm:resnet18", 300.0), row("torch-fsdp", "timm:resnet18", 250.0),
               row("torch-ddp", "timm:vit_base_patch16_224", 20.0), row("torch-fsdp", "timm:vit_base_patch16_224", 40.0)):
         store.append(r)
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "### Throughput against model size" in text
     assert "(1) On 2 devices, torch-fsdp overtakes torch-ddp between 11.2 M and 86.0 M parameters." in text
     assert (tmp_path / "quick-fp32-strong-model-size.png").read_bytes()[:4] == b"\x89PNG"

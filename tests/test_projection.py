@@ -3,6 +3,7 @@ import pytest
 
 from bench.analysis import projection
 from bench.analysis.projection import Link
+from bench.analysis.folder import Folder
 
 PSI = 100e6  # bytes of gradients (25 M fp32 parameters)
 
@@ -126,7 +127,8 @@ def test_projected_model_state_at_the_measured_count_is_what_each_rank_measured(
     from pathlib import Path
 
     from bench.analysis import project
-    from bench.results import ResultStore, aggregate, peak
+    from bench.results import ResultStore, peak
+    from bench.analysis import aggregate
     from bench.results.frame import frame
 
     folder = Path("results/reference-cpu")
@@ -186,7 +188,7 @@ def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_p
 
     folder = tmp_path / "reference-cpu"
     shutil.copytree("results/reference-cpu", folder)
-    report = write_report(folder).read_text()
+    report = write_report(Folder.read(folder)).read_text()
     section = report[report.index("## Projected to more devices (not measured)"):]
     assert "\n## " not in section.split("\n", 1)[1]  # the last section: no measured one after it
     assert section.index("PROJECTED, not measured") < section.index("| torch-ddp ") < section.index("![projection]")
@@ -196,7 +198,7 @@ def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_p
     assert (folder / "projection.png").stat().st_size > 10_000
     one_device = tmp_path / "compile"
     shutil.copytree("results/reference-cpu-compile", one_device)
-    assert project.section(one_device) == [] and not (one_device / "projection.png").exists()
+    assert project.section(Folder.read(one_device)) == [] and not (one_device / "projection.png").exists()
 
 
 def _collective_rows(path, nodes: int, links: dict, world: int = 2) -> None:

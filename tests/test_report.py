@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 
 from bench.analysis import plots, report, step_breakdown
-from bench.results import aggregate, allreduce
+from bench.results import allreduce
+from bench.analysis import aggregate
 from bench.results import ResultStore
 from bench.results.frame import frame
+from bench.analysis.folder import Folder
 from helpers import result_row
 
 TASK = {"name": "default", "model": "small-cnn", "dataset": "fashion-mnist", "precision": "fp32",
@@ -59,7 +61,7 @@ def store(tmp_path):
 
 
 def test_report_has_every_row_every_plot_and_the_analysis(store):
-    path = report.write_report(store.directory)
+    path = report.write_report(Folder.read(store.directory))
     text = path.read_text()
     assert has_row(text, "torch-ddp", "1 cpu", "ok") and has_row(text, "torch-ddp", "2 cpu", "ok")
     assert has_row(text, "torch-ddp (no sync)", "2 cpu", "ok")
@@ -104,7 +106,7 @@ def test_repeats_fold_into_one_row_with_the_range_over_runs(tmp_path):
     store = ResultStore(tmp_path)
     for r in runs:
         store.append(r)
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "6 runs in `results.jsonl`, repeats folded into 2 rows" in text
     assert "1,500 [1,000, 2,000] (3 runs)" in text
 
@@ -222,7 +224,7 @@ def test_weak_and_strong_runs_are_reported_apart_each_against_its_own_baseline(t
     assert by[("strong", 2)] == pytest.approx(6000 / (2 * 5000))
     assert by[("weak", 2)] == pytest.approx(7200 / (2 * 4000))   # vs the weak one-device run, not the strong
     assert len(set(configs["key"])) == 4
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "## task default (small-cnn at 28 px)/fp32, weak scaling" in text and "## task default (small-cnn at 28 px)/fp32, strong scaling" in text
     assert has_row(text, "torch-ddp", "2 cpu", "256 (128/dev, weak)", "ok")
     assert (tmp_path / "default-fp32-weak-efficiency.png").exists()
@@ -238,7 +240,7 @@ def test_a_twin_shares_its_runs_hue_and_unmeasured_figures_draw_no_bar(store):
     assert style.line_style(bound, palette)["color"] == style.lighter(palette["torch-ddp"], 0.35)
     assert style.line_style(bound, palette)["ls"] == "--" and style.line_style(real, palette)["ls"] == "-"
     assert len(set(palette.values())) == len(palette)  # one colour per approach
-    report.write_report(store.directory)
+    report.write_report(Folder.read(store.directory))
     assert (store.directory / "default-fp32-strong-verdict.png").stat().st_size > 10_000
     entries = step_breakdown.entries(configurations(store.rows()), [])
     assert [e["compute_ms"] for e in entries] == [14.0, None]  # tf-mirrored has no no-sync twin: no bar, not 0

@@ -77,8 +77,19 @@ def test_store_appends_and_never_rewrites(tmp_path):
     store.append(row("b", status="failed"))
     assert store.jsonl.read_text().startswith(first_line)
     assert [r.run_id for r in store.rows()] == ["a", "b"]
-    header = store.csv.read_text().splitlines()[0]
-    assert "throughput.median" in header and "task.name" in header
+    assert not store.csv.exists() and not store.parquet.exists()  # the tables come with the report, not per row
+
+
+def test_the_tables_hold_every_run_lists_as_json_text_in_the_csv_and_as_lists_in_parquet(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(row("a"))
+    store.append(result_row(run_id="b", throughput={"median": 90.0, "ci_low": 80.0, "ci_high": 99.0,
+                                                    "windows": [80.0, 90.0, 99.0]}))
+    store.export_tables(load(tmp_path))
+    csv, parquet = pd.read_csv(store.csv), pd.read_parquet(store.parquet)
+    assert list(csv["run_id"]) == list(parquet["run_id"]) == ["a", "b"]
+    assert "throughput.median" in csv and "task.name" in csv
+    assert json.loads(csv["throughput.windows"][1]) == list(parquet["throughput.windows"][1]) == [80.0, 90.0, 99.0]
 
 
 def test_load_gives_a_dataframe_with_dotted_columns_and_the_run_key(tmp_path):
@@ -104,8 +115,8 @@ def test_a_row_written_with_a_status_member_reads_back_as_the_plain_string(tmp_p
     store = ResultStore(tmp_path)
     store.append(row("a", status=Status.DOES_NOT_FIT))
     assert json.loads(store.jsonl.read_text())["status"] == "does not fit"
+    store.export_tables(load(tmp_path))
     assert ",does not fit," in store.csv.read_text()
-    # The row this process appended, kept in memory, is the row read from the file.
     for stored in (store.dicts()[0]["status"], read_jsonl(store.jsonl)[0]["status"], load(tmp_path)["status"][0]):
         assert type(stored) is str and stored == Status.DOES_NOT_FIT
 
@@ -147,33 +158,10 @@ def test_a_torn_tail_is_skipped_with_one_warning_and_the_next_row_starts_a_fresh
 def test_one_finished_run_among_repeats_keeps_its_own_window_interval(tmp_path):
     """A configuration run twice, one of them interrupted: its line is the finished run with the interval of
     its windows (not a range over one run), and says the other did not finish."""
-    from bench.results import aggregate
+    from bench.analysis import aggregate
     store = ResultStore(tmp_path)
     store.append(result_row(run_id="a", throughput={"median": 100.0, "ci_low": 90.0, "ci_high": 108.0}))
     store.append(result_row(run_id="b", median=None, status="interrupted"))
     [line] = aggregate.configurations(load(tmp_path)).to_dict("records")
     assert (line["throughput"], line["ci_low"], line["ci_high"]) == (100.0, 90.0, 108.0)
     assert "1 of 2 runs did not finish ok" in line["notes"] and pd.isna(line.get("runs"))
-
-
-def test_a_sweep_and_its_report_read_the_store_once(tmp_path, monkeypatch):
-    """As `bench sweep` does: a row appended after each run, then the table, report.md/html and the verdict."""
-    from bench import commands
-    from bench.analysis import report
-    from bench.results import store as store_module
-    from test_report import row as report_row
-
-    reads = []
-    real = store_module.read_jsonl
-    monkeypatch.setattr(store_module, "read_jsonl", lambda path: reads.append(path) or real(path))
-    store = ResultStore(tmp_path)
-    rows = [report_row("torch-ddp", 1, 5000.0), report_row("torch-ddp", 2, 7000.0)]
-    for r in rows:
-        store.append(r)
-    commands.print_table(rows, tmp_path)
-    report.write_report(tmp_path)
-    commands.print_verdict(tmp_path)
-    assert reads == [store.jsonl]
-    with open(store.jsonl, "a") as f:  # a row from anything else: read again
-        f.write(json.dumps(report_row("tf-mirrored", 1, 8000.0).to_dict()) + "\n")
-    assert [r["variant"] for r in ResultStore(tmp_path).dicts()][-1] == "tf-mirrored" and len(reads) == 2

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from bench.run.processes import processes_of_run
+from bench.analysis.folder import Folder
 from tests.listening import ListenerWatch
 from helpers import CPU, bench, rows
 
@@ -114,7 +115,7 @@ def test_the_report_labels_zero_stages_apart_and_flags_tf_ps_as_asynchronous(tmp
         row = result_row(variant, 2, 1000.0, task={**task, "zero_stage": stage}, asynchronous=variant == "tf-ps",
                          memory={"model_state_bytes": {"0": parts, "1": parts}})
         store.append(dataclasses.replace(row, run_id=f"{variant}{stage}"))
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "deepspeed (ZeRO-1)" in text and "deepspeed (ZeRO-3)" in text
     assert "tf-ps (asynchronous)" in text and "(asynchronous): tf-ps's workers push updates" in text
     memory = text.split("### Memory per device")[1].split("###")[0]

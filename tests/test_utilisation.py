@@ -12,7 +12,9 @@ import pytest
 from bench.analysis import report
 import pandas as pd
 
-from bench.results import aggregate, load, peak, utilisation
+from bench.results import load, peak, utilisation
+from bench.analysis import aggregate
+from bench.analysis.folder import Folder
 from bench.results import ResultStore
 from bench.results.frame import frame
 from bench.spec.peaks import dense_peak, matmul_precision
@@ -173,7 +175,7 @@ def test_report_says_how_close_to_the_hardware_and_where_the_rest_goes(tmp_path)
         store.append(r)
     (tmp_path / "peak.jsonl").write_text(json.dumps({"device_type": "cpu", "device_name": "cpu", "threads": 1,
                                                      "precision": "fp32", "side": 1024, "flops_per_s": 65e9}) + "\n")
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "### How close to the hardware" in text and "## Matmul peak (measured)" in text
     ddp2 = 6.5e6 * 4000 / 65e9
     assert f"torch-ddp on 2 device(s) reaches {ddp2:.1%} of the measured fp32 matmul peak" in text
@@ -226,7 +228,7 @@ def test_an_input_wait_its_twin_contradicts_comes_with_the_reason(tmp_path):
                                 flops_per_sample=6.5e6, matmul_precision="fp32"))
     (tmp_path / "peak.jsonl").write_text(json.dumps({"device_type": "cpu", "device_name": "cpu", "threads": 1,
                                                      "precision": "fp32", "side": 1024, "flops_per_s": 65e9}) + "\n")
-    text = report.write_report(tmp_path).read_text()
+    text = report.write_report(Folder.read(tmp_path)).read_text()
     assert "Read the synthetic twin's" in text
     line = next(line for line in text.splitlines() if line.startswith("- torch-ddp on 1 device(s): its synthetic twin"))
     assert "input wait at 1.0%" in line and "read the twin's gap" in line

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 from bench.analysis import model_pairs, repeats, verdict
-from bench.results import aggregate
+from bench.analysis import aggregate
 from bench.results import ResultStore
 from bench.results.frame import frame
+from bench.analysis.folder import Folder
 from helpers import result_row
 
 TASK = {"name": "default", "model": "small-cnn", "dataset": "fashion-mnist", "precision": "fp32",
@@ -104,8 +105,8 @@ def test_verdict_lines_read_a_results_folder(tmp_path):
     store = ResultStore(tmp_path)
     for r in (run("torch-ddp", 2000.0), run("tf-mirrored", 1000.0)):
         store.append(r)
-    assert verdict.verdict_lines(tmp_path)[0].startswith("2 CPU slots, default task")
-    assert verdict.verdict_lines(tmp_path / "empty") == []
+    assert verdict.verdict_lines(Folder.read(tmp_path))[0].startswith("2 CPU slots, default task")
+    assert verdict.verdict_lines(Folder.read(tmp_path / "empty")) == []
 
 
 def test_the_beaten_are_listed_from_the_closest_ratio_down_not_by_their_median_run():

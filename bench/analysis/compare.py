@@ -20,14 +20,14 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis import html
+from bench.analysis.folder import Folder
 from bench.analysis.repeats import Runs, measured_runs, ratio
 from bench.analysis.report import markdown
 from bench.analysis.verdict import ranks
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block
 from bench.metrics.cost import PRICE
-from bench.results import ResultStore, aggregate, peak
-from bench.results.frame import frame
+from bench.results.jsonl import RESULTS
 from bench.results.key import RunKey, config_key, settings, settings_differ
 from bench.spec.task import SpecError
 from bench.status import Status
@@ -65,13 +65,11 @@ def machines(folders: list[Path], prices: list[float] | None = None) -> list[Mac
     out = []
     for folder, price in zip(folders, prices or [None] * len(folders)):
         folder = folder.parent if folder.is_file() else folder  # its results.jsonl named: the folder meant
-        store = ResultStore(folder)
-        rows = store.dicts()
+        results = Folder.read(folder, {PRICE: price} if price else None)
+        rows, runs, configs = results.rows, results.runs, results.configs
         if not rows:
-            raise SpecError(f"{folder} holds no results ({store.jsonl.name} is missing or empty): pass a folder "
+            raise SpecError(f"{folder} holds no results ({RESULTS} is missing or empty): pass a folder "
                             "that `bench sweep` or `bench run` wrote (its --out)")
-        runs = frame(rows)
-        configs = aggregate.configurations(runs, peak.load(folder), {PRICE: price} if price else None)
         if not configs["ok"].any():
             raise SpecError(f"{folder}: none of its {len(rows)} runs finished ok, so it has nothing to compare: "
                             "run its sweep again or leave it out")

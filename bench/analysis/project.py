@@ -23,8 +23,8 @@ from bench.analysis import projection
 from bench.analysis.networks import Network
 from bench.analysis.projection import Link
 from bench.metrics import present
-from bench.results import ResultStore, aggregate, collectives, peak
-from bench.results.frame import frame
+from bench.analysis.folder import Folder
+from bench.results import collectives
 from bench.spec.task import SpecError
 from bench.spec.variants import PLUGIN_TRAFFIC, VARIANTS
 from bench.status import Status
@@ -223,17 +223,16 @@ def between_nodes(directory: Path) -> dict[str, Link]:
     return {c: Link(here.get(c, base).alpha_s / (fewest - 1), here.get(c, base).busbw) for c in projection.BUS_FACTOR}
 
 
-def folder(directory: Path, counts: tuple[int, ...] = COUNTS, devices_per_node: int | None = None,
+def folder(results: Folder, counts: tuple[int, ...] = COUNTS, devices_per_node: int | None = None,
            far: Link | dict[str, Link] | None = None, check: dict | None = None, far_source: str = "given",
            inside: Network | None = None, far_name: str = "given") -> dict:
     """Everything `bench project` prints and draws for a results folder; `far`: the link beyond a node, one for
     every collective or each its own, and where it came from (`far_source`, and in a word: `far_name`); `inside`:
     a named link within a node in place of the one measured here (its devices a node the default); `check`: the
     projection's measured error (measured_error()) its intervals are widened by, none where None."""
-    rows = ResultStore(directory).dicts()
-    if not rows:
+    directory, configs = results.directory, results.configs
+    if not results.rows:
         raise SpecError(f"{directory} holds no rows: name the folder a sweep wrote")
-    configs = aggregate.configurations(frame(rows), peak.load(directory))
     found, skipped = approaches(configs)
     if not found:
         raise SpecError(f"{directory} has no synchronous approach run on one device and on more: run a sweep "
@@ -347,13 +346,13 @@ def text(result: dict) -> str:
     return "\n".join(lines)
 
 
-def section(directory: Path) -> list:
+def section(results: Folder) -> list:
     """The report's section: the projection to COUNTS devices over this machine's own links, with its figure
     (projection.png); nothing where the folder has no approach run on one device and on more, or no fit."""
     from bench.metrics.blocks import Block, heading, text as paragraph
 
     try:
-        result = folder(directory, check=measured_error())
+        result = folder(results, check=measured_error())
     except SpecError:
         return []
     blocks = [heading("Projected to more devices (not measured)", 2), paragraph(caveat(result))]
@@ -361,7 +360,7 @@ def section(directory: Path) -> list:
     blocks += [paragraph(TABLE_TITLE), Block("table", table(result)), paragraph(NOT_COMMUNICATION)]
     blocks += [Block("bullets", found)] if (found := crossings(result)) else []
     blocks += [paragraph("Not projected: " + "; ".join(result["skipped"]) + ".")] if result["skipped"] else []
-    return blocks + [Block("image", figure(result, directory / "projection.png")),
+    return blocks + [Block("image", figure(result, results.directory / "projection.png")),
                      paragraph("`bench project DIR --between-nodes LINK` or `--alpha-us/--busbw-gbps` projects over "
                                "a link between nodes (docs/projection.md).")]
 

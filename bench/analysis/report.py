@@ -20,39 +20,37 @@ from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdow
 from bench.spec.task import preset_model
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text
-from bench.results import ResultStore, aggregate, allreduce, collectives, peak
-from bench.results.frame import frame
-from bench.results.fast_path import load as load_audit
+from bench.analysis.folder import Folder
+from bench.results import ResultStore, allreduce, collectives
+from bench.results.jsonl import RESULTS
 
 
-def write_report(directory: Path, settings: dict | None = None) -> Path:
-    """report.md and report.html (beside it) from the folder's rows; results.csv exported. Returns report.md.
-    `settings`: the metrics' options (bench.metrics.settings: a price per device-hour)."""
-    store = ResultStore(directory)
-    runs = frame(store.dicts())
-    configs = aggregate.configurations(runs, peak.load(directory), settings)
-    blocks = build(directory, store, runs, configs)
-    (directory / "report.html").write_text(html.render(blocks, runs))
-    store.export_csv()
+def write_report(folder: Folder) -> Path:
+    """report.md and report.html (beside it) from the folder as read, and its rows' tables exported (results.csv
+    and results.parquet). Returns report.md."""
+    directory = folder.directory
+    blocks = build(folder)
+    (directory / "report.html").write_text(html.render(blocks, folder.runs))
+    ResultStore(directory).export_tables(folder.runs)
     path = directory / "report.md"  # last: `make reference` takes its presence for a sweep that finished
     path.write_text(markdown(blocks))
     return path
 
 
-def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.DataFrame) -> list[Block]:
+def build(folder: Folder) -> list[Block]:
+    directory, runs, configs = folder.directory, folder.runs, folder.configs
     microbenchmark = allreduce.load(directory)
     measured = repeats.measured_runs(runs)
     profiled = profiles.latest(runs)
     last = configs.iloc[-1] if len(configs) else {}
-    env = _environment(store)
-    audit = load_audit(directory)
+    env = folder.environment
     blocks = [heading("dtbench report", 1)]
-    paragraphs, notes = verdict.summary(configs, runs, fast_path.warnings(store.dicts(), audit))
+    paragraphs, notes = verdict.summary(configs, runs, folder.warnings)
     if paragraphs:
         blocks += [heading("Verdict", 2), Block("headline", headline.headlines(configs, measured)),
                    Block("verdict", (paragraphs, notes))]
     blocks += [
-        text(f"{len(runs)} runs in `{store.jsonl.name}`"
+        text(f"{len(runs)} runs in `{RESULTS}`"
              + (f", repeats folded into {len(configs)} rows (median of run medians [range over runs])"
                 if len(configs) < len(runs) else "") + "."),
         Block("bullets", [
@@ -62,7 +60,7 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
             f"GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; "
             f"CUDA {env.get('cuda') or '-'}; NCCL {env.get('nccl') or '-'}",
             f"python {env.get('python', '-')}; " + ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items()),
-            *(f"kernels, {line}" for line in fast_path.kernel_lines(store.dicts()))])]
+            *(f"kernels, {line}" for line in fast_path.kernel_lines(folder.rows))])]
     for (task, precision, scaling), subset in configs.groupby(["task", "precision", "scaling"], sort=False):
         blocks += _task_section(directory, subset.reset_index(drop=True), microbenchmark, measured, profiled,
                                 f"{task}-{precision}-{scaling}",
@@ -70,11 +68,11 @@ def build(directory: Path, store: ResultStore, runs: pd.DataFrame, configs: pd.D
                                 + f"/{precision}, {scaling} scaling",
                                 SCALING_NOTES[scaling])
     blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + checkpoints.section(runs)
-               + fast_path.section(audit)
-               + machine.sections(peak.load(directory), microbenchmark, collectives.fits(collectives.load(directory))))
+               + fast_path.section(folder.audit)
+               + machine.sections(folder.peaks, microbenchmark, collectives.fits(collectives.load(directory))))
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))
-    return blocks + project.section(directory)  # after every measured figure and its notes
+    return blocks + project.section(folder)  # after every measured figure and its notes
 
 
 def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[dict], measured: dict,
@@ -133,9 +131,3 @@ def markdown(blocks: list[Block]) -> str:
         elif block.kind == "image":
             lines += [f"![{block.content.stem}]({block.content.name})", ""]
     return "\n".join(lines) + "\n"
-
-
-def _environment(store: ResultStore) -> dict:
-    """The environment of the last row, as stored (nested)."""
-    rows = store.dicts()
-    return rows[-1].get("environment", {}) if rows else {}

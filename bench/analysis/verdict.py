@@ -14,11 +14,11 @@ Asynchronous (tf-ps), synthetic-input and no-sync runs never rank: they are cont
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
 from bench.analysis import input_pipelines, model_pairs
+from bench.analysis.folder import Folder
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
 from bench.metrics import memory, present, stragglers
@@ -317,22 +317,6 @@ def lines(configs: pd.DataFrame, runs: pd.DataFrame, fast_path_warnings: list[st
     return [f"{title}: {text}" for title, text in paragraphs] + notes
 
 
-def folder(directory: Path, settings: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """A results folder's configurations, runs and fast-path warnings, as the console's verdict reads them."""
-    from bench.results import aggregate
-    from bench.results import ResultStore
-    from bench.results.frame import frame
-
-    from bench.analysis import fast_path
-    from bench.results.fast_path import load as load_audit
-
-    rows = ResultStore(Path(directory)).dicts()
-    runs = frame(rows)
-    return (aggregate.configurations(runs, settings=settings), runs,
-            fast_path.warnings(rows, load_audit(Path(directory))))
-
-
-def verdict_lines(directory: Path, settings: dict | None = None) -> list[str]:
-    """The verdict of a results folder, for the console after `bench sweep` / `bench report`; `settings`: the
-    metrics' options (bench.metrics.settings)."""
-    return lines(*folder(directory, settings))
+def verdict_lines(results: Folder) -> list[str]:
+    """The verdict of a results folder, for the console after `bench sweep` / `bench report`."""
+    return lines(results.configs, results.runs, results.warnings)

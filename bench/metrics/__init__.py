@@ -1,6 +1,6 @@
 """The figures of a configuration, one module each, and the registry the fold, the table and the verdict loop over.
 
-A metric declares what it adds to the configurations frame (`bench.results.aggregate.configurations`): how its
+A metric declares what it adds to the configurations frame (`bench.analysis.aggregate.configurations`): how its
 columns fold over repeated runs, what it derives from the folded line (once, when a report is made), its columns
 in the results table, its section of the report under each task's results table (its table and what the table
 says), the command-line options it reads, and the fact the verdict states about a winner.

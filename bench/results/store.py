@@ -1,5 +1,6 @@
-"""The store of a results folder: `results.jsonl`, one row a line, appended and never rewritten;
-`results.csv` exported from it."""
+"""The store of a results folder: `results.jsonl`, one row a line, appended and never rewritten, the source of
+truth; `results.csv` and `results.parquet` exported from it once a command has read the folder (bench.analysis.folder),
+never per row."""
 from __future__ import annotations
 
 import json
@@ -11,17 +12,6 @@ from bench.results.jsonl import RESULTS, append_line, read_jsonl
 from bench.results.row import ResultRow, malformed, migrate, unknown_fields
 
 log = logging.getLogger(__name__)
-# Each results.jsonl read once per process: its rows as of (size, mtime), kept up to date by this process's own
-# appends; a change by anything else (another process, a hand edit) reads it again.
-_loaded: dict[Path, tuple[tuple[int, int] | None, list[dict]]] = {}
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_size, stat.st_mtime_ns
 
 
 class StoreError(RuntimeError):
@@ -37,34 +27,29 @@ class ResultStore:
         self.directory = Path(directory)
         self.jsonl = self.directory / RESULTS
         self.csv = self.directory / "results.csv"
+        self.parquet = self.directory / "results.parquet"
 
-    def append(self, row: ResultRow) -> None:
+    def append(self, row: ResultRow | dict) -> None:
+        """One line, flushed and synced (bench.results.jsonl): the standard library only, so that the run's
+        watchdog can append through the store too."""
+        data = row.to_dict() if isinstance(row, ResultRow) else row
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            path, before = self.jsonl.resolve(), _stamp(self.jsonl)
-            append_line(self.jsonl, row.to_dict())
-            known = _loaded.get(path)
-            if known is not None and known[0] == before:  # what was read is the file up to this line
-                _loaded[path] = (_stamp(self.jsonl), [*known[1], migrate(row.to_dict())])
-            self.export_csv()
+            append_line(self.jsonl, data)
         except OSError as exc:
             raise StoreError(f"cannot write to {self.directory}: {exc.strerror or exc}: free space there or pass "
                              f"--out elsewhere; the row follows, append it to {self.jsonl.name} by hand",
-                             json.dumps(row.to_dict(), default=str)) from exc
+                             json.dumps(data, default=str)) from exc
 
     def dicts(self) -> list[dict]:
         """The stored rows, each brought to this version's layout (a torn line skipped with a warning); fields
         this version does not know are kept, and named once."""
-        path, stamp = self.jsonl.resolve(), _stamp(self.jsonl)
-        known = _loaded.get(path)
-        if known is None or known[0] != stamp:
-            rows = [migrate(d) for d in read_jsonl(self.jsonl) if not self._foreign(d)]
-            unknown = set().union(*map(unknown_fields, rows)) if rows else set()
-            if unknown:
-                log.warning("%s: rows carry fields this dtbench does not know (a newer one wrote them?), kept as "
-                            "they are: %s", self.jsonl, ", ".join(sorted(unknown)))
-            known = _loaded[path] = (stamp, rows)
-        return [dict(row) for row in known[1]]
+        rows = [migrate(d) for d in read_jsonl(self.jsonl) if not self._foreign(d)]
+        unknown = set().union(*map(unknown_fields, rows)) if rows else set()
+        if unknown:
+            log.warning("%s: rows carry fields this dtbench does not know (a newer one wrote them?), kept as "
+                        "they are: %s", self.jsonl, ", ".join(sorted(unknown)))
+        return rows
 
     def _foreign(self, data: dict) -> bool:
         """A complete JSON line that is no row (a hand edit, another tool's line): skipped with one warning."""
@@ -76,14 +61,36 @@ class ResultStore:
     def rows(self) -> list[ResultRow]:
         return [ResultRow.from_dict(d) for d in self.dicts()]
 
-    def export_csv(self) -> None:
-        from bench.results.frame import frame  # pandas: only when a CSV is written
-
-        runs = frame(self.dicts())
+    def export_tables(self, runs) -> None:
+        """`runs`: the folder's runs as read (bench.results.frame), written as results.csv (a list as JSON text:
+        one readable cell) and results.parquet (lists kept as lists, for pandas, Polars, DuckDB, Spark)."""
         if runs.empty:
             return
-        tmp = self.csv.with_suffix(f".csv.tmp{os.getpid()}")
-        # Lists (raw windows, notes) as JSON text: one readable cell each.
-        runs = runs.drop(columns="key").map(lambda v: json.dumps(v) if isinstance(v, list) else v)
-        runs.to_csv(tmp, index=False)
-        os.replace(tmp, self.csv)
+        runs = runs.drop(columns="key")
+        _replace(self.csv, lambda path: runs.map(_as_text).to_csv(path, index=False))
+        _replace(self.parquet, lambda path: _columnar(runs).to_parquet(path, index=False))
+
+
+def _replace(path: Path, write) -> None:
+    """Written beside, then moved over: a reader never sees half a file."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _as_text(value):
+    return json.dumps(value) if isinstance(value, list) else value
+
+
+def _columnar(runs):
+    """The runs with each column Arrow can type as it is; a column it cannot (lists of mixed kinds, which rows of
+    older layouts can hold) as JSON text."""
+    import pyarrow as pa
+
+    runs = runs.copy()
+    for column in runs.columns[runs.dtypes == object]:
+        try:
+            pa.array(runs[column], from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            runs[column] = runs[column].map(_as_text)
+    return runs

@@ -123,16 +123,13 @@ def named_semaphores(pids: list[int]) -> set[int]:
 def record(row: Path, store: Path) -> None:
     """The row the harness left for this, appended to its store; none where it cannot be (a full disk): the
     folder then holds the run without a row, as a harness that died there would have left it anyway."""
-    from bench.results.jsonl import append_line
-    from bench.results.store import ResultStore
+    from bench.results.store import ResultStore, StoreError
 
-    try:  # not ResultStore.append: the row's file goes as soon as its line is in, not after the CSV (pandas)
-        append_line(store, json.loads(row.read_text()))
+    try:
+        ResultStore(store.parent).append(json.loads(row.read_text()))
         row.unlink()
-        ResultStore(store.parent).export_csv()
-    except (OSError, ValueError):
+    except (OSError, ValueError, StoreError):
         pass
-
 
 if __name__ == "__main__":
     sys.exit(main())

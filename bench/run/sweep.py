@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.results import aggregate, peak
 from bench.interrupt import Interrupted
 from bench.results import ResultRow, ResultStore
 from bench.status import Status
@@ -50,7 +49,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine, mlflow_uri: s
                     _calibrated(forecast, specs[index:])
             rows.append(row)
             if mlflow_uri:
-                _track(mlflow_uri, row, out_dir, store)
+                _track(mlflow_uri, row, out_dir)
             log.info("      -> %s%s", row.status, f": {row.error.splitlines()[0]}" if row.error else "")
             if after_run:
                 after_run(index)
@@ -68,19 +67,6 @@ def _calibrated(forecast: Forecast, rest: list[RunSpec]) -> None:
         ends = time.strftime("%H:%M", time.localtime(time.time() + left))
         log.info("      calibrated on this machine: %.2fx the earlier rows' time; about %.0f min of runs to go "
                  "(done about %s)", forecast.scale(), left / 60, ends)
-
-
-DERIVED_TRACKED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")
-
-
-def derived(row: ResultRow, store: ResultStore, out_dir: Path) -> dict:
-    """The row's configuration's derived figures as a report would show them now (bench.metrics)."""
-    from bench.metrics import present
-    from bench.results.frame import frame
-
-    configs = aggregate.configurations(frame(store.dicts()), peak.load(out_dir))
-    [line] = [r for r in configs.to_dict("records") if r["key"] == row.key] or [{}]
-    return {name: float(line[name]) for name in DERIVED_TRACKED if present(line.get(name))}
 
 
 def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, data_path: Path | None,
@@ -106,11 +92,12 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
     return row
 
 
-def _track(uri: str, row: ResultRow, out_dir: Path, store: ResultStore) -> None:
-    """After the row is stored: a tracking server that is down must not cost a measurement."""
+def _track(uri: str, row: ResultRow, out_dir: Path) -> None:
+    """After the row is stored: a tracking server that is down must not cost a measurement. The figures derived
+    from the whole folder follow when the command ends (tracking.log_derived)."""
     from bench.run import tracking
 
     try:
-        tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR, derived=derived(row, store, out_dir))
+        tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR)
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)

@@ -2,7 +2,9 @@
 model as the run's logged model.
 
 Logged by the harness once the row is folded, so every variant and engine is tracked the same way and
-the figures are the row's own (median and interval over windows, exact accuracy), not one rank's view.
+the figures are the row's own (median and interval over windows, exact accuracy), not one rank's view. The
+figures derived from the whole folder (scaling efficiency, MFU) are added to each run once the command ends,
+from the folder folded once (`log_derived`).
 The model is the MLflow model rank 0 saved with its framework's flavour (`mlflow.pytorch`, `mlflow.keras`) into
 the run folder; logging that folder needs neither torch nor TensorFlow in this process (which must never hold both).
 Works offline: `sqlite:///path.db` or a folder (`file:` stores need MLFLOW_ALLOW_FILE_STORE, set here).
@@ -38,6 +40,8 @@ METRICS = {
     "model_bytes": lambda r: r.model_bytes,
     "model_save_s": lambda r: r.model_save_s,
 }
+# Derived from the whole folder, not the row (bench.metrics): logged once the command has folded it.
+DERIVED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")
 
 
 def require() -> None:
@@ -46,11 +50,9 @@ def require() -> None:
         raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'")
 
 
-def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench",
-            derived: dict | None = None) -> None:
+def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench") -> None:
     """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its model "model" where
-    the run finished ok and saved one (row.model_bytes), with the row's metrics; `derived`: its configuration's
-    figures as the report derives them from the folder so far (scaling efficiency, MFU, ...)."""
+    the run finished ok and saved one (row.model_bytes), with the row's metrics."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
@@ -70,7 +72,7 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
         # The row's figures, the model's too (MLflow's own log_model does the same): through the client, which
         # leaves the run's inputs alone (log_metrics would also list the model as an input of its own run).
         now = int(time.time() * 1000)
-        figures = {**{name: get(row) for name, get in METRICS.items()}, **(derived or {})}
+        figures = {name: get(row) for name, get in METRICS.items()}
         mlflow.MlflowClient().log_batch(run.info.run_id, metrics=[
             Metric(name, float(value), now, 0, model_id=model_id) for name, value in figures.items()
             if value is not None])
@@ -86,6 +88,30 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
                     mlflow.log_metric(name, value, step=epoch)
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
+
+
+def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str = "dtbench") -> None:
+    """Each run's configuration's figures as the report derives them from the whole folder (`configs`: the
+    folder's configurations frame, bench.analysis.folder), added to the MLflow run `log_row` made for it. A
+    server that is down costs a warning, never a measurement."""
+    from bench.metrics import present
+
+    lines = {line["key"]: line for line in configs.to_dict("records")} if len(configs) else {}
+    try:
+        import mlflow
+        from mlflow.entities import Metric
+
+        mlflow.set_tracking_uri(uri)
+        client, now = mlflow.MlflowClient(), int(time.time() * 1000)
+        for row in rows:
+            line = lines.get(row.key, {})
+            figures = [Metric(name, float(line[name]), now, 0) for name in DERIVED if present(line.get(name))]
+            found = mlflow.search_runs(experiment_names=[experiment], output_format="list", max_results=1,
+                                       filter_string=f"attributes.run_name = '{row.run_id}'")
+            if figures and found:
+                client.log_batch(found[0].info.run_id, metrics=figures)
+    except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
+        log.warning("--mlflow: the derived figures were not logged: %s", exc)
 
 
 def log_model(model_dir: Path, run_id: str, params: dict) -> str | None:
