@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench import metrics
-from bench.run import plan
+from bench.sweep import plan
 from bench.run.runspec import RunSpec
-from bench.spec import devices, model_check, models, options, request
+from bench.spec import devices, models, options
+from bench.run import model_check
+from bench import request
 from bench.spec.family import Family
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
@@ -82,7 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan.check_all([spec], machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis.folder import Folder
     from bench.results import ResultStore
-    from bench.run import sweep, tracking
+    from bench.sweep import runner, tracking
     from bench.run.execute import execute
     from bench.worker import data
 
@@ -95,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         row = execute(spec, args.out, machine, data.prepare(task))
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == Status.OK else 1
-    rows = sweep.run_all([spec], args.out, machine, args.mlflow)
+    rows = runner.run_all([spec], args.out, machine, args.mlflow)
     results = Folder.read(args.out, metrics.settings(args))
     if args.mlflow:
         tracking.log_derived(args.mlflow, rows, results.configs)
@@ -110,23 +112,16 @@ def chosen_interface(args: argparse.Namespace):
         raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
     if args.node_rank is None or args.master_port is None:
         return None
-    from bench.run import interface
+    from bench.hosts import interface
 
     return interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
-
-
-def check_topology(devices: int, nodes: int) -> None:
-    if devices < 1 or nodes < 1:
-        raise SpecError("--devices and --nodes must be at least 1")
-    if devices % nodes:
-        raise SpecError(f"--devices {devices} does not divide by --nodes {nodes}: pick a multiple")
 
 
 def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fields) -> RunSpec:
     """The one run `bench run` and `bench maxbatch` ask for, checked the same way for both: the topology, one
     value of each approach option, the task, and that the variant runs there."""
     variant = get_variant(args.variant)
-    check_topology(args.devices, args.nodes)
+    devices.check_topology(args.devices, args.nodes)
     shardings = options.modes(variant, options.given(args), sweep=False)
     if len(shardings) != 1:
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
@@ -153,13 +148,13 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         raise SpecError("on a CPU the search needs a memory to fill: pass --device-memory GIB (each rank's), "
                         "e.g. --device-memory 3")
     spec = one_run(args, device_type, "maxbatch")
-    from bench.run import sweep
+    from bench.sweep import runner
     from bench.studies import maxbatch
 
     out = args.out / "maxbatch"
     if args.resolution < 1:
         raise SpecError(f"--resolution {args.resolution}: at least 1 sample a device")
-    found = maxbatch.search(spec, lambda probe: sweep.run_all([probe], out, machine)[0], args.max_batch,
+    found = maxbatch.search(spec, lambda probe: runner.run_all([probe], out, machine)[0], args.max_batch,
                             args.resolution)
     maxbatch.record(found, out)
     limit = f" under {args.device_memory:g} GiB a rank" if args.device_memory else ""
@@ -217,7 +212,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis import report
     from bench.analysis.folder import Folder
-    from bench.run import forecast, resume, sweep, tracking
+    from bench.sweep import forecast, resume, runner, tracking
     from bench.studies import audit, microbench
 
     if args.allow_mixed_revisions and not args.resume:
@@ -226,7 +221,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
         print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
     if args.dry_run:
-        from bench.run import preview
+        from bench.sweep import preview
 
         print(preview.render(preview.build(specs, machine, args.out), machine, args.assume_gpus is not None,
                              args.out, args.analysis))
@@ -244,7 +239,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if done == lead < len(specs):
             print_provisional(args.out, metrics.settings(args), done, specs[done:])
 
-    rows = sweep.run_all(specs, args.out, machine, args.mlflow, after_run=provisional)
+    rows = runner.run_all(specs, args.out, machine, args.mlflow, after_run=provisional)
     if args.analysis:
         microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
     results = Folder.read(args.out, metrics.settings(args))  # the folder as it ends, folded once for all below
@@ -282,7 +277,7 @@ def cmd_collectives(args: argparse.Namespace) -> int:
 
     if args.devices < 2:
         raise SpecError(f"--devices {args.devices}: a collective needs at least 2 ranks")
-    check_topology(args.devices, args.nodes)
+    devices.check_topology(args.devices, args.nodes)
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     interface = chosen_interface(args)

@@ -148,7 +148,7 @@ def role(process: psutil.Process, agents: list[int]) -> str | None:
             return "loader worker"  # forked by its rank
     if "bench.run.reaper" in command:
         return "watchdog"
-    if "bench.run.rendezvous" in command:
+    if "bench.hosts.rendezvous" in command:
         return "store"
     if any(launcher in command for launcher in LAUNCHERS):  # before the ranks: its command line names theirs
         return "launcher"

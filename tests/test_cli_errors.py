@@ -14,7 +14,7 @@ from helpers import bench
      "fp16 needs CUDA"),
     (["run", "--variant", "torch-dp", "--task", "quick", "--devices", "2", "--device-type", "cpu"],
      "runs at most 1 device slot"),
-    (["sweep", "--task", "quick", "--max-devices", "3", "--nodes", "2"], "does not divide by NODES=2"),
+    (["sweep", "--task", "quick", "--max-devices", "3", "--nodes", "2"], "--max-devices 3 does not divide by --nodes 2"),
     (["sweep", "--task", "quick", "--variants", "torch-ddp,bogus"], "unknown variant 'bogus'"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(out, args, message):

@@ -6,7 +6,7 @@ from collections import defaultdict
 import pytest
 
 from bench.results import ResultStore
-from bench.run import plan, preview
+from bench.sweep import plan, preview
 from bench.spec.task import get_task
 from bench.spec.variants import VARIANTS
 from helpers import bench, result_row
@@ -136,7 +136,7 @@ def test_the_default_on_a_cpu_stays_the_small_cnn(tmp_path):
 @pytest.mark.parametrize("memory_mib, batch", [(None, 256), (81_559, 256), (143_771, 256), (40_960, 128),
                                                (24_564, 64), (16_384, 32), (8_192, 32)])
 def test_the_gpu_defaults_batch_follows_the_gpus_memory(memory_mib, batch):
-    from bench.spec.request import gpu_batch
+    from bench.request import gpu_batch
 
     assert gpu_batch(memory_mib) == batch
 
@@ -145,7 +145,8 @@ def test_a_smaller_gpu_is_planned_with_a_smaller_batch_and_says_why(tmp_path):
     import argparse
 
     from bench.cli import build_parser
-    from bench.spec import devices, request
+    from bench.spec import devices
+    from bench import request
 
     args = build_parser().parse_args(["sweep", "--max-devices", "2"])
     small = devices.Machine(cores=(0, 1), gpus=("0", "1"), gpu_names=("L4",) * 2, gpu_memory_mib=(23_034,) * 2)

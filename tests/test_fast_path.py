@@ -10,7 +10,7 @@ from bench.results import ResultStore
 from bench.results.fast_path import off_the_fast_path
 from bench.run import fold
 from bench.results.jsonl import append_line
-from bench.run.forecast import Forecast, earlier_rows
+from bench.sweep.forecast import Forecast, earlier_rows
 from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
@@ -198,7 +198,7 @@ def test_one_run_calibrates_every_configuration_the_earlier_rows_hold_to_this_ma
 
 
 def test_a_sweep_states_its_length_up_front_from_the_earlier_rows_of_its_runs_and_its_audit(tmp_path):
-    from bench.run.forecast import up_front
+    from bench.sweep.forecast import up_front
 
     append_line(tmp_path / "results.jsonl", earlier("torch-ddp", 2, 60.0))
     append_line(tmp_path / "results.jsonl", earlier("tf-single", 1, 120.0))

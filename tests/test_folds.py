@@ -26,7 +26,7 @@ def counted(monkeypatch):
     """How often the folder's rows are read (results.jsonl) and folded (aggregate.configurations)."""
     from bench.analysis import aggregate
     from bench.results import store
-    from bench.run import sweep
+    from bench.sweep import runner
 
     counts = Counter()
     fold, read = aggregate.configurations, store.read_jsonl
@@ -41,7 +41,7 @@ def counted(monkeypatch):
 
     monkeypatch.setattr(aggregate, "configurations", counted_fold)
     monkeypatch.setattr(store, "read_jsonl", counted_read)
-    monkeypatch.setattr(sweep, "execute", synthetic_run)
+    monkeypatch.setattr(runner, "execute", synthetic_run)
     return counts
 
 

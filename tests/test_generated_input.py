@@ -49,13 +49,14 @@ def store(tmp_path_factory) -> Path:
 def stopped():
     """Every launch point stops the command; what it checked before is what is tested."""
     from bench.regress import calibrate, duets
-    from bench.run import execute, sweep
-    from bench.spec import model_check
+    from bench.run import execute
+    from bench.sweep import runner
+    from bench.run import model_check
     from bench.studies import audit, microbench
     from bench.worker import data
 
     patch = pytest.MonkeyPatch()
-    for owner, name in ((sweep, "run_all"), (execute, "execute"), (microbench, "peak_for_sweep"), (audit, "audit"),
+    for owner, name in ((runner, "run_all"), (execute, "execute"), (microbench, "peak_for_sweep"), (audit, "audit"),
                         (duets, "against"), (calibrate, "calibrate"), (microbench, "measure_peak")):
         patch.setattr(owner, name, _stop)
     patch.setattr(model_check, "_run", lambda framework, args: {"framework": "torch", "parameters": 1})

@@ -10,7 +10,7 @@ import torch
 
 from bench.results.key import config_key
 from bench.worker import data, imagefolder
-from bench.run import plan
+from bench.sweep import plan
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.analysis.folder import Folder

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from bench.results import ResultRow
+from bench.results.maxbatch import load as found_batches
 from bench.studies import maxbatch
 from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
@@ -90,7 +91,7 @@ def test_out_of_memory_under_the_limit_is_caught_recorded_and_searched_past(tmp_
                    "1.5", "--global-batch", "8192", "--max-batch", "8192", "--resolution", "1024",
                    "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
-    [found] = maxbatch.load(tmp_path / "maxbatch")
+    [found] = found_batches(tmp_path / "maxbatch")
     probes = found["probes"]
     assert probes[0]["global_batch"] == 8192 and probes[0]["out_of_memory"]
     fitting = [p["global_batch"] for p in probes if p["status"] == "ok"]
@@ -120,7 +121,7 @@ def test_zero_fits_a_batch_of_ddps_order_under_the_same_limit(tmp_path):
                    "--device-memory", "3", "--global-batch", "8192", "--max-batch", "8192",
                    "--out", str(tmp_path), env=CPU, timeout=590)
     assert result.returncode == 0, result.stderr[-3000:]
-    [found] = maxbatch.load(tmp_path / "maxbatch")
+    [found] = found_batches(tmp_path / "maxbatch")
     assert (found["largest_fitting"], found["smallest_failing"]) == (8192, None), found["probes"]
     config = json.loads((tmp_path / "maxbatch" / "runs" / found["probes"][0]["run_id"] / "deepspeed_config.json")
                         .read_text())

@@ -90,7 +90,7 @@ def test_the_report_tables_every_approach_under_the_budget_with_the_largest_batc
 
 
 def test_a_run_that_does_not_fit_is_done_for_resume_and_leaves_the_sweep_exit_0(folder):
-    from bench.run import resume
+    from bench.sweep import resume
 
     assert Status.DOES_NOT_FIT in resume.FINISHED
     assert [r["status"] for r in rows(folder)].count("does not fit") == 2

@@ -112,7 +112,7 @@ def test_repeats_fold_into_one_row_with_the_range_over_runs(tmp_path):
 
 
 def test_sweep_repeats_round_robin():
-    from bench.run import plan
+    from bench.sweep import plan
     from bench.spec.task import get_task
     from bench.spec.variants import get_variant
 
@@ -125,7 +125,7 @@ def test_sweep_repeats_round_robin():
 def test_a_sweep_runs_its_main_comparison_first_then_baselines_twins_and_fewer_devices():
     """Each approach at the most devices first (the verdict's main comparison, a provisional answer after it),
     then every other run in the plan's own order."""
-    from bench.run import plan
+    from bench.sweep import plan
     from bench.spec.task import get_task
     from bench.spec.variants import get_variant
 
@@ -147,7 +147,7 @@ def test_the_sweep_command_runs_the_main_comparison_first_unless_mlflow_logs_eff
 
     from bench import cli
     from bench.interrupt import STOP_SIGNALS
-    from bench.run import sweep
+    from bench.sweep import runner
     from bench.studies import audit, microbench
 
     ran = []
@@ -156,7 +156,7 @@ def test_the_sweep_command_runs_the_main_comparison_first_unless_mlflow_logs_eff
         ran.extend(specs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sweep, "run_all", run_all)
+    monkeypatch.setattr(runner, "run_all", run_all)
     monkeypatch.setattr(microbench, "peak_for_sweep", lambda *a, **k: None)
     monkeypatch.setattr(audit, "audit", lambda *a, **k: None)
     handlers = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}  # main() installs its own

@@ -166,3 +166,28 @@ def test_only_the_report_commands_import_the_analysis():
                and name != "bench.commands"]
     for name in writers:
         assert not {t for t in imports_of(name, found[name], set(found)) if t.startswith("bench.analysis")}, name
+
+
+def floors() -> dict[str, int]:
+    """docs/architecture.md's table of the harness's floors: package -> floor."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    table = text[text.index("## The harness's floors"):].split("\n## ")[0]
+    return {package: int(floor) for floor, packages in re.findall(r"^\| (\d+) \| ([^|]+) \|", table, re.M)
+            for package in re.findall(r"`([\w.]+)`", packages)}
+
+
+def test_every_harness_import_runs_down_the_floors_the_architecture_page_draws():
+    found, floor_of = modules(), floors()
+    assert floor_of, "docs/architecture.md has no table of floors"
+
+    def package(name: str) -> str:
+        parts = name.split(".")
+        return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
+
+    harness = [name for name in found if name.split(".")[0] == "bench"]
+    assert sorted({package(n) for n in harness} - set(floor_of)) == [], "packages the table does not place"
+    upward = sorted(f"{name} -> {target}" for name in harness
+                    for target in imports_of(name, found[name], set(found))
+                    if target.startswith("bench") and package(target) != package(name)
+                    and floor_of[package(target)] >= floor_of[package(name)])
+    assert upward == []

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench.run.loopback import free_port
+from bench.hosts.loopback import free_port
 from helpers import CPU, REPO, bench, rows
 
 

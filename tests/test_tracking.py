@@ -110,7 +110,7 @@ def test_the_trained_model_is_logged_as_an_mlflow_model(out, tmp_path, variant, 
 
 
 def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
-    from bench.run import tracking
+    from bench.sweep import tracking
     from bench.spec.task import SpecError
 
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
@@ -125,7 +125,7 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
     import mlflow
     import yaml
 
-    from bench.run import tracking
+    from bench.sweep import tracking
     from helpers import result_row
 
     monkeypatch.chdir(tmp_path / "..")
@@ -160,7 +160,7 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
 def test_a_model_that_cannot_be_logged_is_marked_failed_and_the_runs_figures_are_kept(tmp_path, monkeypatch):
     import mlflow
 
-    from bench.run import tracking
+    from bench.sweep import tracking
     from helpers import result_row
 
     monkeypatch.chdir(tmp_path)

@@ -147,7 +147,7 @@ def test_input_wait_counts_only_inside_windows():
 
 
 def test_a_sweep_with_analysis_adds_synthetic_twins_and_compiled_runs():
-    from bench.run import plan
+    from bench.sweep import plan
     from bench.spec.variants import get_variant
 
     specs = plan.plan([get_variant("torch-ddp")], get_task("default"), "cpu", [1, 2], analysis=True, compiled=True)

@@ -11,7 +11,7 @@ from bench.analysis.verdict import name_in_group
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
 from bench.status import Status
-from bench.studies import maxbatch
+from bench.results import maxbatch
 
 
 def entries(configs: pd.DataFrame) -> list[dict]:

@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.run.loopback import LOOPBACK_ENV
+from bench.hosts.loopback import LOOPBACK_ENV
 from bench.spec.task import SpecError
 from bench.spec.variants import check_engine
 from bench.worker import NODE_RANK_ENV

@@ -21,7 +21,7 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from bench.run.rendezvous import loopback_store
+    from bench.hosts.rendezvous import loopback_store
 
     with loopback_store() as (port, store_env):
         saved = {k: os.environ.get(k) for k in store_env}

@@ -27,9 +27,9 @@ from bench.run import environment as env_info
 from bench.status import Status
 from bench.worker import data
 from bench.run import fold
-from bench.run.exchange import NeverJoined, Offer, Session, meet
+from bench.hosts.exchange import NeverJoined, Offer, Session, meet
 from bench.run.launch import PYTHON, processes, run_temp_dir
-from bench.run.loopback import free_port, loopback_listener
+from bench.hosts.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
 from bench.run.reaper import HARNESS_DIED, Reaper
 from bench.run.runspec import RunSpec
@@ -52,7 +52,7 @@ class Launched:
     records: dict
     launch_time: float
     wall_s: float
-    hosts: dict[int, str] | None = None  # a multi-host run: every node's "address (interface)" (bench.run.exchange)
+    hosts: dict[int, str] | None = None  # a multi-host run: every node's "address (interface)" (bench.hosts.exchange)
     timeseries: dict | None = None       # the summary of what the run did over time (bench.run.sampler)
 
 
@@ -84,7 +84,7 @@ def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subproc
     if spec.on_engine or not spec.all_local or not spec.launcher.joins_store:
         return None
     with loopback_listener() as sock:
-        proc = spawn([sys.executable, "-m", "bench.run.rendezvous", "--fd", str(sock.fileno())],
+        proc = spawn([sys.executable, "-m", "bench.hosts.rendezvous", "--fd", str(sock.fileno())],
                      {RUN_ID_ENV: run_id, "PYTHONPATH": str(REPO_ROOT)}, run_dir / "store.log",
                      pass_fds=[sock.fileno()])
         return proc, sock.getsockname()[1]
@@ -221,7 +221,7 @@ def watch_hosts(spec: RunSpec, session: Session | None):
 
 
 def meet_hosts(spec: RunSpec) -> Session:
-    """Every node of a multi-host run, met through node 0's agent before launch (bench.run.exchange), each with
+    """Every node of a multi-host run, met through node 0's agent before launch (bench.hosts.exchange), each with
     the ports it picked for its TensorFlow tasks."""
     offer = Offer(spec.host_node, spec.nodes, spec.variant.name, spec.interface.address, spec.interface.name,
                   [free_port() for _ in range(spec.launcher.ports(spec))])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.run.interpreters import python_for
-from bench.run.loopback import free_port, loopback_store_env
+from bench.hosts.loopback import free_port, loopback_store_env
 from bench.run.processes import RUN_ID_ENV, Process, python_path
 from bench.run.runspec import RunSpec
 from bench.spec.devices import NodePlan, Placement
@@ -74,7 +74,7 @@ def engine_driver(spec: RunSpec, placement: Placement, ctx: LaunchContext) -> Pr
 def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, spec_path: Path,
               store_port: int | None = None, hosts: dict | None = None) -> list[Process]:
     """Every process to start for this host's nodes: the variant's own launcher once per node, or one engine driver.
-    A multi-host run's `hosts` (bench.run.exchange) carry the ports this host picked."""
+    A multi-host run's `hosts` (bench.hosts.exchange) carry the ports this host picked."""
     launcher = spec.launcher
     ports = hosts[spec.host_node].ports if hosts else [free_port() for _ in range(launcher.ports(spec))]
     ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), ports, store_port,
@@ -153,7 +153,7 @@ def node_environment(spec: RunSpec, plan: NodePlan, run_id: str, run_dir: Path) 
 
 
 def interface_environment(spec: RunSpec) -> dict[str, str]:
-    """A multi-host run's collectives on the interface toward the master (bench.run.interface), not on
+    """A multi-host run's collectives on the interface toward the master (bench.hosts.interface), not on
     whatever the host name resolves to; the worker reports this host's address from it."""
     if spec.interface is None:
         return {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.results.key import RunKey, config_key, settings_differ
-from bench.run.interface import Interface
+from bench.hosts.interface import Interface
 from bench.spec import devices, models, options
 from bench.spec.devices import Machine, Placement
 from bench.spec.family import Family
@@ -35,7 +35,7 @@ class RunSpec:
     host_node: int | None = None
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
-    # The interface this host's collectives use on a multi-host run (bench.run.interface), and its address.
+    # The interface this host's collectives use on a multi-host run (bench.hosts.interface), and its address.
     interface: "Interface | None" = None
     # Gradient synchronisation off (each replica trains its own shard): the no-communication bound.
     independent: bool = False

@@ -78,6 +78,15 @@ def discover() -> Machine:
                    gpu_memory_mib=memory if all(memory) else ())
 
 
+def check_topology(devices: int, nodes: int, devices_option: str = "--devices") -> None:
+    """`devices` split evenly over `nodes`, or the one-line error (`make bench` passes GPUS and NODES as these)."""
+    if devices < 1 or nodes < 1:
+        raise SpecError(f"{devices_option} and --nodes must be at least 1 (got {devices} and {nodes})")
+    if devices % nodes:
+        raise SpecError(f"{devices_option} {devices} does not divide by --nodes {nodes}: pick a multiple of {nodes} "
+                        "(make: GPUS and NODES)")
+
+
 def place(device_type: str, nodes: int, devices_per_node: int, machine: Machine,
           cores_per_slot: int = 1, processes_per_node: int | None = None) -> Placement:
     """Which GPUs each node sees and which cores each process is pinned to."""

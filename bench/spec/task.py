@@ -38,6 +38,12 @@ class SpecError(ValueError):
     """Bad user input: the message is one line that names the fix."""
 
 
+def check_choice(name: str, value, choices) -> None:
+    """One of the task's fixed choices (an input, a precision, a schedule ...), or the one-line error naming them."""
+    if value not in choices:
+        raise SpecError(f"unknown {name} {value!r}: choose one of {', '.join(choices)}")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What is trained: the model and the images it takes."""
@@ -248,17 +254,11 @@ class TaskSpec:
         if self.model.image_size < 1 or self.model.channels not in (1, 3):
             raise SpecError(f"images of {self.model.image_size} pixels and {self.model.channels} channels: give "
                             "--image-size 1 or more and --channels 1 or 3")
-        if self.recipe.precision not in PRECISIONS:
-            raise SpecError(f"unknown precision {self.recipe.precision!r}: choose one of {', '.join(PRECISIONS)}")
-        if self.data.input not in INPUTS:
-            raise SpecError(f"unknown input {self.data.input!r}: choose one of {', '.join(INPUTS)}")
-        if self.recipe.optimizer not in OPTIMIZERS:
-            raise SpecError(f"unknown optimizer {self.recipe.optimizer!r}: choose one of {', '.join(OPTIMIZERS)}")
         recipe = self.recipe
-        for name, value, choices in (("schedule", recipe.schedule, SCHEDULES), ("scaling", recipe.scaling, SCALINGS),
-                                     ("lr scaling", recipe.lr_scaling, LR_SCALINGS)):
-            if value not in choices:
-                raise SpecError(f"unknown {name} {value!r}: choose one of {', '.join(choices)}")
+        for name, value, choices in (("precision", recipe.precision, PRECISIONS), ("input", self.data.input, INPUTS),
+                                     ("optimizer", recipe.optimizer, OPTIMIZERS), ("schedule", recipe.schedule, SCHEDULES),
+                                     ("scaling", recipe.scaling, SCALINGS), ("lr scaling", recipe.lr_scaling, LR_SCALINGS)):
+            check_choice(name, value, choices)
         if recipe.lr <= 0 or recipe.momentum < 0 or recipe.weight_decay < 0 or not 0 < recipe.lr_gamma <= 1:
             raise SpecError("--lr must be > 0, --momentum and --weight-decay >= 0, --lr-gamma in (0, 1]")
         if self.recipe.warmup_epochs is not None and not 0 <= self.recipe.warmup_epochs < self.recipe.epochs:
@@ -328,7 +328,7 @@ PRESETS: dict[str, TaskSpec] = {
     # The main job on GPUs (the default where the sweep runs on CUDA): ResNet-50 (timm's for PyTorch, Keras' for
     # TensorFlow) at 224 px in bf16, on Fashion-MNIST resized and repeated into 3 channels on the device, exact
     # test accuracy on the whole test set. The batch is per GPU (weak scaling in a sweep): 256 on an 80 GB card,
-    # less on a smaller one (bench.spec.request.gpu_batch). Two epochs of at most 20 steps (at 8 GPUs a whole
+    # less on a smaller one (bench.request.gpu_batch). Two epochs of at most 20 steps (at 8 GPUs a whole
     # epoch is 29 steps of 2,048 images): 40 steps hold the warm-up (cuDNN's autotuning, the allocator) and 5
     # windows of 6, and keep an 80-run `make bench GPUS=8` to about 30 minutes on 8 H100s (its dry run projects it).
     "default-gpu": TaskSpec.of(

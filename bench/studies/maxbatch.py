@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Callable
 
 from bench.results import ResultRow
+from bench.results.maxbatch import SUMMARY
 from bench.run.runspec import RunSpec
-from bench.spec.devices import Machine
 from bench.status import Status
 
 log = logging.getLogger(__name__)
 
-SUMMARY = "maxbatch.jsonl"
 
 
 def out_of_memory(row: ResultRow) -> bool:
@@ -102,8 +101,3 @@ def record(found: Search, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / SUMMARY, "a") as summary:
         summary.write(json.dumps(found.to_dict()) + "\n")
-
-
-def load(out_dir: Path) -> list[dict]:
-    path = Path(out_dir) / SUMMARY
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

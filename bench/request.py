@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.spec import devices, models
 from bench.spec.task import (CPU_IMAGE_SIZE, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS, SpecError, TaskSpec,
-                             get_task)
+                             check_choice, get_task)
 from bench.spec.variants import check_engine
 
 
@@ -22,8 +22,7 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
     if not inputs or not workers:
         raise SpecError("--input and --loader-workers need a value each, e.g. --input files --loader-workers 2")
     for name in inputs:
-        if name not in INPUTS:
-            raise SpecError(f"unknown input {name!r}: choose one of {', '.join(INPUTS)}")
+        check_choice("input", name, INPUTS)
     if any(workers) and not any(i in FILE_INPUTS for i in inputs):
         raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
     if args.data_url and "s3" not in inputs:
@@ -133,6 +132,6 @@ def sweep_machine(args: argparse.Namespace) -> devices.Machine:
         raise SpecError(f"--assume-gpus {args.assume_gpus}: assume at least 1 GPU, or drop it to plan for this machine")
     if args.device_type == "cpu":
         raise SpecError("--assume-gpus plans GPU runs: drop --device-type cpu (or --assume-gpus)")
-    from bench.run import preview
+    from bench.sweep import preview
 
     return preview.assumed_machine(args.assume_gpus, machine.cores)

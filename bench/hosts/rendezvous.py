@@ -5,7 +5,7 @@ are all on this host, the store is created on a socket we bind to 127.0.0.1 (`ma
 torchrun's agents are told (TORCHELASTIC_USE_AGENT_STORE with the same MASTER_ADDR/MASTER_PORT) to
 join it as clients: when its own bind then fails, torch's TCPStore connects instead of failing.
 
-`python -m bench.run.rendezvous --fd N` serves the store on an inherited, already bound socket until killed.
+`python -m bench.hosts.rendezvous --fd N` serves the store on an inherited, already bound socket until killed.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import signal
 import socket
 from datetime import timedelta
 
-from bench.run.loopback import loopback_listener, loopback_store_env
+from bench.hosts.loopback import loopback_listener, loopback_store_env
 
 
 def serve(fd: int):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.results import ResultStore
-from bench.run.forecast import Forecast, earlier_rows, gpu_projection
+from bench.sweep.forecast import Forecast, earlier_rows, gpu_projection
 from bench.run.launch import processes
 from bench.run.processes import Process
 from bench.run.runspec import RunSpec
@@ -122,7 +122,7 @@ def rendezvous(proc: Process) -> str:
 
 def estimate(specs: list[RunSpec], out_dir: Path) -> tuple[float, int, int]:
     """(seconds, runs priced by their own configuration, runs with no earlier row of their kind), priced as the
-    sweep's clock prices a run before any has finished (bench.run.forecast)."""
+    sweep's clock prices a run before any has finished (bench.sweep.forecast)."""
     forecast = Forecast(earlier_rows(specs, ResultStore(out_dir)))
     priced = [forecast.estimate(spec) for spec in specs]
     return (sum(s for s, _ in priced if s is not None), sum(own for _, own in priced),

@@ -1,4 +1,4 @@
-"""A sweep: the planned runs (`bench.run.plan`), checked up front, run one after another into one store."""
+"""A sweep: the planned runs (`bench.sweep.plan`), checked up front, run one after another into one store."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +13,8 @@ from bench.status import Status
 from bench.worker import MODEL_DIR, data
 from bench.run import environment as env_info
 from bench.run.execute import base_row, execute, new_run_id
-from bench.run.forecast import Forecast, earlier_rows
-from bench.run.plan import check_all
+from bench.sweep.forecast import Forecast, earlier_rows
+from bench.sweep.plan import check_all
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 
@@ -26,7 +26,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, machine: Machine, mlflow_uri: s
     """Each run in turn into the folder's store; `after_run(n)` once the n-th run's row is stored."""
     check_all(specs, machine)
     if mlflow_uri:
-        from bench.run import tracking
+        from bench.sweep import tracking
 
         tracking.require()
         # Rank 0 of each run saves its trained model for the MLflow run (bench.worker.Worker.save_model).
@@ -95,7 +95,7 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
 def _track(uri: str, row: ResultRow, out_dir: Path) -> None:
     """After the row is stored: a tracking server that is down must not cost a measurement. The figures derived
     from the whole folder follow when the command ends (tracking.log_derived)."""
-    from bench.run import tracking
+    from bench.sweep import tracking
 
     try:
         tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR)

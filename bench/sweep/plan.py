@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from bench.run.runspec import RunSpec
-from bench.spec.devices import Machine
+from bench.spec.devices import Machine, check_topology
 from bench.spec import options
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import Variant
@@ -51,10 +51,7 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
     a synthetic-input twin is planned once, not once per pipeline. `shardings` (variant name -> the task fields
     of its approach options, bench.spec.options) runs that variant once per value, e.g. deepspeed at ZeRO-1, 2
     and 3; a no-sync twin its approach refuses is not planned."""
-    if nodes < 1:
-        raise SpecError(f"nodes must be at least 1 (got {nodes})")
-    if max(counts) % nodes:
-        raise SpecError(f"GPUS={max(counts)} does not divide by NODES={nodes}: pick a multiple of {nodes}")
+    check_topology(max(counts), nodes, "--max-devices")
     specs = []
     for engine, address in engines:
         for variant in sorted(variants, key=lambda v: v.baseline is not None):
