@@ -70,7 +70,7 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
                                       "AWS_ACCESS_KEY_ID, ...)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
-                        "configuration eager and compiled; the compile time is the row's compile_s")
+                        "configuration eager and compiled; its compile time (the first step, never timed) is the report's compile s")
     options.add_arguments(p)  # each approach's own (--zero-stage, --accelerate-plugin)
     p.add_argument("--checkpoint-every-epoch", action="store_true",
                    help="save model + optimizer after each epoch the approach's own way; the row times the save "

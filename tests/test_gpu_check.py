@@ -237,7 +237,7 @@ def test_each_steps_outcome_is_read_from_its_row(tmp_path):
     write_rows(tmp_path, row(rate=2000.0), row(device_memory_gib=24), row(rate=3000.0, compile=True))
     assert gpu_check.judge(steps["energyok"], tmp_path, None, [], 0) == \
         ("ok", "650 W mean over the run, 0.260 J per image at 2,000 images/s (12,000 J in all)")
-    compiled = {**row(rate=3000.0, compile=True), "compile_s": 71.2}
+    compiled = {**row(rate=3000.0, compile=True), "first_step_s": 71.2}
     assert gpu_check.judge(steps["compileok"], tmp_path, done, [compiled], 450) == \
         ("ok", "3,000 images/s compiled, 1.50x eager's 2,000; compiling took 71 s")
 

@@ -128,6 +128,19 @@ def test_a_row_written_before_rows_were_versioned_loads_as_this_version(tmp_path
     assert loaded.schema_version == SCHEMA_VERSION and loaded.run_id == "a" and loaded.unknown == {}
 
 
+def test_a_version_3_row_loses_the_figures_the_report_now_derives_from_it(tmp_path):
+    """Version 3 stored the matmuls' precision and a compiled run's compile time; both follow from the row."""
+    stored = {**row("a").to_dict(), "schema_version": 3, "matmul_precision": "tf32", "compile_s": 30.0,
+              "first_step_s": 30.0, "fast_path": {"tf32": True},
+              "task": {"name": "quick", "global_batch": 64, "precision": "fp32", "compile": True}}
+    (tmp_path / "results.jsonl").write_text(json.dumps(stored) + "\n")
+    [loaded] = ResultStore(tmp_path).rows()
+    assert loaded.unknown == {} and "matmul_precision" not in loaded.to_dict() and "compile_s" not in loaded.to_dict()
+    from bench.analysis import aggregate
+    [line] = aggregate.configurations(load(tmp_path)).to_dict("records")
+    assert (line["matmul_precision"], line["compile_s"]) == ("tf32", 30.0)
+
+
 def test_a_field_this_version_does_not_know_is_kept_written_back_and_named(tmp_path, caplog):
     newer = {**row("a").to_dict(), "schema_version": SCHEMA_VERSION + 1, "joules_per_sample": 0.25}
     (tmp_path / "results.jsonl").write_text(json.dumps(newer) + "\n")

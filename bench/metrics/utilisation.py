@@ -12,7 +12,7 @@ from bench.metrics import Column, Context, Metric, Part, fmt, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import peak, utilisation
-from bench.spec.peaks import dense_peak
+from bench.spec.peaks import dense_peak, matmul_precision
 from bench.status import Status
 
 
@@ -25,6 +25,9 @@ def _text(value) -> str | None:
 
 
 def derive(folded: pd.DataFrame, context: Context) -> None:
+    # The precision the matmuls ran at, which the peaks are read at: the task's, or TF32 where fp32 ran with it on.
+    folded["matmul_precision"] = [matmul_precision(r["precision"], r.get("fast_path.tf32") is True)
+                                  if isinstance(r.get("precision"), str) else None for r in folded.to_dict("records")]
     records = folded.to_dict("records")
     folded["achieved_tflops"] = [utilisation.tflops(_value(r["flops_per_sample"]), _value(r["throughput"]))
                                  for r in records]

@@ -2,7 +2,6 @@
 (`throughput.median`, `task.name`), and `key` (a RunKey) to group by."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 

@@ -8,12 +8,16 @@ from bench.results.key import RunKey, config_key
 
 # The row's layout. A row without one was written before rows were versioned (version 1: the same fields as 2).
 # A change of a field's name or meaning bumps it and adds the step from the version before to MIGRATIONS.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Figures derived from other rows or from the measured peak, which rows up to version 2 stored as they stood when
 # the row was written; a report derives them from the whole folder (bench.metrics).
 DERIVED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")
+# Derived from the row's own fields (its precision and TF32 switch; a compiled run's first step), which rows up to
+# version 3 stored too; the metrics derive them (bench.metrics.utilisation, timing).
+DERIVED_FROM_THE_ROW = ("matmul_precision", "compile_s")
 MIGRATIONS = {1: lambda data: data,
-              2: lambda data: {k: v for k, v in data.items() if k not in DERIVED}}  # version n -> n + 1
+              2: lambda data: {k: v for k, v in data.items() if k not in DERIVED},
+              3: lambda data: {k: v for k, v in data.items() if k not in DERIVED_FROM_THE_ROW}}  # version n -> n + 1
 
 
 @dataclass
@@ -61,15 +65,15 @@ class ResultRow:
     # Workers update the shared weights without waiting for each other (tf-ps): not synchronous data
     # parallelism; an epoch is as many samples as the training set, not each sample once.
     asynchronous: bool = False
-    # How close to the hardware: FLOPs counted per training sample (multiply-add = 2) and the precision the
-    # matmuls ran at; a report derives the achieved FLOP/s, MFU and the fraction of the measured peak from them.
+    # How close to the hardware: FLOPs counted per training sample (multiply-add = 2); a report derives the
+    # matmuls' precision (task.precision, fast_path.tf32), the achieved FLOP/s, MFU and the fraction of the measured
+    # peak from them.
     flops_per_sample: float | None = None
-    matmul_precision: str | None = None                 # fp32 | tf32 | bf16 | fp16: what the peaks are read at
     fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile
     as_shipped: bool = False   # --as-shipped: every framework on its defaults (environment["kernels"] says what ran)
     keras: str | None = None   # TensorFlow: the Keras that ran ("keras 3.15.1"; "tf-keras 2.21.0" for tf-multiworker-fit)
-    first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation)
-    compile_s: float | None = None                      # --compile: that first step, out of every window
+    first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation; with
+                                                        # --compile the compile time, out of every window)
     input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch
     # Each rank's own time per step, the part no collective waits in (its wait for batches and its forward: window
     # times are equal across ranks by construction), median over windows: {"own_ms": {rank: ms}, "slowest_rank",

@@ -3,8 +3,6 @@ the fraction of the peak measured on this machine (as torchtitan's and nanoGPT's
 sample x samples per second per device / peak)."""
 from __future__ import annotations
 
-from bench.spec.peaks import dense_peak, matmul_precision
-
 
 def achieved_flops(flops_per_sample: float | None, samples_per_s: float | None) -> float | None:
     if not flops_per_sample or not samples_per_s:
@@ -22,13 +20,3 @@ def fraction(flops_per_sample: float | None, per_device_samples_per_s: float | N
     """Achieved FLOP/s of one device over a peak (None where either is unknown)."""
     achieved = achieved_flops(flops_per_sample, per_device_samples_per_s)
     return achieved / peak_flops if achieved and peak_flops else None
-
-
-def annotate(row) -> None:
-    """What a measured row records for the utilisation figures a report derives (bench.metrics.utilisation): the
-    precision its matmuls ran at, and a compiled run's compile time."""
-    if not row.throughput:
-        return
-    row.matmul_precision = matmul_precision(row.task["precision"], bool(row.fast_path.get("tf32")))
-    if row.task.get("compile"):
-        row.compile_s = row.first_step_s

@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.results import utilisation
 from bench.interrupt import Interrupted
 from bench.metrics import memory
 from bench.results.jsonl import RESULTS
@@ -323,7 +322,6 @@ def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | No
         setattr(row, key, value)
     row.wall_split = fold.wall_split(run.records, spec.reporting_ranks, run.launch_time, run.wall_s, row.train_s,
                                      row.first_step_s)
-    utilisation.annotate(row)
     if row.timeseries and row.timeseries.get("gpus") and row.startup_s is not None:
         row.timeseries["energy_j_per_sample"] = sampler.energy_per_sample(run.run_dir / sampler.FILE, row.startup_s,
                                                                           row.throughput["median"])
