@@ -22,14 +22,15 @@ def _listening_inodes() -> dict[str, str]:
     return found
 
 
-def run_listeners() -> set[tuple[str, str]]:
-    """(command name, hex address) of every listening socket held by a process of any dtbench run."""
+def run_listeners(run_ids: set[str]) -> set[tuple[str, str]]:
+    """(command name, hex address) of every listening socket held by a process of these runs (not of another
+    test's run on the other worker)."""
     inodes = _listening_inodes()
-    marker = RUN_ID_ENV.encode() + b"="
+    wanted = {f"{RUN_ID_ENV}={run_id}".encode() for run_id in run_ids}
     out = set()
     for pid in (d for d in os.listdir("/proc") if d.isdigit()):
         try:
-            if not any(v.startswith(marker) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
+            if wanted.isdisjoint(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
                 continue
             name = Path(f"/proc/{pid}/comm").read_text().strip()
             for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -50,16 +51,19 @@ def is_loopback(address: str) -> bool:
 
 
 class ListenerWatch:
-    """Polls the run's listening sockets in the background while a run goes on."""
+    """Polls the listening sockets of the runs a test starts, in the background while they go on: `of` is the
+    results folder they write (their ids: its runs/ folders) or the one run id the test gave them."""
 
-    def __init__(self, interval: float = 0.1):
+    def __init__(self, of: Path | str, interval: float = 0.1):
+        self._of = of
         self.seen: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, args=(interval,), daemon=True)
 
     def _poll(self, interval: float) -> None:
         while not self._stop.is_set():
-            self.seen |= run_listeners()
+            ids = {self._of} if isinstance(self._of, str) else {p.name for p in (self._of / "runs").glob("*")}
+            self.seen |= run_listeners(ids) if ids else set()
             self._stop.wait(interval)
 
     def __enter__(self) -> "ListenerWatch":

@@ -22,9 +22,9 @@ ENGINES = ("torchrun", "dask", "ray", "spark")
 LOOPBACK_ENGINES = ("torchrun", "dask")
 
 
-def api_call(engine: str, what: str) -> tuple[subprocess.CompletedProcess, str]:
+def api_call(engine: str, what: str, marker: str | None = None) -> tuple[subprocess.CompletedProcess, str]:
     """`bench.engines.run` in a fresh interpreter, marked so that its leftovers can be found."""
-    marker = f"api-{uuid.uuid4().hex[:8]}"
+    marker = marker or f"api-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, RUN_ID_ENV: marker, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "tests.engine_functions", engine, what], cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=300)
@@ -34,8 +34,9 @@ def api_call(engine: str, what: str) -> tuple[subprocess.CompletedProcess, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_function_api_returns_every_ranks_value(engine):
-    with ListenerWatch() as watch:
-        result, marker = api_call(engine, "report")
+    marker = f"api-{uuid.uuid4().hex[:8]}"
+    with ListenerWatch(marker) as watch:
+        result, marker = api_call(engine, "report", marker)
     assert result.returncode == 0, result.stderr[-3000:]
     values = json.loads(result.stdout.strip().splitlines()[-1])["values"]
     assert [v["rank"] for v in values] == [0, 1]
@@ -43,7 +44,7 @@ def test_function_api_returns_every_ranks_value(engine):
     assert [v["sum"] for v in values] == [(10 + 11) * 2.0] * 2  # args, kwargs and a real all-reduce
     assert processes_of_run(marker) == []
     if engine in LOOPBACK_ENGINES:
-        assert watch.beyond_loopback() == set(), watch.seen
+        assert watch.seen and watch.beyond_loopback() == set(), watch.seen  # the call's own listeners, seen
 
 
 @pytest.mark.slow
@@ -82,12 +83,12 @@ def test_a_killed_rank_is_named_not_the_peer_whose_collective_broke():
 @pytest.fixture(scope="module")
 def torchrun_row(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("torchrun")
-    with ListenerWatch() as watch:
+    with ListenerWatch(out) as watch:
         result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     [row] = rows(out)
     # torchrun's rendezvous store is hosted on 127.0.0.1 (torch's own would listen on every interface).
-    assert watch.beyond_loopback() == set(), watch.seen
+    assert watch.seen and watch.beyond_loopback() == set(), watch.seen  # the run's own listeners, seen
     assert row["engine"] == "torchrun"
     return row
 
@@ -99,7 +100,7 @@ ENGINE_RUNS = [("dask", ()), ("ray", ()), ("spark", ()),
 @pytest.mark.slow
 @pytest.mark.parametrize("engine,extra", ENGINE_RUNS, ids=["dask", "ray", "spark-local", "spark-cluster"])
 def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
-    with ListenerWatch() as watch:
+    with ListenerWatch(out) as watch:
         result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--engine", engine,
                        *extra, "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -115,7 +116,7 @@ def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
     assert sorted(row["environment"]["cores"]) == ["0", "1"]
     assert processes_of_run(row["run_id"]) == []
     if engine in LOOPBACK_ENGINES:
-        assert watch.beyond_loopback() == set(), watch.seen
+        assert watch.seen and watch.beyond_loopback() == set(), watch.seen  # the run's own listeners, seen
 
 
 @pytest.mark.slow

@@ -101,8 +101,9 @@ def test_without_a_gpu_it_says_so_in_one_line_and_exits_2():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_gpu_check_without_a_gpu_is_one_line_and_its_dry_run_exits_0():
-    # as typed at a shell: under `make test` the outer make's level would prefix its error line with make[1]
-    shell = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    # as typed at a shell: under `make test` the outer make's level would prefix its error line with make[1], and
+    # its ARGS (pytest's) would reach the command
+    shell = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "ARGS")}
 
     def make(*extra: str) -> subprocess.CompletedProcess:
         return subprocess.run(["make", "-s", "gpu-check", "SETUP=none", f"PYTHON={sys.executable}", *extra], cwd=REPO,
