@@ -484,7 +484,9 @@ def cmd_overhead(args: argparse.Namespace) -> int:
         return sampler_overhead.main(args)
     from bench.studies import overhead
 
-    return overhead.main(args, request.task_from(args, request.device_type(args, devices.discover())))
+    machine = devices.discover()
+    device_type = request.device_type(args, machine)
+    return overhead.main(args, request.task_from(args, device_type, machine), device_type)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

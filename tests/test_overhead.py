@@ -113,3 +113,9 @@ def test_overhead_compares_each_frameworks_harness_with_its_plain_loop_and_timms
         assert framework["ratios"]["plain:median"]["ratios"] == [round_["harness"]["median"] / round_["plain"]["median"]]
     assert "tensorflow: harness tf-single / plain loop (probes.plain_tf_loop), median of windows" in done.stdout
     assert "torch: harness torch-single / timm's train benchmark with the task's SGD" in done.stdout
+
+
+def test_overhead_on_cuda_without_a_gpu_is_refused_in_one_line():
+    done = bench("overhead", "--device-type", "cuda", "--task", "quick", env=CPU, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "--device-type cuda: no GPU here" in done.stderr

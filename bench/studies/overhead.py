@@ -87,8 +87,11 @@ def peer_model(task: TaskSpec, framework: str) -> str | None:
     return name.library_name("torch")
 
 
-def main(args: argparse.Namespace, task: TaskSpec) -> int:
+def main(args: argparse.Namespace, task: TaskSpec, device_type: str) -> int:
     machine = devices.discover()
+    if device_type == "cuda" and not machine.gpus:
+        raise SpecError("--device-type cuda: no GPU here (nvidia-smi lists none): drop it to measure this CPU, or run "
+                        "on a GPU machine")
     task = overhead_task(task, args)
     frameworks = frameworks_for(task, args.framework)
     data_path = data.prepare(task)
@@ -96,14 +99,14 @@ def main(args: argparse.Namespace, task: TaskSpec) -> int:
     results: dict[str, dict] = {f: {"pairs": []} for f in frameworks}
     for i in range(args.repeats):
         for framework in frameworks:  # the frameworks' pairs interleaved too: drift hits both alike
-            pair = measure_pair(framework, task, machine, data_path, args, i)
+            pair = measure_pair(framework, task, machine, device_type, data_path, args, i)
             if pair is None:
                 return 1
             results[framework]["pairs"].append(pair)
     args.out.mkdir(parents=True, exist_ok=True)
     for framework, summary in results.items():
         harness, plain = OVERHEAD_PAIRS[framework]
-        summary.update(summarise(summary["pairs"]), task=task.to_dict(), device_type=machine.default_device_type,
+        summary.update(summarise(summary["pairs"]), task=task.to_dict(), device_type=device_type,
                        cores_per_slot=args.cores_per_slot, harness=harness, plain_loop=plain,
                        peer="probes.timm_train" if peer_model(task, framework) else None)
         for line in describe(framework, summary):
@@ -112,11 +115,11 @@ def main(args: argparse.Namespace, task: TaskSpec) -> int:
     return 0
 
 
-def measure_pair(framework: str, task: TaskSpec, machine, data_path: Path | None, args: argparse.Namespace,
+def measure_pair(framework: str, task: TaskSpec, machine, device_type: str, data_path: Path | None, args: argparse.Namespace,
                  i: int) -> dict | None:
     """One round: the harness run, the plain loop and (a timm model on PyTorch) the peer, in rotated order."""
     variant, probe = OVERHEAD_PAIRS[framework]
-    spec = RunSpec(get_variant(variant), task, machine.default_device_type, cores_per_slot=args.cores_per_slot,
+    spec = RunSpec(get_variant(variant), task, device_type, cores_per_slot=args.cores_per_slot,
                    timeout_s=args.timeout)
     placement = spec.check(machine)
     sides = ["harness", "plain"] + (list(PEER_OPTIMIZERS) if peer_model(task, framework) else [])
