@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
     p.set_defaults(func=commands.cmd_collectives)
 
-    p = sub.add_parser("report", help="report.md and results.csv from a results directory")
+    p = sub.add_parser("report", help="report.md, report.html, results.csv and results.parquet from a results directory")
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
     metrics.add_options(p)
     p.set_defaults(func=commands.cmd_report)
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):
-            commands.print_folder_table(stop.rows, args.out, metrics.settings(args))
+            commands.finish_stopped(stop.rows, args)
         resume = " (`bench sweep --resume` runs what is left)" if args.func is commands.cmd_sweep else ""
         in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
         print(f"\n{stop}: {sum(r.status != Status.INTERRUPTED for r in stop.rows)} runs finished{in_flight}{resume}",

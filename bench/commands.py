@@ -60,11 +60,20 @@ def print_table(rows, results: Folder) -> None:
     print(text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
 
 
-def print_folder_table(rows, out: Path, settings: dict | None) -> None:
-    """The table of the runs that finished, as the folder holds them now (a sweep stopped by a signal)."""
+def finish_stopped(rows, args: argparse.Namespace) -> None:
+    """A command stopped by a signal: the folder as it holds the runs that finished, folded once for their table,
+    its CSV and Parquet, and (--mlflow) their MLflow runs' derived figures."""
     from bench.analysis.folder import Folder
+    from bench.results import ResultStore
 
-    print_table(rows, Folder.read(out, settings))
+    out = args.out / "maxbatch" if args.command == "maxbatch" else args.out
+    results = Folder.read(out, metrics.settings(args))
+    ResultStore(out).export_tables(results.runs)
+    if getattr(args, "mlflow", None):
+        from bench.sweep import tracking
+
+        tracking.log_derived(args.mlflow, rows, results.configs)
+    print_table(rows, results)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -148,8 +157,10 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         raise SpecError("on a CPU the search needs a memory to fill: pass --device-memory GIB (each rank's), "
                         "e.g. --device-memory 3")
     spec = one_run(args, device_type, "maxbatch")
-    from bench.sweep import runner
+    from bench.analysis.folder import Folder
+    from bench.results import ResultStore
     from bench.studies import maxbatch
+    from bench.sweep import runner
 
     out = args.out / "maxbatch"
     if args.resolution < 1:
@@ -157,6 +168,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     found = maxbatch.search(spec, lambda probe: runner.run_all([probe], out, machine)[0], args.max_batch,
                             args.resolution)
     maxbatch.record(found, out)
+    ResultStore(out).export_tables(Folder.read(out).runs)
     limit = f" under {args.device_memory:g} GiB a rank" if args.device_memory else ""
     if found.error:
         print(f"{found.label}: the search stopped{limit}: {found.error}")
@@ -204,9 +216,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     task = tasks[0]
     specs = [dataclasses.replace(spec, malloc=args.malloc, sample_every_s=args.sample_every, as_shipped=args.as_shipped,
                                  profile=args.profile and spec.variant.profiles) for spec in specs]
-    # An MLflow run logs the efficiencies the folder gives when it ends, which need its one-device runs before it:
-    # with --mlflow the plan keeps its order (baselines first) and no provisional answer comes early.
-    specs, first = (specs, 0) if args.mlflow else plan.answer_first(specs)
+    specs, first = plan.answer_first(specs)
     most = max((s.world_size for s in specs), default=1)
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once

@@ -49,6 +49,7 @@ def test_more_gpus_than_exist_is_refused():
 @pytest.mark.parametrize("listing, names, memory", [
     ("0, NVIDIA H100 80GB HBM3, 81559\n1, NVIDIA H100 80GB HBM3, 81559\n", ("NVIDIA H100 80GB HBM3",) * 2, (81559, 81559)),
     ("0, GRID A100-40C, [N/A]\n", ("GRID A100-40C",), ()),  # a GPU whose size nvidia-smi cannot say still counts
+    ("WARNING: infoROM is corrupted at gpu 0000:04:00.0\n0, Tesla T4, 15360\n", ("Tesla T4",), (15360,)),
 ])
 def test_discovery_reads_each_gpu_and_its_memory_from_nvidia_smi(tmp_path, monkeypatch, listing, names, memory):
     fake = tmp_path / "nvidia-smi"

@@ -140,9 +140,8 @@ def test_a_sweep_runs_its_main_comparison_first_then_baselines_twins_and_fewer_d
 
 
 @pytest.mark.parametrize("mlflow", [False, True])
-def test_the_sweep_command_runs_the_main_comparison_first_unless_mlflow_logs_efficiencies(tmp_path, monkeypatch, mlflow):
-    """With --mlflow each run logs the efficiencies the folder gives when it ends, which need its one-device run
-    first: the plan keeps its own order there."""
+def test_the_sweep_command_runs_the_main_comparison_first_with_or_without_mlflow(tmp_path, monkeypatch, mlflow):
+    """MLflow's derived figures are logged once the sweep ends, from the whole folder: the order is the same."""
     import signal
 
     from bench import cli
@@ -168,7 +167,7 @@ def test_the_sweep_command_runs_the_main_comparison_first_unless_mlflow_logs_eff
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     first = (ran[0].variant.name, ran[0].world_size)
-    assert first == (("torch-ddp", 1) if mlflow else ("torch-ddp", 2)), [s.key.label for s in ran]
+    assert first == ("torch-ddp", 2), [s.key.label for s in ran]
 
 
 def test_no_sync_runs_are_their_own_series():

@@ -82,8 +82,8 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
     found = modules()
     rank_side = [name for name in found if name.startswith("bench.worker")]
     assert {"bench.worker", "bench.worker.clock", "bench.worker.data", "bench.worker.s3"} <= set(rank_side)
-    harness = ("bench.run", "bench.studies", "bench.analysis", "bench.cli", "bench.commands", "bench.regress",
-               "bench.results", "bench.engines")
+    harness = ("bench.run", "bench.hosts", "bench.sweep", "bench.studies", "bench.analysis", "bench.cli",
+               "bench.commands", "bench.request", "bench.regress", "bench.results", "bench.engines")
     for name in rank_side:
         assert not {t for t in imports_of(name, found[name], set(found)) if t.startswith(harness)}, name
 

@@ -103,7 +103,7 @@ def count_parameters(model) -> int:
     return int(sum(math.prod(w.shape) for w in model.trainable_weights))
 
 
-if __name__ == "__main__":  # the request's check (bench.spec.model_check)
+if __name__ == "__main__":  # the request's check (bench.run.model_check)
     import sys
 
     sys.exit(models.check_build(lambda task: build_model(TaskSpec.from_dict(task)), count_parameters, sys.argv[1:]))

@@ -138,7 +138,7 @@ def count_parameters(model: nn.Module) -> int:
     return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
 
 
-if __name__ == "__main__":  # the request's check (bench.spec.model_check)
+if __name__ == "__main__":  # the request's check (bench.run.model_check)
     import sys
 
     sys.exit(models.check_build(lambda task: build_model(TaskSpec.from_dict(task)), count_parameters, sys.argv[1:]))

@@ -1,8 +1,8 @@
 """A results folder read once and folded once: its rows, one line a run, one line a configuration (repeats
 folded, every metric derived), and the files beside them that the report reads (the measured peak, the fast-path
-audit). `bench sweep`, `bench report` and `bench compare` each build one `Folder` per results folder and hand it
-to the table, the report with its plots and projection, and the verdict; the sweep's provisional answer, halfway,
-reads the folder as it stands then."""
+audit). Each command that reads a folder (`bench sweep`, `run`, `report`, `compare`, `project`, `maxbatch`, one
+stopped by a signal) builds one `Folder` per folder and hands it to the table, the report with its plots and
+projection, the verdict and MLflow; the sweep's provisional answer, halfway, reads the folder as it stands then."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ The hosts it runs on are bench.hosts; the sweep that runs many into one store is
 
 In the order it happens:
 - runspec: one variant on one topology for one task, checked before anything starts.
+- model_check: a library's or the user's model built once in its framework's process, before anything starts.
 - launch, interpreters: what to start (each approach's own launcher lives in its package) and with which Python.
 - execute: write the spec, start, wait, fold the ranks' records into the row.
 - processes, reaper, stacks: starting and waiting with a timeout; no process outlives the run; a hung run's stacks.

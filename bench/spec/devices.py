@@ -60,7 +60,7 @@ def _nvidia_smi() -> list[tuple[str, str, int | None]]:
         # index, name, memory; memory reads "[N/A]" on some vGPUs: the GPU still counts, its size unknown
         index, *rest = [part.strip() for part in line.split(",")]
         size = rest.pop() if len(rest) >= 2 else ""
-        if index:
+        if index.isdigit():  # not a notice nvidia-smi printed beside the table
             found.append((index, ", ".join(rest) or "unknown GPU", int(size) if size.isdigit() else None))
     return found
 
@@ -83,8 +83,8 @@ def check_topology(devices: int, nodes: int, devices_option: str = "--devices") 
     if devices < 1 or nodes < 1:
         raise SpecError(f"{devices_option} and --nodes must be at least 1 (got {devices} and {nodes})")
     if devices % nodes:
-        raise SpecError(f"{devices_option} {devices} does not divide by --nodes {nodes}: pick a multiple of {nodes} "
-                        "(make: GPUS and NODES)")
+        make = " (make: GPUS and NODES)" if devices_option == "--max-devices" else ""
+        raise SpecError(f"{devices_option} {devices} does not divide by --nodes {nodes}: pick a multiple of {nodes}{make}")
 
 
 def place(device_type: str, nodes: int, devices_per_node: int, machine: Machine,

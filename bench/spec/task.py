@@ -245,8 +245,7 @@ class TaskSpec:
         return cls.from_dict({"name": name, **settings})
 
     def validate(self) -> None:
-        if self.data.dataset not in DATASETS:
-            raise SpecError(f"unknown dataset {self.data.dataset!r}: choose one of {', '.join(DATASETS)}")
+        check_choice("dataset", self.data.dataset, DATASETS)
         try:
             models.parse(self.model.name)
         except models.ModelNameError as exc:

@@ -96,22 +96,24 @@ def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str = "dtb
     server that is down costs a warning, never a measurement."""
     from bench.metrics import present
 
-    lines = {line["key"]: line for line in configs.to_dict("records")} if len(configs) else {}
-    try:
-        import mlflow
-        from mlflow.entities import Metric
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    import mlflow
+    from mlflow.entities import Metric
 
-        mlflow.set_tracking_uri(uri)
-        client, now = mlflow.MlflowClient(), int(time.time() * 1000)
-        for row in rows:
-            line = lines.get(row.key, {})
-            figures = [Metric(name, float(line[name]), now, 0) for name in DERIVED if present(line.get(name))]
+    lines = {line["key"]: line for line in configs.to_dict("records")} if len(configs) else {}
+    mlflow.set_tracking_uri(uri)
+    client, now = mlflow.MlflowClient(), int(time.time() * 1000)
+    for row in rows:
+        line = lines.get(row.key, {})
+        figures = [Metric(name, float(line[name]), now, 0) for name in DERIVED if present(line.get(name))]
+        try:
             found = mlflow.search_runs(experiment_names=[experiment], output_format="list", max_results=1,
                                        filter_string=f"attributes.run_name = '{row.run_id}'")
             if figures and found:
                 client.log_batch(found[0].info.run_id, metrics=figures)
-    except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
-        log.warning("--mlflow: the derived figures were not logged: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
+            log.warning("--mlflow: %s's derived figures were not logged: %s", row.run_id, exc)
 
 
 def log_model(model_dir: Path, run_id: str, params: dict) -> str | None:
