@@ -60,20 +60,24 @@ def print_table(rows, results: Folder) -> None:
     print(text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
 
 
-def finish_stopped(rows, args: argparse.Namespace) -> None:
-    """A command stopped by a signal: the folder as it holds the runs that finished, folded once for their table,
-    its CSV and Parquet, and (--mlflow) their MLflow runs' derived figures."""
+def conclude(out: Path, rows, args: argparse.Namespace):
+    """A command's runs done: the folder folded once (returned for the table, the report and the verdict), its
+    CSV and Parquet written, and (--mlflow) the MLflow runs of `rows` given the figures derived from the folder."""
     from bench.analysis.folder import Folder
     from bench.results import ResultStore
 
-    out = args.out / "maxbatch" if args.command == "maxbatch" else args.out
     results = Folder.read(out, metrics.settings(args))
     ResultStore(out).export_tables(results.runs)
     if getattr(args, "mlflow", None):
         from bench.sweep import tracking
 
         tracking.log_derived(args.mlflow, rows, results.configs)
-    print_table(rows, results)
+    return results
+
+
+def finish_stopped(rows, args: argparse.Namespace) -> None:
+    """A command stopped by a signal: the runs that finished, concluded as any command's, and their table."""
+    print_table(rows, conclude(args.out / "maxbatch" if args.command == "maxbatch" else args.out, rows, args))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -91,9 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = dataclasses.replace(spec, engine=engine, engine_address=address)
     spec = dataclasses.replace(spec, interface=chosen_interface(args))
     plan.check_all([spec], machine)  # before the harness's heavy imports: a bad request answers at once
-    from bench.analysis.folder import Folder
-    from bench.results import ResultStore
-    from bench.sweep import runner, tracking
+    from bench.sweep import runner
     from bench.run.execute import execute
     from bench.worker import data
 
@@ -107,11 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == Status.OK else 1
     rows = runner.run_all([spec], args.out, machine, args.mlflow)
-    results = Folder.read(args.out, metrics.settings(args))
-    if args.mlflow:
-        tracking.log_derived(args.mlflow, rows, results.configs)
-    ResultStore(args.out).export_tables(results.runs)
-    print_table(rows, results)
+    print_table(rows, conclude(args.out, rows, args))
     return 0 if rows[0].status == Status.OK else 1
 
 
@@ -157,8 +155,6 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
         raise SpecError("on a CPU the search needs a memory to fill: pass --device-memory GIB (each rank's), "
                         "e.g. --device-memory 3")
     spec = one_run(args, device_type, "maxbatch")
-    from bench.analysis.folder import Folder
-    from bench.results import ResultStore
     from bench.studies import maxbatch
     from bench.sweep import runner
 
@@ -168,7 +164,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     found = maxbatch.search(spec, lambda probe: runner.run_all([probe], out, machine)[0], args.max_batch,
                             args.resolution)
     maxbatch.record(found, out)
-    ResultStore(out).export_tables(Folder.read(out).runs)
+    conclude(out, [], args)
     limit = f" under {args.device_memory:g} GiB a rank" if args.device_memory else ""
     if found.error:
         print(f"{found.label}: the search stopped{limit}: {found.error}")
@@ -221,8 +217,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
     from bench.analysis import report
-    from bench.analysis.folder import Folder
-    from bench.sweep import forecast, resume, runner, tracking
+    from bench.sweep import forecast, resume, runner
     from bench.studies import audit, microbench
 
     if args.allow_mixed_revisions and not args.resume:
@@ -252,9 +247,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rows = runner.run_all(specs, args.out, machine, args.mlflow, after_run=provisional)
     if args.analysis:
         microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
-    results = Folder.read(args.out, metrics.settings(args))  # the folder as it ends, folded once for all below
-    if args.mlflow:
-        tracking.log_derived(args.mlflow, rows, results.configs)
+    results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
     print_table(rows, results)
     path = report.write_report(results)
     print(f"\nrows appended to {args.out / 'results.jsonl'} (+ results.csv, results.parquet); report in {path} "

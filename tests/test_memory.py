@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from bench.run import fold
+from bench.metrics import memory as memory_metric
 from bench.analysis.folder import Folder
 from helpers import CPU, bench, result_row, rows
 
@@ -46,19 +46,19 @@ def test_a_rank_reads_the_peaks_of_its_own_gpu_and_dataparallel_of_every_visible
 def test_the_fold_keeps_every_ranks_model_state_and_the_largest_device_peak():
     per_rank = {0: {"model_state_bytes": {"parameters": 8, "gradients": 8, "optimizer": 0}, "peak_allocated_mb": 3.0},
                 1: {"model_state_bytes": {"parameters": 4, "gradients": 4, "optimizer": 0}, "peak_allocated_mb": 5.0}}
-    folded = fold.memory(per_rank)
+    folded = memory_metric.per_rank(per_rank)
     assert folded["model_state_bytes"]["1"]["parameters"] == 4 and folded["peak_allocated_mb"] == 5.0
-    assert fold.memory({0: {}}) == {}
+    assert memory_metric.per_rank({0: {}}) == {}
     assert "peak_allocated_mb_by_device" not in folded  # no rank said which device peaked where
 
 
 def test_the_fold_lists_every_devices_peak_from_one_process_or_a_device_per_rank():
-    dataparallel = fold.memory({0: {"peak_allocated_mb": 9.0, "peak_allocated_mb_by_device": [9.0, 4.0, 4.5]}})
+    dataparallel = memory_metric.per_rank({0: {"peak_allocated_mb": 9.0, "peak_allocated_mb_by_device": [9.0, 4.0, 4.5]}})
     assert dataparallel["peak_allocated_mb_by_device"] == [9.0, 4.0, 4.5]
-    ranks = fold.memory({1: {"peak_allocated_mb": 5.0, "peak_allocated_mb_by_device": [5.0]},
+    ranks = memory_metric.per_rank({1: {"peak_allocated_mb": 5.0, "peak_allocated_mb_by_device": [5.0]},
                          0: {"peak_allocated_mb": 6.0, "peak_allocated_mb_by_device": [6.0]}})
     assert ranks["peak_allocated_mb_by_device"] == [6.0, 5.0]  # rank order, whatever order they arrived in
-    one = fold.memory({0: {"peak_allocated_mb": 6.0, "peak_allocated_mb_by_device": [6.0]}})
+    one = memory_metric.per_rank({0: {"peak_allocated_mb": 6.0, "peak_allocated_mb_by_device": [6.0]}})
     assert "peak_allocated_mb_by_device" not in one  # one device: nothing to set against it
 
 

@@ -80,3 +80,20 @@ def test_stragglers_fold_over_repeats_and_show_under_their_task(tmp_path):
     assert "| 0: 10.00, 1: 13.00 " in task_part
     assert "rank 1 is a straggler, 13% behind the median rank (13.00 ms of its own a step against the median " \
            "rank's 11.50)" in task_part
+
+
+def ranks(cpu_by_rank: dict[int, list[float]], world: int = 2) -> metrics.Ranks:
+    """Ranks whose windows of 3 steps x 32 samples took 0.1 s each, with `cpu_by_rank` CPU seconds a window."""
+    results = {rank: {"window_seconds": [0.1] * len(cpu), "window_steps": 3, "samples_per_window": 96,
+                      "train_s": 1.0, "peak_memory_mb": 100.0 + rank, "window_cpu_seconds": cpu}
+               for rank, cpu in cpu_by_rank.items()}
+    records = {rank: [{"event": "first_step", "time": 10.0 + rank}] for rank in results}
+    return metrics.Ranks(results, records, world, launch_time=9.0)
+
+
+def test_the_row_is_every_metrics_fold_of_the_ranks_reports():
+    row = metrics.fold(ranks({0: [0.1, 0.1], 1: [0.1, 0.1]}))
+    assert row["throughput"]["median"] == pytest.approx(960.0) and row["per_device_throughput"] == pytest.approx(480.0)
+    assert row["step_time_ms"]["median"] == pytest.approx(100 / 3)
+    assert row["startup_s"] == pytest.approx(2.0)  # to the slowest rank's first step
+    assert row["peak_memory_mb"] == 101.0 and row["rank_times"] is None

@@ -21,12 +21,8 @@ COLUMNS = {
     "task.precision": "precision", "task.model": "model", "task.dataset": "dataset",
     "task.target_accuracy": "target_accuracy", "task.params": "params",
 }
-FIGURES = ("throughput", "ci_low", "ci_high", "per_device_throughput", "step_ms", "step_p90_ms", "startup_s",
-           "train_s", "wall_s", "test_accuracy", "test_loss", "eval_samples", "time_to_accuracy_s", "peak_memory_mb",
-           "scaling_efficiency", "scaling_efficiency_vs_single", "params", "target_accuracy", "flops_per_sample",
-           "achieved_tflops", "mfu", "peak_fraction", "matmul_precision", "input_wait_fraction", "compile_s",
-           "first_step_s", "device_name", "cores_per_slot", "model_state_mb", "model_state_parts", "device_peak_mb",
-           "device0_peak_mb", "other_devices_peak_mb")
+# Provenance beside the metrics' figures (bench.metrics.figures) in every line.
+PROVENANCE = ("device_name", "cores_per_slot")
 
 
 def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None, settings: dict | None = None) -> pd.DataFrame:
@@ -37,7 +33,7 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None, settings
         return runs
     # A run without a figure (a failed run's throughput: None) has a plain column beside the dotted ones.
     tidy = runs.drop(columns=[c for c in COLUMNS.values() if c in runs.columns]).rename(columns=COLUMNS)
-    tidy = tidy.reindex(columns=list(dict.fromkeys([*tidy.columns, *FIGURES])))  # figures no run has: empty
+    tidy = tidy.reindex(columns=list(dict.fromkeys([*tidy.columns, *metrics.figures(), *PROVENANCE])))  # none: empty
     tidy["ok"] = (tidy["status"] == Status.OK) & tidy["throughput"].notna()
     folded = pd.DataFrame([_fold(group) for _, group in tidy.groupby("key", sort=False)]).reset_index(drop=True)
     folded["series"] = [k.series for k in folded["key"]]
@@ -46,10 +42,6 @@ def configurations(runs: pd.DataFrame, peaks: list[dict] | None = None, settings
     folded["global_batch"] = [k.global_batch for k in folded["key"]]
     metrics.derive(folded, metrics.Context(peaks, settings or {}))
     return folded
-
-
-def _fold_column(values: pd.Series, how: str):
-    return values.median() if how == "median" else values.max()
 
 
 def _fold(runs: pd.DataFrame) -> pd.Series:
@@ -62,15 +54,7 @@ def _fold(runs: pd.DataFrame) -> pd.Series:
     if len(ok) == 1:  # the one run that finished, with its own window interval: no spread over runs to show
         line["notes"] = list(line["notes"]) + failed
         return line
-    medians = ok["throughput"]
-    line["throughput"], line["ci_low"], line["ci_high"] = medians.median(), medians.min(), medians.max()
-    line["runs"] = len(ok)
-    line["per_device_throughput"] = line["throughput"] / line["world_size"]
-    for declared, how in metrics.repeat_folds().items():
-        # A name ending in "." folds every column under it (one a rank: rank_times.own_ms.0, .1, ...).
-        for column in [c for c in ok.columns if c.startswith(declared)] if declared.endswith(".") else [declared]:
-            if column in ok:
-                line[column] = _fold_column(ok[column], how)
+    metrics.fold_repeats(ok, line)
     line["notes"] = list(line["notes"]) + [f"{len(ok)} runs: median of the run medians, interval = range over runs"] + failed
     return line
 

@@ -21,7 +21,7 @@ from bench.analysis import input_pipelines, model_pairs
 from bench.analysis.folder import Folder
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
-from bench.metrics import memory, present, stragglers
+from bench.metrics import present
 from bench.results.key import RunKey
 from bench.spec import models
 from bench.spec.family import Family
@@ -302,8 +302,7 @@ def summary(configs: pd.DataFrame, runs: pd.DataFrame,
         notes.append("Where a configuration ran once, its interval comes from the windows of that run and cannot see "
                      "run-to-run drift, which on a shared machine is the larger: repeat the sweep (`--repeats 3`) "
                      "before acting on a close ranking.")
-    notes += stragglers.lines(stragglers.found(configs))
-    notes += memory.device0_lines(memory.entries(configs))
+    notes += metrics.notes(configs)
     notes.append("Ratios are throughput of the faster over the slower with a 95 % interval (run medians when both "
                  "ran at least twice, else windows); a tie is an interval that includes 1; accuracies agree within "
                  f"{100 * ACCURACY_TOLERANCE:g} point. Asynchronous, synthetic-input and no-sync runs are context, "

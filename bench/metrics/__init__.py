@@ -1,9 +1,11 @@
-"""The figures of a configuration, one module each, and the registry the fold, the table and the verdict loop over.
+"""The figures of a configuration, one module each, and the registry the folds, the table and the verdict loop
+over.
 
-A metric declares what it adds to the configurations frame (`bench.analysis.aggregate.configurations`): how its
-columns fold over repeated runs, what it derives from the folded line (once, when a report is made), its columns
-in the results table, its section of the report under each task's results table (its table and what the table
-says), the command-line options it reads, and the fact the verdict states about a winner.
+A metric owns its figures' whole life: how the ranks' reports of one run fold into its fields of the row
+(`bench.run.fold`), how its columns fold over repeated runs and what it derives from the folded line (once, when a
+report is made: `bench.analysis.aggregate.configurations`), its columns in the results table, its section of the
+report under each task's results table (its table and what the table says), the command-line options it reads,
+and the fact the verdict states about a winner.
 
 - throughput: the headline (samples/s, its interval) and per device.
 - scaling: scaling efficiency against the variant's own 1-device run and against the framework's plain loop.
@@ -65,6 +67,26 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Ranks:
+    """One run's ranks as they reported it (their JSON lines, bench.worker.Worker.record): what a metric's `fold`
+    reads to fill its fields of the row. `results` holds each reporting rank's result, rank 0's among them."""
+    results: dict[int, dict]
+    records: dict[int, list[dict]]
+    world_size: int
+    launch_time: float
+
+    @property
+    def main(self) -> dict:
+        """Rank 0's result: the windows are timed there (equal on every rank: each ends in a barrier)."""
+        return self.results[0]
+
+    def events(self, name: str, rank: int | None = None) -> list[dict]:
+        """The events called `name` of one rank, or of every reporting rank."""
+        ranks = self.results if rank is None else [rank]
+        return [r for k in ranks for r in self.records.get(k, []) if r["event"] == name]
+
+
+@dataclass(frozen=True)
 class Context:
     """What deriving needs beyond the folded lines: the folder's measured peaks, the metrics' options."""
     peaks: list[dict] | None = None
@@ -84,17 +106,28 @@ class Part:
 @dataclass(frozen=True)
 class Metric:
     name: str
+    # Its fields of the row (bench.results.row.ResultRow) from one run's ranks' reports.
+    fold: Callable[[Ranks], dict] | None = None
+    # Its columns of the configurations frame, there (empty) even where no run has them.
+    figures: tuple[str, ...] = ()
     columns: tuple[Column, ...] = ()
     # How each of its columns folds over a configuration's repeated runs: "median" or "max"; a name ending in "."
     # stands for every column under it.
     repeats: tuple[tuple[str, str], ...] = ()
-    # Its figures from the folded lines (the whole frame: an efficiency reads another configuration's line).
+    # A fold over repeats that is more than one column's median or largest: (the runs that finished ok, the
+    # configuration's line to fill).
+    fold_repeats: Callable[[pd.DataFrame, pd.Series], None] | None = None
+    # Its figures from the folded lines (the whole frame: an efficiency reads another configuration's line), and
+    # which of its figures those are (MLflow logs them once the sweep is over).
     derive: Callable[[pd.DataFrame, Context], None] | None = None
+    derived: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()
     # Its section under each task's results table: its blocks, [] where the part has nothing of it to show.
     section: Callable[[Part], list[Block]] | None = None
     # A fact about a group's winner for the verdict's sentence, or None.
     fact: Callable[[dict], str | None] | None = None
+    # What the verdict's notes say of the configurations (a straggler named, a device 0 that bounds the batch).
+    notes: Callable[[pd.DataFrame], list[str]] | None = None
 
 
 # The order of the results table's columns and of the sections under it.
@@ -108,8 +141,33 @@ def columns(line: dict) -> list[Column]:
     return [c for m in REGISTRY for c in m.columns if c.name in line]
 
 
+def fold(ranks: Ranks) -> dict:
+    """One run's row fields, every metric's from the ranks' reports."""
+    return {name: value for m in REGISTRY if m.fold for name, value in m.fold(ranks).items()}
+
+
+def figures() -> tuple[str, ...]:
+    return tuple(name for m in REGISTRY for name in m.figures)
+
+
+def derived() -> tuple[str, ...]:
+    return tuple(name for m in REGISTRY for name in m.derived)
+
+
 def repeat_folds() -> dict[str, str]:
     return {column: how for m in REGISTRY for column, how in m.repeats}
+
+
+def fold_repeats(ok: pd.DataFrame, line: pd.Series) -> None:
+    """A configuration's runs that finished ok into its line: each metric's columns as it says."""
+    for metric in REGISTRY:
+        if metric.fold_repeats:
+            metric.fold_repeats(ok, line)
+    for declared, how in repeat_folds().items():
+        # A name ending in "." folds every column under it (one a rank: rank_times.own_ms.0, .1, ...).
+        for column in [c for c in ok.columns if c.startswith(declared)] if declared.endswith(".") else [declared]:
+            if column in ok:
+                line[column] = ok[column].median() if how == "median" else ok[column].max()
 
 
 def derive(folded: pd.DataFrame, context: Context) -> None:
@@ -124,6 +182,10 @@ def sections(part: Part) -> list[Block]:
 
 def facts(winner: dict) -> list[str]:
     return [f for m in REGISTRY if m.fact and (f := m.fact(winner))]
+
+
+def notes(configs: pd.DataFrame) -> list[str]:
+    return [line for m in REGISTRY if m.notes for line in m.notes(configs)]
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

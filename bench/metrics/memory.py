@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from bench.metrics import Metric, Part, fmt, present
+from bench.metrics import Metric, Part, Ranks, fmt, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.status import Status
 
@@ -31,6 +31,28 @@ def refused_mb(error: str) -> float | None:
     if found := _ASKED[1].search(error):
         return float(found.group(1)) * {"KiB": 2**-10, "MiB": 1, "GiB": 2**10}[found.group(2)]
     return None
+
+
+def fold(ranks: Ranks) -> dict:
+    """The largest resident or allocated peak of any rank, and the per-rank detail (`per_rank`)."""
+    return {"peak_memory_mb": max(r["peak_memory_mb"] for r in ranks.results.values()),
+            "memory": per_rank({rank: r.get("memory") or {} for rank, r in ranks.results.items()})}
+
+
+def per_rank(reported: dict[int, dict]) -> dict:
+    """Every rank's model-state bytes (what sharding saves), the largest device peaks after warm-up, and each
+    device's where there are several."""
+    folded = {"model_state_bytes": {str(r): m["model_state_bytes"] for r, m in reported.items()
+                                    if m.get("model_state_bytes")}}
+    for peak in ("peak_allocated_mb", "peak_reserved_mb"):
+        values = [m[peak] for m in reported.values() if m.get(peak) is not None]
+        if values:
+            folded[peak] = max(values)
+    # Every device's peak, rank by rank: DataParallel's GPUs from its one process, else a device per rank.
+    by_device = [mb for _, m in sorted(reported.items()) for mb in m.get("peak_allocated_mb_by_device") or []]
+    if len(by_device) > 1:
+        folded["peak_allocated_mb_by_device"] = by_device
+    return folded if folded["model_state_bytes"] or len(folded) > 1 else {}
 
 
 def fact(winner: dict) -> str | None:
@@ -94,5 +116,7 @@ def section(part: Part) -> list[Block]:
         "its device 0."), table(held) if held else None) + [text(line) for line in device0_lines(held)]
 
 
-METRIC = Metric("memory", repeats=tuple((c, "max") for c in ("peak_memory_mb", "device_peak_mb", "device0_peak_mb",
-                                                              "other_devices_peak_mb")), fact=fact, section=section)
+PEAKS = ("peak_memory_mb", "device_peak_mb", "device0_peak_mb", "other_devices_peak_mb")
+METRIC = Metric("memory", fold=fold, figures=(*PEAKS, "model_state_mb", "model_state_parts"),
+                repeats=tuple((c, "max") for c in PEAKS), fact=fact, section=section,
+                notes=lambda configs: device0_lines(entries(configs)))

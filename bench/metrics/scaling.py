@@ -52,7 +52,8 @@ def fact(winner: dict) -> str | None:
     return f"scaling efficiency {efficiency:.2f}" if present(efficiency) else None
 
 
-METRIC = Metric("scaling", columns=(
+EFFICIENCIES = ("scaling_efficiency", "scaling_efficiency_vs_single")
+METRIC = Metric("scaling", figures=EFFICIENCIES, derived=EFFICIENCIES, columns=(
     Column("scaling eff.", "scaling_efficiency", ".2f", True),
     Column("eff. vs single", "scaling_efficiency_vs_single", ".2f", True),
 ), derive=derive, fact=fact)

@@ -1,4 +1,4 @@
-"""Stragglers: per configuration whose ranks timed their own work (bench.run.fold.rank_times), each rank's own
+"""Stragglers: per configuration whose ranks timed their own work, each rank's own
 time a step and how far the slowest is behind the median rank; one that is far behind holds every other rank back
 at each all-reduce. Over repeated runs each rank's own time is its median over the runs, and the slowest rank and how
 far it is behind are read from those medians, so that the sentence says what the table shows."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from bench.metrics import Context, Metric, Part, present
+from bench.metrics import Context, Metric, Part, Ranks, present
 from bench.metrics.blocks import Block, table_section, text
 
 if TYPE_CHECKING:
@@ -16,8 +16,23 @@ if TYPE_CHECKING:
 STRAGGLER_BEHIND = 0.10  # a rank this far behind the median rank's own time is named as a straggler
 
 
+def fold(ranks: Ranks) -> dict:
+    """Each rank's own time a step (median over its windows), the slowest rank and how far it is behind the
+    median rank: a straggler, which the windows (equal on every rank) hide. None unless every rank timed it."""
+    own = {rank: 1000 * statistics.median(r["own_window_seconds"]) / r["window_steps"]
+           for rank, r in ranks.results.items() if r.get("own_window_seconds")}
+    if len(own) < 2 or len(own) < len(ranks.results):
+        return {"rank_times": None}
+    median = statistics.median(own.values())
+    slowest = max(own, key=own.get)
+    return {"rank_times": {
+        "own_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())}, "slowest_rank": slowest,
+        "behind_median": round(own[slowest] / median - 1, 4) if median else None,
+        "spread": round((own[slowest] - min(own.values())) / median, 4) if median else None}}
+
+
 def found(configs: pd.DataFrame) -> list[dict]:
-    """Per configuration whose ranks timed their own work (bench.run.fold.rank_times): each rank's own time a
+    """Per configuration whose ranks timed their own work (`fold`): each rank's own time a
     step, the slowest rank, how far it is behind the median rank, and whether that makes it a straggler."""
     if "rank_times.behind_median" not in configs:
         return []
@@ -71,7 +86,7 @@ OWN = "rank_times.own_ms."
 
 def derive(folded: pd.DataFrame, context: Context) -> None:
     """A configuration run several times: its slowest rank and how far behind the median rank it is, from each
-    rank's median own time (one run's come from bench.run.fold.rank_times, the same way)."""
+    rank's median own time (one run's come from `fold`, the same way)."""
     columns = [c for c in folded.columns if c.startswith(OWN)]
     if not columns or "runs" not in folded:
         return
@@ -85,4 +100,5 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
         folded.at[index, "rank_times.behind_median"] = own[slowest] / median - 1 if median else None
 
 
-METRIC = Metric("stragglers", repeats=((OWN, "median"),), derive=derive, section=section)
+METRIC = Metric("stragglers", fold=fold, repeats=((OWN, "median"),), derive=derive, section=section,
+                notes=lambda configs: lines(found(configs)))

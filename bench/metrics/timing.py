@@ -5,10 +5,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.metrics import Column, Context, Metric
+from bench.metrics import Column, Context, Metric, Ranks
+from bench.results import stats
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def fold(ranks: Ranks) -> dict:
+    main = ranks.main
+    first_steps = [e["time"] for e in ranks.events("first_step")]
+    return {
+        "step_time_ms": stats.step_time_ms(main["window_seconds"], main["window_steps"]),
+        # Start-up ends when the slowest rank has finished its first step.
+        "startup_s": max(first_steps) - ranks.launch_time if first_steps else None,
+        "train_s": main["train_s"],
+        "first_step_s": main.get("first_step_s"),
+        # None where the loop fetches batches inside the step (TensorFlow) and the wait cannot be timed.
+        "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
+                                if main.get("input_wait_s") is not None else None),
+    }
 
 
 def derive(folded: pd.DataFrame, context: Context) -> None:
@@ -16,7 +32,9 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
     folded["compile_s"] = [r["first_step_s"] if r.get("task.compile") is True else None
                            for r in folded.to_dict("records")]
 
-METRIC = Metric("timing", columns=(
+
+METRIC = Metric("timing", fold=fold, figures=("step_ms", "step_p90_ms", "startup_s", "train_s", "wall_s",
+                                              "input_wait_fraction", "compile_s", "first_step_s"), columns=(
     Column("step ms", "step_ms", ".1f", False),
     Column("startup s", "startup_s", ".1f", False),
 ), repeats=tuple((c, "median") for c in ("step_ms", "step_p90_ms", "startup_s", "train_s", "input_wait_fraction",

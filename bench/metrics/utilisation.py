@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-from bench.metrics import Column, Context, Metric, Part, fmt, present
+from bench.metrics import Column, Context, Metric, Part, Ranks, fmt, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import peak, utilisation
@@ -22,6 +22,11 @@ def _value(figure) -> float | None:
 
 def _text(value) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def fold(ranks: Ranks) -> dict:
+    """The model's parameters and (rank 0 counts them) FLOPs per training sample."""
+    return {"params": ranks.main.get("params"), "flops_per_sample": ranks.main.get("flops_per_sample")}
 
 
 def derive(folded: pd.DataFrame, context: Context) -> None:
@@ -150,7 +155,8 @@ def section(part: Part) -> list[Block]:
     return blocks
 
 
-METRIC = Metric("utilisation", columns=(
+METRIC = Metric("utilisation", fold=fold, figures=("params", "flops_per_sample", "matmul_precision", "achieved_tflops",
+                                                   "mfu", "peak_fraction"), derived=("achieved_tflops", "mfu", "peak_fraction"), columns=(
     Column("TFLOP/s", "achieved_tflops", ".3g", True),
     Column("MFU", "mfu", ".1%", True),
     Column("of meas. peak", "peak_fraction", ".1%", True),

@@ -1,10 +1,12 @@
-"""Folding the JSON lines every rank reported into one row's figures."""
+"""Folding the JSON lines every rank reported into one row: the run's own record here (whether it adds up, what
+rank 0 said of its framework and devices, checkpoints, the loss curve, the profile, notes), each figure's fields by
+its metric (bench.metrics)."""
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 
-from bench.results import stats
+from bench import metrics
 from bench.results.jsonl import read_jsonl
 
 _ROW_FIELDS_FROM_JOIN = {"event", "rank", "time", "world_size", "local_rank", "node_rank", "pid", "host", "cores",
@@ -63,7 +65,8 @@ def first_error(records: dict[int, list[dict]]) -> str | None:
 
 
 def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], launch_time: float) -> dict:
-    """Fold the JSON lines of the ranks started on this host (rank 0 among them) into one row's figures."""
+    """Fold the JSON lines of the ranks started on this host (rank 0 among them) into one row's fields: the
+    metrics' figures (bench.metrics.fold) and the run's own record."""
     def events(rank: int, name: str) -> list[dict]:
         return [r for r in records.get(rank, []) if r["event"] == name]
 
@@ -82,44 +85,23 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
     info = joined[0][-1]
     if len(main["window_seconds"]) < 1:
         raise FoldError("no timing window completed")
-    throughput = stats.throughput_summary(main["window_seconds"], main["samples_per_window"])
-    first_steps = [e["time"] for rank in ranks for e in events(rank, "first_step")]
     return {
         "framework_version": info.get("framework_version"),
         "device_name": info.get("device_name"),
         "threads": info.get("threads"),
         "keras": info.get("keras"),
-        "throughput": throughput,
-        "per_device_throughput": throughput["median"] / planned_world,
-        "step_time_ms": stats.step_time_ms(main["window_seconds"], main["window_steps"]),
-        # Startup ends when the slowest rank has finished its first step.
-        "startup_s": max(first_steps) - launch_time if first_steps else None,
-        "train_s": main["train_s"],
-        "epochs": main.get("epochs"),
-        "test_accuracy": main.get("test_accuracy"),
-        "test_loss": main.get("test_loss"),
-        "eval_samples": main.get("eval_samples"),
-        "time_to_accuracy_s": main.get("time_to_accuracy_s"),
-        "peak_memory_mb": max(results[r][-1]["peak_memory_mb"] for r in results),
-        # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
-        "params": main.get("params"),
-        "flops_per_sample": main.get("flops_per_sample"),
+        **metrics.fold(metrics.Ranks({rank: results[rank][-1] for rank in ranks}, records, planned_world, launch_time)),
         "fast_path": main.get("fast_path") or {},
-        "first_step_s": main.get("first_step_s"),
-        # None where the loop fetches batches inside the step (TensorFlow) and the wait cannot be timed.
-        "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
-                                if main.get("input_wait_s") is not None else None),
-        "rank_times": rank_times({rank: results[rank][-1] for rank in ranks}),
         **checkpoints(events(0, "checkpoint"), events(0, "restored")),
         **saved_model(events(0, "model")),
         "curves": curves(events(0, "loss"), events(0, "epoch")),
         "profile": profiled(main),
-        "memory": memory({rank: results[rank][-1].get("memory") or {} for rank in ranks}),
         "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
                   for w in events(0, "windows")] + [
             f"{w['workers']} loader worker(s) decode on the slot's {w['cores']} core(s), beside the training's "
             f"{w['trainer_threads']} thread(s)" for w in events(0, "loader")[-1:]] + [
             f"--mlflow: the model was not saved: {m['error']}" for m in events(0, "model") if m.get("error")],
+        # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},
                         "cuda_visible": {str(r): joined[r][-1].get("cuda_visible") for r in sorted(joined)},
@@ -150,36 +132,6 @@ def wall_split(records: dict[int, list[dict]], ranks: list[int], launch_time: fl
     other = max(results) - max(first_steps) - training - evaluation - checkpoints
     return {"startup": startup, "training": training, "evaluation": evaluation, "checkpoints": checkpoints,
             "other": other, "teardown": teardown}
-
-
-def rank_times(results: dict[int, dict]) -> dict | None:
-    """Each rank's own time a step (median over its windows), the slowest rank and how far it is behind the
-    median rank: a straggler, which the windows (equal on every rank) hide."""
-    own = {rank: 1000 * statistics.median(r["own_window_seconds"]) / r["window_steps"]
-           for rank, r in results.items() if r.get("own_window_seconds")}
-    if len(own) < 2 or len(own) < len(results):
-        return None
-    median = statistics.median(own.values())
-    slowest = max(own, key=own.get)
-    return {"own_ms": {str(r): round(ms, 3) for r, ms in sorted(own.items())}, "slowest_rank": slowest,
-            "behind_median": round(own[slowest] / median - 1, 4) if median else None,
-            "spread": round((own[slowest] - min(own.values())) / median, 4) if median else None}
-
-
-def memory(per_rank: dict[int, dict]) -> dict:
-    """Every rank's model-state bytes (what sharding saves), the largest device peaks after warm-up, and each
-    device's where there are several."""
-    folded = {"model_state_bytes": {str(r): m["model_state_bytes"] for r, m in per_rank.items()
-                                    if m.get("model_state_bytes")}}
-    for peak in ("peak_allocated_mb", "peak_reserved_mb"):
-        values = [m[peak] for m in per_rank.values() if m.get(peak) is not None]
-        if values:
-            folded[peak] = max(values)
-    # Every device's peak, rank by rank: DataParallel's GPUs from its one process, else a device per rank.
-    by_device = [mb for _, m in sorted(per_rank.items()) for mb in m.get("peak_allocated_mb_by_device") or []]
-    if len(by_device) > 1:
-        folded["peak_allocated_mb_by_device"] = by_device
-    return folded if folded["model_state_bytes"] or len(folded) > 1 else {}
 
 
 def profiled(main: dict) -> dict | None:

@@ -18,6 +18,7 @@ import os
 import time
 from pathlib import Path
 
+from bench import metrics
 from bench.results.row import ResultRow
 from bench.spec.task import SpecError
 from bench.status import Status
@@ -40,8 +41,6 @@ METRICS = {
     "model_bytes": lambda r: r.model_bytes,
     "model_save_s": lambda r: r.model_save_s,
 }
-# Derived from the whole folder, not the row (bench.metrics): logged once the command has folded it.
-DERIVED = ("scaling_efficiency", "scaling_efficiency_vs_single", "achieved_tflops", "mfu", "peak_fraction")
 
 
 def require() -> None:
@@ -106,7 +105,8 @@ def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str = "dtb
     client, now = mlflow.MlflowClient(), int(time.time() * 1000)
     for row in rows:
         line = lines.get(row.key, {})
-        figures = [Metric(name, float(line[name]), now, 0) for name in DERIVED if present(line.get(name))]
+        figures = [Metric(name, float(line[name]), now, 0) 
+                   for name in metrics.derived() if present(line.get(name))]
         try:
             found = mlflow.search_runs(experiment_names=[experiment], output_format="list", max_results=1,
                                        filter_string=f"attributes.run_name = '{row.run_id}'")
