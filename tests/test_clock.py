@@ -207,3 +207,24 @@ def test_without_an_own_timer_no_own_time_is_reported():
     for _ in clock.timed(range(3)):
         pass
     assert "own_window_seconds" not in clock.summary()
+
+
+def test_each_window_keeps_the_cpu_time_it_spent_and_a_pause_spends_none_of_it():
+    def spin(seconds):
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    clock = StepClock(warmup=1, window_steps=1, windows=2, samples_per_step=1, sync=lambda: None)
+    clock.start()
+    clock.step_done()  # warm-up
+    spin(0.05)
+    clock.step_done()  # a busy window
+    time.sleep(0.05)
+    clock.pause()
+    spin(0.1)  # an evaluation: in no window
+    clock.resume()
+    clock.step_done()  # an idle window
+    busy, idle = clock.window_cpu_seconds
+    assert 0.045 <= busy < 0.09 and idle < 0.02
+    assert clock.summary()["window_cpu_seconds"] == [busy, idle]

@@ -21,6 +21,7 @@ def test_tf_variant_on_two_replicas(out, variant):
     assert row["world_size"] == 2 and row["environment"]["replicas"] == 2
     assert row["eval_samples"] == 397 and row["test_accuracy"] > 0.3
     assert row["throughput"]["median"] > 0 and row["framework_version"].startswith("2.")
+    assert row["host_cpu_ms_per_sample"] > 0  # TensorFlow's step runs on the clock's process too
     if variant == "tf-multiworker":
         assert "TF_CONFIG=" in row["command"] and row["command"].count("tf_impl.multiworker") == 2
     if kernels.is_x86():  # TensorFlow on its fast path here: oneDNN, whatever TensorFlow's default for this CPU

@@ -17,6 +17,8 @@ def assert_good_row(row, variant, world):
     assert row["eval_samples"] == 397  # the whole digits test set, each sample once
     assert row["test_accuracy"] > 0.3  # chance is 0.1
     assert row["startup_s"] > 0 and row["train_s"] > 0
+    # The ranks' CPU time a sample: each rank pinned to one core can spend at most that core's time.
+    assert 0 < row["host_cpu_ms_per_sample"] <= 1.5 * 1e3 * world / row["throughput"]["median"]
     assert row["environment"]["libraries"]["torch"]
     assert row["command"] and row["git_sha"] is not None
 

@@ -97,3 +97,21 @@ def test_the_row_is_every_metrics_fold_of_the_ranks_reports():
     assert row["step_time_ms"]["median"] == pytest.approx(100 / 3)
     assert row["startup_s"] == pytest.approx(2.0)  # to the slowest rank's first step
     assert row["peak_memory_mb"] == 101.0 and row["rank_times"] is None
+    # Each rank's 0.2 CPU seconds over its half of 192 samples: 2.08 ms a sample
+    assert row["host_cpu_ms_per_sample"] == pytest.approx(1e3 * 0.2 / 96)
+    # A rank twice as busy on the same samples: the mean of the ranks
+    assert metrics.fold(ranks({0: [0.1, 0.1], 1: [0.2, 0.2]}))["host_cpu_ms_per_sample"] == pytest.approx(1e3 * 0.3 / 96)
+    assert metrics.fold(ranks({0: [0.1, 0.1], 1: []}))["host_cpu_ms_per_sample"] is None
+
+
+def test_host_cpu_is_in_the_table_with_the_cores_it_keeps_busy_and_absent_where_no_row_has_it(tmp_path):
+    store = ResultStore(tmp_path)
+    one, two = report_row("torch-ddp", 1, 3600.0), report_row("torch-ddp", 2, 6000.0)
+    one.host_cpu_ms_per_sample, two.host_cpu_ms_per_sample = 0.25, 0.3
+    store.append(one)
+    store.append(two)
+    configs = Folder.read(tmp_path).configs
+    assert list(configs["host_cores_busy"]) == pytest.approx([0.9, 1.8])
+    cells = tables.cells(configs)
+    assert list(cells["host CPU ms / sample"]) == ["0.250", "0.300"] and list(cells["cores busy"]) == ["0.90", "1.80"]
+    assert "host CPU ms / sample" not in tables.cells(aggregate.configurations(load(folder(tmp_path / "old")))).columns

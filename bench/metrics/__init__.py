@@ -15,6 +15,7 @@ and the fact the verdict states about a winner.
 - utilisation: TFLOP/s, MFU (the data-sheet peak), the fraction of the measured peak, and where the rest goes.
 - stragglers: each rank's own time a step, and the rank far behind the others that holds them back.
 - cost: what a configuration's training costs at a price per device-hour (`--price-per-device-hour`).
+- host_cpu: the host CPU time each training sample costs, all ranks' processes together.
 """
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ class Metric:
 
 
 # The order of the results table's columns and of the sections under it.
-MODULES = ("throughput", "scaling", "timing", "accuracy", "memory", "utilisation", "stragglers", "cost")
+MODULES = ("throughput", "scaling", "timing", "accuracy", "memory", "utilisation", "host_cpu", "stragglers", "cost")
 REGISTRY: tuple[Metric, ...] = tuple(importlib.import_module(f"bench.metrics.{m}").METRIC for m in MODULES)
 
 

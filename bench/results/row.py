@@ -75,6 +75,7 @@ class ResultRow:
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation; with
                                                         # --compile the compile time, out of every window)
     input_wait_fraction: float | None = None            # of the windows' time, waiting for the next batch
+    host_cpu_ms_per_sample: float | None = None         # the ranks' processes' CPU time in the windows a sample
     # Each rank's own time per step, the part no collective waits in (its wait for batches and its forward: window
     # times are equal across ranks by construction), median over windows: {"own_ms": {rank: ms}, "slowest_rank",
     # "behind_median" (the slowest over the median rank, less 1), "spread" ((max - min) / median)}. None where

@@ -48,6 +48,9 @@ class StepClock:
     machine to a partner run at each boundary, also after the last window so
     that the partner's last window is not shared with this run's evaluation.
 
+    Each timed window also keeps the CPU time this process spent in it, all its threads (`window_cpu_seconds`,
+    pauses left out): how busy the host side is.
+
     With an `own_timer`, each timed window also keeps this rank's own time (`own_window_seconds`): its wait for
     batches and what the timer timed. Window times are equal across ranks (a step all-reduces, a window ends
     in a barrier); a rank's own time is not, so a straggler shows in it.
@@ -76,6 +79,9 @@ class StepClock:
         self._window_start: float | None = None
         self._window_paused = 0.0
         self._paused_at: float | None = None
+        self.window_cpu_seconds: list[float] = []
+        self._window_cpu_start = 0.0
+        self._paused_cpu_at = 0.0
         self.first_step_s: float | None = None  # start to the end of step 1: compilation, allocation
         self.input_wait_s = 0.0                 # inside windows, waiting for the next batch (`timed`)
         self.input_delay_s = 0.0  # the "slow" fault: each batch this much later (bench.worker.faults)
@@ -133,12 +139,14 @@ class StepClock:
         if not boundary or self.done:
             return
         self._sync()
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         timed_one = self.timing
         first_boundary = not timed_one and not self.window_seconds and not self.profiled_window_seconds
         if timed_one:
             elapsed = now - self._window_start - self._window_paused
             (self.profiled_window_seconds if self._profiling else self.window_seconds).append(elapsed)
+            if not self._profiling:
+                self.window_cpu_seconds.append(cpu - self._window_cpu_start)
         if self._own_timer is not None:  # read at every boundary: what the warm-up or a profiled window timed goes
             own = self._window_input_wait + self._own_timer.collect()
             if timed_one and not self._profiling:
@@ -164,7 +172,7 @@ class StepClock:
             if first_boundary and not self._profiling:
                 self._on_warmup_done()  # after the sync, before the first timed window's clock starts
                 now = time.perf_counter()
-            self._window_start = now
+            self._window_start, self._window_cpu_start = now, time.process_time()
         if self._own_timer is not None:  # it times only what a window keeps: nothing piles up after the last one
             self._own_timer.timing = self.timing and not self._profiling
 
@@ -178,7 +186,7 @@ class StepClock:
 
     def pause(self) -> None:
         self._sync()
-        self._paused_at = time.perf_counter()
+        self._paused_at, self._paused_cpu_at = time.perf_counter(), time.process_time()
         self._train_seconds += self._paused_at - self._running_since
 
     def resume(self) -> None:
@@ -186,6 +194,7 @@ class StepClock:
         now = time.perf_counter()
         if self.timing:
             self._window_paused += now - self._paused_at
+            self._window_cpu_start += time.process_time() - self._paused_cpu_at
         self._running_since, self._paused_at = now, None
 
     def train_seconds(self) -> float:
@@ -198,5 +207,6 @@ class StepClock:
         return {"window_seconds": self.window_seconds, "window_steps": self.window_steps,
                 "samples_per_window": self.samples_per_step * self.window_steps,
                 "steps": self.steps, "first_step_s": self.first_step_s, "input_wait_s": self.input_wait_s,
+                "window_cpu_seconds": self.window_cpu_seconds,
                 **({"profiled_window_seconds": self.profiled_window_seconds} if self._profile_windows else {}),
                 **({"own_window_seconds": self.own_window_seconds} if self._own_timer is not None else {})}
