@@ -15,8 +15,8 @@ from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
 from bench.spec.family import Family
-from bench.spec.task import (DATASETS, DEFAULT_TASK, LR_SCALINGS, OPTIMIZERS, PRECISIONS, PRESETS, SCALINGS, SCHEDULES,
-                             WEAK_SCALING_WARMUP_EPOCHS, SpecError)
+from bench.spec import task as task_flags
+from bench.spec.task import DEFAULT_TASK, PRESETS, SpecError
 from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
 from bench.status import Status
 from bench.studies.gpu_check import DEFAULT_BUDGET_S
@@ -48,70 +48,11 @@ def _add_fast_path_option(p: argparse.ArgumentParser) -> None:
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", help=f"task preset: {', '.join(PRESETS)} (default: {DEFAULT_TASK['cpu']} on a CPU, the "
                                   f"small CNN; {DEFAULT_TASK['cuda']} on GPUs, ResNet-50 at 224 px in bf16)")
-    p.add_argument("--precision", choices=PRECISIONS,
-                   help="fp32 | bf16 | fp16 (fp16 needs CUDA); default: the task's (fp32) on CPU, bf16 on CUDA")
-    p.add_argument("--global-batch", type=int, help="override the task's global batch")
-    p.add_argument("--epochs", type=int, help="override the task's epochs")
-    p.add_argument("--steps-per-epoch", type=int, help="train at most this many steps an epoch (each epoch's own "
-                                                       "order, cut short; the evaluation still reads the whole test set)")
-    p.add_argument("--windows", type=int, help="override the number of timing windows")
-    p.add_argument("--loss-every", type=int, help="rank 0 records the training loss every N steps (default 10)")
-    p.add_argument("--data-dir", help="dataset files (Fashion-MNIST idx files, or an image folder)")
-    p.add_argument("--input", help="memory: the cached dataset (default); files: image files through the framework's "
-                                   "file pipeline (ImageFolder + DataLoader, tf.data); s3: the same from --data-url; "
-                                   "synthetic: one batch made on the device, the input pipeline left out "
-                                   "(a sweep takes several, comma-separated)")
-    p.add_argument("--loader-workers", default="0", help="files | s3: parallel decoders (DataLoader worker "
-                                                          "processes, tf.data map threads), their cores taken from "
-                                                          "the slot's; 0 decodes in the training loop (default); "
-                                                          "a sweep takes several, e.g. 0,1,2")
-    p.add_argument("--data-url", help="--input s3: s3://BUCKET/PREFIX holding an image folder; the endpoint and "
-                                      "credentials come from the AWS environment (AWS_ENDPOINT_URL, "
-                                      "AWS_ACCESS_KEY_ID, ...)")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every "
-                        "configuration eager and compiled; its compile time (the first step, never timed) is the report's compile s")
+    task_flags.add_arguments(p)  # each declared on its field (bench.spec.task)
     options.add_arguments(p)  # each approach's own (--zero-stage, --accelerate-plugin)
-    p.add_argument("--checkpoint-every-epoch", action="store_true",
-                   help="save model + optimizer after each epoch the approach's own way; the row times the save "
-                        "(the training stall) and loading it back, and counts its bytes")
-    p.add_argument("--scaling", choices=SCALINGS,
-                   help="weak: each device keeps --per-device-batch and the global batch grows with the devices "
-                        "(sweep default); strong: the global batch is split over them (run default)")
-    p.add_argument("--per-device-batch", type=int, help="weak scaling: each device's batch (default: the task's "
-                                                         "batch at one device)")
-    p.add_argument("--lr-scaling", choices=LR_SCALINGS,
-                   help="weak scaling: linear (default) multiplies the learning rate by the devices, with a "
-                        f"warm-up ({WEAK_SCALING_WARMUP_EPOCHS} epochs unless --warmup-epochs); none keeps it")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, help="the task's optimizer (default sgd, momentum 0.9)")
-    p.add_argument("--lr", type=float, help="base learning rate (one device's)")
-    p.add_argument("--momentum", type=float, help="SGD momentum")
-    p.add_argument("--weight-decay", type=float, help="L2 in the gradient (sgd, adam); decoupled (adamw)")
-    p.add_argument("--schedule", choices=SCHEDULES, help="after the warm-up: constant (default), step "
-                                                         "(x --lr-gamma every --lr-step-epochs), cosine (to 0)")
-    p.add_argument("--warmup-epochs", type=float, help="linear learning-rate warm-up, in epochs (default 0)")
-    p.add_argument("--lr-step-epochs", type=int, help="--schedule step: epochs between decays (default 1)")
-    p.add_argument("--lr-gamma", type=float, help="--schedule step: the factor of each decay (default 0.1)")
-    p.add_argument("--dataset", choices=DATASETS, help="override the task's dataset; imagefolder reads --data-dir")
-    p.add_argument("--val-split", type=float, help="imagefolder without test/ or val/: this fraction of each class, "
-                                                   "seeded, is the test set")
-    p.add_argument("--image-size", type=int, help="train at this side: a bundled dataset is resized on the device, "
-                                                   "an image folder's files as they are decoded (default: the "
-                                                   "dataset's, or the folder's first image)")
-    p.add_argument("--channels", type=int, choices=(1, 3), help="train on 1 or 3 channels: grey images repeated into "
-                                                                 "3 for a model that needs them (default: the dataset's)")
-    p.add_argument("--model", help="override the task's model: a built-in one or one both frameworks' libraries "
-                                   "build, named once (efficientnet_b0, convnext_tiny ...: `bench list`), "
-                                   "timm:NAME or torchvision:NAME (PyTorch's approaches), keras:NAME (a "
-                                   "keras.applications model, TensorFlow's); random weights, nothing downloaded")
-    p.add_argument("--head-dropout", type=float, metavar="P",
-                   help="a library model's dropout before its classifier (timm's drop_rate, a Keras Dropout)")
     p.add_argument("--model-module", metavar="PKG.MODULE:FUNCTION",
                    help="your own model: FUNCTION(channels=, classes=, image_size=) returns a torch.nn.Module or a "
                         "Keras model; the approaches of its framework train it")
-    p.add_argument("--device-memory", type=float, metavar="GIB",
-                   help="give every rank the memory of a smaller device: on CUDA the framework's own cap, on a CPU "
-                        "the rank process's (RLIMIT_DATA); a run that does not fit is recorded as such")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto",
                    help="cuda when GPUs are visible, else cpu (default: auto)")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores per device slot (default 1)")

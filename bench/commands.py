@@ -151,7 +151,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     get_variant(args.variant)  # an unknown name first, before the search's own checks
     if args.max_batch < args.devices:
         raise SpecError(f"--max-batch {args.max_batch} is below one sample a device: give at least {args.devices}")
-    if args.device_memory is None and device_type == "cpu":
+    if args.device_memory_gib is None and device_type == "cpu":
         raise SpecError("on a CPU the search needs a memory to fill: pass --device-memory GIB (each rank's), "
                         "e.g. --device-memory 3")
     spec = one_run(args, device_type, "maxbatch")
@@ -165,7 +165,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
                             args.resolution)
     maxbatch.record(found, out)
     conclude(out, [], args)
-    limit = f" under {args.device_memory:g} GiB a rank" if args.device_memory else ""
+    limit = f" under {args.device_memory_gib:g} GiB a rank" if args.device_memory_gib else ""
     if found.error:
         print(f"{found.label}: the search stopped{limit}: {found.error}")
         return 1

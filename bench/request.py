@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from bench.spec import devices, models
-from bench.spec.task import (CPU_IMAGE_SIZE, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS, SpecError, TaskSpec,
-                             check_choice, get_task)
+from bench.spec import task as task_flags
+from bench.spec.task import (CPU_IMAGE_SIZE, DATA_URL_WITHOUT_S3, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS,
+                             WORKERS_WITHOUT_FILES, SpecError, TaskSpec, check_choice, get_task)
 from bench.spec.variants import check_engine
 
 
@@ -24,9 +25,9 @@ def input_modes(args: argparse.Namespace) -> list[dict]:
     for name in inputs:
         check_choice("input", name, INPUTS)
     if any(workers) and not any(i in FILE_INPUTS for i in inputs):
-        raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
+        raise SpecError(WORKERS_WITHOUT_FILES)
     if args.data_url and "s3" not in inputs:
-        raise SpecError("--data-url goes with --input s3")
+        raise SpecError(DATA_URL_WITHOUT_S3)
     pairs = list(dict.fromkeys((i, w) for i in inputs for w in (workers if i in FILE_INPUTS else [0])))
     if args.command != "sweep" and len(pairs) != 1:
         raise SpecError("bench run takes one --input and one --loader-workers: use bench sweep to compare several")
@@ -74,15 +75,11 @@ def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machi
     if name == DEFAULT_TASK["cuda"] and global_batch is None and args.per_device_batch is None:
         machine = machine or devices.discover()
         global_batch = gpu_batch(min(machine.gpu_memory_mib) if machine.gpu_memory_mib else None)
-    task = get_task(name, global_batch=global_batch, precision=precision, epochs=args.epochs,
-                    steps_per_epoch=args.steps_per_epoch, windows=args.windows, loss_every_steps=args.loss_every,
-                    data_dir=data_dir, compile=compiled, **first_mode,
-                    checkpoint_every_epoch=args.checkpoint_every_epoch or None, scaling=scaling,
-                    per_device_batch=args.per_device_batch, lr_scaling=args.lr_scaling, optimizer=args.optimizer,
-                    lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay, schedule=args.schedule,
-                    warmup_epochs=args.warmup_epochs, lr_step_epochs=args.lr_step_epochs, lr_gamma=args.lr_gamma,
-                    dataset=args.dataset, val_split=args.val_split, model=model, head_dropout=args.head_dropout,
-                    device_memory_gib=args.device_memory)
+    # Every flag given, by its setting's name (bench.spec.task.given); those set here stand as computed above, and
+    # the size and channels are applied once the dataset's shape is known (below).
+    task = get_task(name, **{**task_flags.given(args), "global_batch": global_batch, "precision": precision,
+                             "compile": compiled, **first_mode, "data_dir": data_dir, "scaling": scaling,
+                             "model": model, "image_size": None, "channels": None})
     for mode in more_modes:
         task.replace(**mode).validate()
     if task.data.dataset == "imagefolder":  # classes, channels and size come from the folder

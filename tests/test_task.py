@@ -51,3 +51,33 @@ def test_bad_specs_say_what_to_fix(name, overrides, message):
 def test_imagefolder_needs_a_directory():
     with pytest.raises(SpecError, match="--data-dir"):
         PRESETS["quick"].replace(dataset="imagefolder").validate()
+
+
+def test_each_task_flag_is_declared_once_on_its_field_and_reaches_the_task():
+    import inspect
+
+    from bench import cli, request
+    from bench.spec import task as spec
+
+    declared = spec.flags()
+    task_options = inspect.getsource(cli._add_task_options)
+    for flat, option, _, _ in declared:
+        assert f'"{option}"' not in task_options, f"{option} is declared on its field and again in bench/cli.py"
+    # One per setting, and no option twice (argparse would refuse it before this)
+    assert len({option for _, option, _, _ in declared}) == len(declared) >= 25
+    args = cli.build_parser().parse_args(
+        ["run", "--variant", "torch-single", "--task", "quick", "--epochs", "4", "--loss-every", "5",
+         "--device-memory", "2.5", "--schedule", "cosine", "--checkpoint-every-epoch", "--val-split", "0.2",
+         "--dataset", "imagefolder", "--data-dir", "/tmp"])
+    assert (args.epochs, args.loss_every_steps, args.device_memory_gib, args.schedule) == (4, 5, 2.5, "cosine")
+    assert args.checkpoint_every_epoch and args.val_split == 0.2 and args.data_dir == "/tmp" and args.lr is None
+    args = cli.build_parser().parse_args(
+        ["run", "--variant", "torch-single", "--task", "quick", "--epochs", "4", "--loss-every", "5",
+         "--device-memory", "2.5", "--schedule", "cosine", "--checkpoint-every-epoch"])
+    task = request.task_from(args, "cpu")
+    assert (task.recipe.epochs, task.timing.loss_every_steps, task.options.device_memory_gib) == (4, 5, 2.5)
+    assert task.recipe.schedule == "cosine" and task.options.checkpoint_every_epoch
+    # A flag not given keeps the preset's setting
+    assert task.recipe.lr == PRESETS["quick"].recipe.lr and task.recipe.global_batch == PRESETS["quick"].recipe.global_batch
+    with pytest.raises(SystemExit):  # a choice the field does not take: argparse's usage error, exit 2
+        cli.build_parser().parse_args(["run", "--variant", "torch-single", "--schedule", "linear"])

@@ -7,8 +7,10 @@ to read, diff and override.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from bench.spec import models
 
@@ -32,10 +34,30 @@ DATASET_SHAPES = {"fashion-mnist": (28, 1, 10), "digits": (8, 1, 10)}
 # A synthetic dataset is always read the last way.
 INPUTS = ("memory", "files", "s3", "synthetic")
 FILE_INPUTS = ("files", "s3")
+# Refused here for one input, and by bench.request for a sweep's list of them.
+WORKERS_WITHOUT_FILES = "--loader-workers goes with --input files or s3 (the in-memory input has no decoders)"
+DATA_URL_WITHOUT_S3 = "--data-url goes with --input s3"
 
 
 class SpecError(ValueError):
     """Bad user input: the message is one line that names the fix."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A setting's command-line flag, declared on its field: `--flat-name` unless `option` names it, its help, and
+    what argparse needs beyond the field's own type (an int, float or str field takes one; a bool is a switch)."""
+    help: str
+    option: str | None = None
+    choices: tuple | None = None
+    metavar: str | None = None
+    type: Callable | None = None
+    default: object = None
+
+
+def flag(help: str, **how) -> dict:
+    """The field metadata that gives a setting its flag (`Flag`)."""
+    return {"flag": Flag(help, **how)}
 
 
 def check_choice(name: str, value, choices) -> None:
@@ -47,39 +69,59 @@ def check_choice(name: str, value, choices) -> None:
 @dataclass(frozen=True)
 class ModelSpec:
     """What is trained: the model and the images it takes."""
-    name: str                # a built-in model, a library's (timm:, torchvision:, keras:) or one named for both
-    image_size: int          # square images, pixels per side
-    channels: int
+    # a built-in model, a library's (timm:, torchvision:, keras:) or one named for both
+    name: str = field(metadata=flag(
+        "override the task's model: a built-in one or one both frameworks' libraries build, named once "
+        "(efficientnet_b0, convnext_tiny ...: `bench list`), timm:NAME or torchvision:NAME (PyTorch's approaches), "
+        "keras:NAME (a keras.applications model, TensorFlow's); random weights, nothing downloaded", option="--model"))
+    image_size: int = field(metadata=flag(  # square images, pixels per side
+        "train at this side: a bundled dataset is resized on the device, an image folder's files as they are decoded "
+        "(default: the dataset's, or the folder's first image)"))
+    channels: int = field(metadata=flag(
+        "train on 1 or 3 channels: grey images repeated into 3 for a model that needs them (default: the dataset's)",
+        choices=(1, 3)))
     classes: int
-    head_dropout: float = 0.0  # a library model's dropout before its classifier
+    head_dropout: float = field(default=0.0, metadata=flag(
+        "a library model's dropout before its classifier (timm's drop_rate, a Keras Dropout)", metavar="P"))
 
 
 @dataclass(frozen=True)
 class Recipe:
     """How it is trained: batch, optimizer, learning-rate schedule, precision, seed."""
-    global_batch: int
-    epochs: int
-    lr: float
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    optimizer: str = "sgd"
+    global_batch: int = field(metadata=flag("override the task's global batch"))
+    epochs: int = field(metadata=flag("override the task's epochs"))
+    lr: float = field(metadata=flag("base learning rate (one device's)"))
+    momentum: float = field(default=0.9, metadata=flag("SGD momentum"))
+    weight_decay: float = field(default=0.0, metadata=flag("L2 in the gradient (sgd, adam); decoupled (adamw)"))
+    optimizer: str = field(default="sgd", metadata=flag("the task's optimizer (default sgd, momentum 0.9)",
+                                                        choices=OPTIMIZERS))
     # The learning rate over training, per step: a linear warm-up, then constant, step (x lr_gamma every
     # lr_step_epochs) or cosine (to 0 at the end) decay.
-    schedule: str = "constant"
-    warmup_epochs: float | None = None    # None: none, or WEAK_SCALING_WARMUP_EPOCHS when the rate is scaled
-    #                                       (TaskSpec.effective_warmup_epochs)
-    lr_step_epochs: int = 1
-    lr_gamma: float = 0.1
+    schedule: str = field(default="constant", metadata=flag(
+        "after the warm-up: constant (default), step (x --lr-gamma every --lr-step-epochs), cosine (to 0)",
+        choices=SCHEDULES))
+    # None: none, or WEAK_SCALING_WARMUP_EPOCHS when the rate is scaled (TaskSpec.effective_warmup_epochs)
+    warmup_epochs: float | None = field(default=None, metadata=flag(
+        "linear learning-rate warm-up, in epochs (default 0)"))
+    lr_step_epochs: int = field(default=1, metadata=flag("--schedule step: epochs between decays (default 1)"))
+    lr_gamma: float = field(default=0.1, metadata=flag("--schedule step: the factor of each decay (default 0.1)"))
     # How the batch follows the device count, and the learning rate the batch (Goyal et al., 2017).
-    scaling: str = "strong"
-    per_device_batch: int | None = None   # weak: what each device trains on (default: the one-device batch)
-    lr_scaling: str = "linear"
+    scaling: str = field(default="strong", metadata=flag(
+        "weak: each device keeps --per-device-batch and the global batch grows with the devices (sweep default); "
+        "strong: the global batch is split over them (run default)", choices=SCALINGS))
+    per_device_batch: int | None = field(default=None, metadata=flag(
+        "weak scaling: each device's batch (default: the task's batch at one device)"))
+    lr_scaling: str = field(default="linear", metadata=flag(
+        "weak scaling: linear (default) multiplies the learning rate by the devices, with a warm-up "
+        f"({WEAK_SCALING_WARMUP_EPOCHS} epochs unless --warmup-epochs); none keeps it", choices=LR_SCALINGS))
     lr_scale: float = 1.0                 # set by TaskSpec.for_world: the factor the base lr is multiplied by
     seed: int = 0
-    precision: str = "fp32"
-    # An epoch's steps at most (None: the whole training set). Each epoch still reads its own seeded order, from
-    # its start; the exact evaluation still reads the whole test set. Sizes a sweep of a large model to its time.
-    steps_per_epoch: int | None = None
+    precision: str = field(default="fp32", metadata=flag(
+        "fp32 | bf16 | fp16 (fp16 needs CUDA); default: the task's (fp32) on CPU, bf16 on CUDA", choices=PRECISIONS))
+    # An epoch's steps at most (None: the whole training set). Sizes a sweep of a large model to its time.
+    steps_per_epoch: int | None = field(default=None, metadata=flag(
+        "train at most this many steps an epoch (each epoch's own order, cut short; the evaluation still reads the "
+        "whole test set)"))
 
 
 @dataclass(frozen=True)
@@ -87,36 +129,54 @@ class Timing:
     """How it is measured: steps never timed, the timed windows, how often the loss is kept, the target."""
     warmup_steps: int = 10
     window_steps: int = 20
-    windows: int = 10
-    loss_every_steps: int = 10            # rank 0 records the training loss this often (the loss curve)
+    windows: int = field(default=10, metadata=flag("override the number of timing windows"))
+    loss_every_steps: int = field(default=10, metadata=flag(  # the loss curve
+        "rank 0 records the training loss every N steps (default 10)", option="--loss-every"))
     target_accuracy: float | None = None  # for time-to-accuracy
 
 
 @dataclass(frozen=True)
 class DataSpec:
     """Where the images come from."""
-    dataset: str
-    input: str = "memory"
-    data_dir: str | None = None           # imagefolder root, or an override for the dataset's files
-    val_split: float | None = None        # imagefolder with no test/ or val/: the seeded test fraction per class
-    loader_workers: int = 0               # files | s3: parallel decoders (DataLoader worker processes, tf.data
-    #                                       map threads), their cores taken out of the slot's; 0: in the loop
-    data_url: str | None = None           # --input s3: s3://bucket/prefix holding the image folder
+    dataset: str = field(metadata=flag("override the task's dataset; imagefolder reads --data-dir", choices=DATASETS))
+    # A sweep's --input and --loader-workers take several, comma-separated (bench.request.input_modes).
+    input: str = field(default="memory", metadata=flag(
+        "memory: the cached dataset (default); files: image files through the framework's file pipeline "
+        "(ImageFolder + DataLoader, tf.data); s3: the same from --data-url; synthetic: one batch made on the device, "
+        "the input pipeline left out (a sweep takes several, comma-separated)"))
+    data_dir: str | None = field(default=None, metadata=flag(  # imagefolder root, or the dataset's files
+        "dataset files (Fashion-MNIST idx files, or an image folder)"))
+    val_split: float | None = field(default=None, metadata=flag(
+        "imagefolder without test/ or val/: this fraction of each class, seeded, is the test set"))
+    loader_workers: int = field(default=0, metadata=flag(
+        "files | s3: parallel decoders (DataLoader worker processes, tf.data map threads), their cores taken from "
+        "the slot's; 0 decodes in the training loop (default); a sweep takes several, e.g. 0,1,2",
+        type=str, default="0"))
+    data_url: str | None = field(default=None, metadata=flag(
+        "--input s3: s3://BUCKET/PREFIX holding an image folder; the endpoint and credentials come from the AWS "
+        "environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)"))
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """How the approach runs it: compiled, checkpointed, its sharding (bench.spec.options: declared and checked in
     the approach's own package, kept here so that they are part of the run key), the device memory it is given."""
-    compile: bool = False                 # torch.compile / tf.function(jit_compile=True)
-    checkpoint_every_epoch: bool = False  # save model + optimizer state after each epoch, the approach's own way
+    compile: bool = field(default=False, metadata=flag(
+        "torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every configuration eager and "
+        "compiled; its compile time (the first step, never timed) is the report's compile s"))
+    checkpoint_every_epoch: bool = field(default=False, metadata=flag(
+        "save model + optimizer after each epoch the approach's own way; the row times the save (the training "
+        "stall) and loading it back, and counts its bytes"))
     # DeepSpeed's (and Accelerate's DeepSpeed plugin's) ZeRO stage: 1 shards the optimizer state, 2 + gradients,
     # 3 + parameters.
     zero_stage: int | None = None
     accelerate_plugin: str | None = None  # accelerate's fsdp | deepspeed plugin instead of its DDP
     # --device-memory: every rank given the memory of a smaller device (GiB): on CUDA the framework's own cap, on
     # a CPU the rank process's RLIMIT_DATA (framework and data included). Part of the run key.
-    device_memory_gib: float | None = None
+    device_memory_gib: float | None = field(default=None, metadata=flag(
+        "give every rank the memory of a smaller device: on CUDA the framework's own cap, on a CPU the rank "
+        "process's (RLIMIT_DATA); a run that does not fit is recorded as such", option="--device-memory",
+        metavar="GIB"))
 
 
 GROUPS = {"model": ModelSpec, "recipe": Recipe, "timing": Timing, "data": DataSpec, "options": RunOptions}
@@ -124,6 +184,37 @@ GROUPS = {"model": ModelSpec, "recipe": Recipe, "timing": Timing, "data": DataSp
 # name is `model` flat and `model.name` in the tree.
 FLAT = {("model" if (g, f.name) == ("model", "name") else f.name): (g, f.name)
         for g, cls in GROUPS.items() for f in dataclasses.fields(cls)}
+
+
+def flags() -> list[tuple[str, str, Flag, dataclasses.Field]]:
+    """(flat name, option, flag, field) of every setting the command line takes, in the tree's order."""
+    out = []
+    for flat, (group, name) in FLAT.items():
+        declared = next(f for f in dataclasses.fields(GROUPS[group]) if f.name == name)
+        if "flag" in declared.metadata:
+            given = declared.metadata["flag"]
+            out.append((flat, given.option or "--" + flat.replace("_", "-"), given, declared))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Each flagged setting's flag, its value under the setting's flat name (None where not given)."""
+    for flat, option, given, declared in flags():
+        how = {"help": given.help, "dest": flat}
+        if declared.type == "bool":
+            how["action"] = "store_true"
+        else:
+            how.update(type=given.type or _TYPES[declared.type.split("|")[0].strip()], default=given.default,
+                       **{k: v for k, v in (("choices", given.choices), ("metavar", given.metavar)) if v is not None})
+        parser.add_argument(option, **how)
+
+
+_TYPES = {"int": int, "float": float, "str": str}
+
+
+def given(args: argparse.Namespace) -> dict:
+    """The settings the command line gave, by flat name (a switch left off and a flag not given: left out)."""
+    return {flat: getattr(args, flat) for flat, *_ in flags() if getattr(args, flat, None) not in (None, False)}
 
 
 def _flat_defaults() -> dict:
@@ -292,7 +383,7 @@ class TaskSpec:
         if self.data.loader_workers < 0:
             raise SpecError(f"--loader-workers must be at least 0 (got {self.data.loader_workers})")
         if self.data.loader_workers and not self.reads_files:
-            raise SpecError("--loader-workers goes with --input files or s3 (the in-memory input has no decoders)")
+            raise SpecError(WORKERS_WITHOUT_FILES)
         if self.reads_files and self.data.dataset == "synthetic":
             raise SpecError(f"task {self.name} is synthetic: it has no images for --input {self.data.input}; "
                             "pick a task with a dataset (e.g. --task default)")
@@ -300,7 +391,7 @@ class TaskSpec:
             raise SpecError("--input s3 reads an image folder from object storage: pass --data-url "
                             "s3://BUCKET/PREFIX (fill it with `python -m bench data export-images --task T s3://...`)")
         if self.data.data_url and self.data.input != "s3":
-            raise SpecError("--data-url goes with --input s3")
+            raise SpecError(DATA_URL_WITHOUT_S3)
 
 
 PRESETS: dict[str, TaskSpec] = {
