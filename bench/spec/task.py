@@ -214,7 +214,8 @@ _TYPES = {"int": int, "float": float, "str": str}
 
 def given(args: argparse.Namespace) -> dict:
     """The settings the command line gave, by flat name (a switch left off and a flag not given: left out)."""
-    return {flat: getattr(args, flat) for flat, *_ in flags() if getattr(args, flat, None) not in (None, False)}
+    given_values = {flat: getattr(args, flat, None) for flat, *_ in flags()}
+    return {flat: value for flat, value in given_values.items() if value is not None and value is not False}
 
 
 def _flat_defaults() -> dict:
