@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint")
     p.add_argument("--independent", action="store_true",
                    help="gradient synchronisation off (torch-ddp, accelerate): the no-communication bound")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="one of the approach's own knobs, set for this run (repeatable; `bench list` names "
+                        "them, with the framework's default and the values worth trying)")
     _add_malloc_option(p)
     _add_fast_path_option(p)
     _add_profile_option(p)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from bench import metrics
 from bench.sweep import plan
 from bench.run.runspec import RunSpec
-from bench.spec import devices, models, options
+from bench.spec import devices, knobs, models, options
 from bench.run import model_check
 from bench import request
 from bench.spec.family import Family
@@ -41,6 +41,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("models (--model): built in to both frameworks:", ", ".join(models.BUILT_IN))
     print("  named once, timm's for PyTorch and keras.applications' for TensorFlow:", ", ".join(models.PAIRED))
     print("  any other as timm:NAME, torchvision:NAME, keras:NAME, or your own with --model-module PKG.MODULE:FN")
+    print("knobs (bench run --set NAME=VALUE): the framework's default, then the values worth trying")
+    for v in VARIANTS.values():
+        for k in knobs.declared(v.knobs):
+            tries = ", ".join(k.text(t) for t in k.tries)
+            changes = "  [changes the arithmetic]" if k.changes_arithmetic else ""
+            print(f"  {v.name:16} {k.name:30} {k.text(k.default)} | {tries}{changes}  {k.help}")
     print("devices:")
     print(f"  cpu: {len(machine.cores)} cores available ({', '.join(map(str, machine.cores))})")
     if machine.gpus:
@@ -133,6 +139,8 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
     if len(shardings) != 1:
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
     task = request.task_from(args, device_type).replace(**shardings[0])
+    if getattr(args, "set", None):
+        task = task.replace(knobs=knobs.canonical(knobs.declared(variant.knobs), args.set, variant.name))
     task.validate()
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                    args.cores_per_slot, args.timeout, **spec_fields)

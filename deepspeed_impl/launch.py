@@ -7,16 +7,12 @@ import json
 import os
 import sys
 
-from bench.launch_api import LaunchContext, Launcher, NodePlan, Process, RunSpec, rendezvous_environment
+from bench.launch_api import LaunchContext, Launcher, NodePlan, Process, RunSpec, chosen_knobs, rendezvous_environment
+from deepspeed_impl.knobs import ZERO, ZERO_REDUCE_BUCKET
 
 # DeepSpeed's precision sections: the model in bf16/fp16, an fp32 master copy in the optimizer.
 DEEPSPEED_PRECISION = {"fp32": {}, "bf16": {"bf16": {"enabled": True}},
                        "fp16": {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}}}
-# ZeRO's gradient-reduction bucket, in elements: DDP's (torch's default bucket_cap_mb, 25 MiB) of fp32
-# gradients. DeepSpeed's default (5e8 elements, 2 GB in fp32) is allocated whole whatever the model (stages 1
-# and 2: at every step, twice under overlap_comm; stage 3: once): on a small model it, not ZeRO, set the
-# largest batch that fits.
-ZERO_REDUCE_BUCKET = 25 * 2**20 // 4
 
 
 def deepspeed(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
@@ -50,11 +46,14 @@ def deepspeed_world(spec: RunSpec, plan: NodePlan) -> dict[str, list]:
 
 def deepspeed_config(spec: RunSpec) -> dict:
     """Every setting that changes the training explicit (DeepSpeed's defaults would clip gradients at 1.0),
-    and the reduction bucket DDP has. Accelerate's DeepSpeed plugin reads the same file."""
+    the reduction bucket DDP has, and the ZeRO knobs the run set (`bench run --set`, deepspeed_impl/knobs.py).
+    Accelerate's DeepSpeed plugin reads the same file."""
     task = spec.task
     zero = {"stage": task.options.zero_stage, "reduce_bucket_size": ZERO_REDUCE_BUCKET}
     if task.options.zero_stage == 3:
         zero["stage3_param_persistence_threshold"] = 0  # every parameter sharded, however small: ZeRO-3 as such
+    zero.update(chosen_knobs(ZERO, task.options.knobs))
+
     return {
         "train_batch_size": task.recipe.global_batch,
         "train_micro_batch_size_per_gpu": task.recipe.global_batch // spec.world_size,

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
+from bench.spec import knobs
 from bench.worker import Worker, cpu_model
 from tf_impl import kernels
 from tf_impl.keras_flavour import FLAVOUR
+from tf_impl.knobs import MULTIWORKER
 
 KINDS = ("default", "mirrored", "multiworker", "parameter_server")
 
@@ -44,12 +46,10 @@ def make(kind: str, worker: Worker, tf_config: dict | None = None) -> Made:
                     {"backend": type(strategy.extended._cross_device_ops).__name__, **device_info(strategy)})
     workers = len(tf_config["cluster"]["worker"])
     if kind == "multiworker":
-        collective = tf.distribute.experimental.CommunicationImplementation
-        implementation = collective.NCCL if worker.device_type == "cuda" else collective.RING
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
+        options = communication_options(worker.device_type, knobs.values(MULTIWORKER, worker.task.options.knobs))
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         return Made(strategy, strategy.num_replicas_in_sync,
-                    {"backend": f"collective {implementation.name.lower()}", "workers": workers,
+                    {"backend": f"collective {options.implementation.name.lower()}", "workers": workers,
                      **device_info(strategy)}, num_workers=workers, worker_index=tf_config["task"]["index"])
     if kind == "parameter_server":
         strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
@@ -61,6 +61,15 @@ def make(kind: str, worker: Worker, tf_config: dict | None = None) -> Made:
                      "device_name": cpu_model() if worker.device_type == "cpu" else None},
                     num_workers=workers, coordinator=tf.distribute.coordinator.ClusterCoordinator(strategy))
     raise ValueError(f"unknown strategy {kind!r}: one of {', '.join(KINDS)}")
+
+
+def communication_options(device_type: str, tuned: dict) -> tf.distribute.experimental.CommunicationOptions:
+    """MultiWorkerMirroredStrategy's collectives with the run's knobs (tf_impl/knobs.py): NCCL on GPUs, ring on
+    CPUs unless --set implementation=...; the gradients packed as TensorFlow packs them unless bytes_per_pack."""
+    collective = tf.distribute.experimental.CommunicationImplementation
+    name = tuned["implementation"] or ("nccl" if device_type == "cuda" else "ring")
+    return tf.distribute.experimental.CommunicationOptions(bytes_per_pack=tuned["bytes_per_pack"],
+                                                           implementation=getattr(collective, name.upper()))
 
 
 def device_info(strategy: tf.distribute.Strategy) -> dict:

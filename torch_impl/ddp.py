@@ -14,10 +14,14 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from bench.spec import knobs
 from bench.worker import Worker
 from torch_impl import train as loop
+from torch_impl.knobs import DDP as KNOBS
 from torch_impl.model import build_model
 from torch_impl.train import set_threads
 
@@ -42,10 +46,24 @@ def train(spec_path: str) -> dict:
         set_threads(worker.pin())
         rank, world_size, device = loop.join_process_group(worker)
         model = loop.place(build_model(worker.task), device)
-        # Gradients live in the all-reduce buckets: no copy in and out of them each step.
-        ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
-                        gradient_as_bucket_view=True, static_graph=settings.static_graph)
+        ddp_model = wrap(model, device, knobs.values(KNOBS, worker.task.options.knobs), settings.static_graph)
         return loop.train(worker, DDPRank(ddp_model, model, device, rank, world_size, independent=worker.independent))
+
+
+# The communication hooks a run may set (torch_impl/knobs.py COMM_HOOK): PyTorch's own.
+COMM_HOOKS = {"bf16_compress": default_hooks.bf16_compress_hook, "fp16_compress": default_hooks.fp16_compress_hook}
+
+
+def wrap(model: nn.Module, device, tuned: dict, static_graph: bool) -> DDP:
+    """DDP around `model` with the run's knobs (each at its default unless --set): the bucket size, the gradients
+    as views into the buckets (no copy in and out each step), a static graph (torch-ddp-static always), and a
+    communication hook."""
+    ddp_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+                    bucket_cap_mb=tuned["bucket_cap_mb"], gradient_as_bucket_view=tuned["gradient_as_bucket_view"],
+                    static_graph=static_graph or tuned["static_graph"])
+    if tuned["comm_hook"] != "none":
+        ddp_model.register_comm_hook(None, COMM_HOOKS[tuned["comm_hook"]])  # None: the default process group
+    return ddp_model
 
 
 class DDPRank(loop.Distributed):

@@ -32,6 +32,7 @@ class RunKey(NamedTuple):
     as_shipped: bool = False     # --as-shipped: the framework on its own defaults, not dtbench's fast path
     model: str = ""              # the model and its input, where not the preset's: "timm:resnet18 at 32px 3ch"
     device_memory: float = 0.0   # --device-memory: each device's memory budget in GiB (0: the device's own)
+    knobs: str = ""              # the approach's own knobs set (bench run --set): "bucket_cap_mb=100"
 
     @property
     def world_size(self) -> int:
@@ -51,7 +52,8 @@ class RunKey(NamedTuple):
                                  ("compiled", self.compile), ("no sync", self.independent),
                                  (self.input_mode, self.input != "memory"), (self.dataset, bool(self.dataset)),
                                  (self.model, bool(self.model)), (self.recipe, bool(self.recipe)),
-                                 ("as shipped", self.as_shipped), (self.budget, bool(self.device_memory))) if on]
+                                 ("as shipped", self.as_shipped), (self.budget, bool(self.device_memory)),
+                                 (self.knobs, bool(self.knobs))) if on]
         return self.variant + "".join(f" ({m})" for m in modes) + engine
 
     @property
@@ -89,7 +91,8 @@ def config_key(row: dict) -> RunKey:
                   bool(row.get("independent")), task.get("input", "memory"), bool(task.get("compile")),
                   task.get("scaling") or "strong", global_batch // world, dataset_override(task), recipe_override(task),
                   int(task.get("loader_workers") or 0), options.label(row["variant"], task),
-                  bool(row.get("as_shipped")), model_override(task), float(task.get("device_memory_gib") or 0))
+                  bool(row.get("as_shipped")), model_override(task), float(task.get("device_memory_gib") or 0),
+                  task.get("knobs") or "")
 
 
 def settings(task: dict) -> dict:

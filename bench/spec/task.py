@@ -177,6 +177,9 @@ class RunOptions:
         "give every rank the memory of a smaller device: on CUDA the framework's own cap, on a CPU the rank "
         "process's (RLIMIT_DATA); a run that does not fit is recorded as such", option="--device-memory",
         metavar="GIB"))
+    # The approach's own knobs set for this run (`bench run --set`), in bench.spec.knobs' canonical text; "": every
+    # knob at its framework's default. Part of the run key.
+    knobs: str = ""
 
 
 GROUPS = {"model": ModelSpec, "recipe": Recipe, "timing": Timing, "data": DataSpec, "options": RunOptions}

@@ -30,6 +30,7 @@ class Variant:
     independent: bool = False       # can run with gradient synchronisation off (the no-communication bound)
     engine_entry: str | None = None  # "module:function" an engine (Ray, Spark, Dask) runs on every rank
     options: str | None = None       # the module of its own options (bench.spec.options): --zero-stage, ...
+    knobs: str | None = None         # "module:NAME" of its own knobs (bench.spec.knobs): what tuning sets
     checkpoints: bool = True         # --checkpoint-every-epoch is written for it
     checkpoint_hint: str = ""        # why not, and what to use
     compiles: bool = True            # --compile is wired (torch.compile / XLA)
@@ -72,12 +73,12 @@ class Variant:
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
             spans_nodes=True, summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
-            baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train"),
+            baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train", knobs="torch_impl.knobs:DDP"),
     Variant("torch-ddp-static", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp",
             single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the gradients' order "
                     "after the first step) under torchrun", baseline="torch-single",
-            approach=(("static_graph", True),)),
+            approach=(("static_graph", True),), knobs="torch_impl.knobs:DDP_STATIC"),
     Variant("torch-fsdp", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False,
             spans_nodes=True, traffic="fsdp",
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
@@ -87,6 +88,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             single_process=False, spans_nodes=True, traffic="zero",
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
                     "file written per run", baseline="torch-single", options="deepspeed_impl.options",
+            knobs="deepspeed_impl.knobs:ZERO",
             checkpoints=False, checkpoint_hint="engine.save_checkpoint is not wired into the harness yet",
             compiles=False),
     Variant("lightning", Family.TORCH, "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train",
@@ -110,7 +112,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-multiworker", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker", single_process=False, spans_nodes=True,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
-            baseline="tf-single"),
+            baseline="tf-single", knobs="tf_impl.knobs:MULTIWORKER"),
     Variant("tf-mirrored-fit", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
             single_process=True, spans_nodes=False,
             summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",

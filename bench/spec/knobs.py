@@ -1,0 +1,88 @@
+"""An approach's own knobs, the settings an expert tunes before comparing approaches: each declared in the
+approach's package (`Variant.knobs` names the tuple), typed, with its framework's default and the values worth
+trying. A run's settings (`bench run --set name=value`) are one task field, `RunOptions.knobs`, in one canonical
+text ("bucket_cap_mb=100 static_graph=true"), so that they are part of the run key, of the series label and of
+every row; the rank reads them back typed (`values`) and hands them to its framework.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from bench.spec.task import SpecError
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str                          # what --set names: bucket_cap_mb
+    help: str                          # what it sets in the framework, in its own words
+    parse: Callable[[str], object]     # one value's text -> the value (ValueError: not one)
+    default: object                    # the framework's own, what a run without --set gets
+    tries: tuple = ()                  # the values worth trying beside the default
+    # It changes the arithmetic, not only the speed (a bf16 gradient all-reduce): the report names it, and a tuned
+    # run's exact accuracy must stay within the task's target.
+    changes_arithmetic: bool = False
+
+    def text(self, value) -> str:
+        """The canonical text of a value (what the run key and the row hold); None: a default the framework
+        chooses by itself (DeepSpeed's overlap_comm by stage)."""
+        if value is None:
+            return "(framework's)"
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def boolean(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes", "on"):
+        return True
+    if text.lower() in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not true or false")
+
+
+def choice(*names: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in names:
+            raise ValueError(f"{text!r} is not one of {', '.join(names)}")
+        return text
+    return parse
+
+
+def declared(reference: str | None) -> tuple[Knob, ...]:
+    """The knobs a variant declares ("package.module:NAME" of a tuple of Knob), () where it declares none."""
+    if not reference:
+        return ()
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def canonical(knobs: tuple[Knob, ...], sets: list[str], variant: str) -> str:
+    """`--set name=value` texts -> the task field's canonical text (sorted by name; a value equal to the
+    framework's default is kept: it was asked for). An unknown knob or a value it does not take is one line
+    naming the knobs, as a SpecError."""
+    by_name = {k.name: k for k in knobs}
+    names = ", ".join(by_name) or "none"
+    chosen: dict[str, str] = {}
+    for text in sets:
+        name, sep, value = text.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise SpecError(f"--set {text!r}: give name=value, e.g. --set {next(iter(by_name), 'name')}=VALUE")
+        if name not in by_name:
+            raise SpecError(f"{variant} has no knob {name!r}: its knobs are {names}")
+        try:
+            chosen[name] = by_name[name].text(by_name[name].parse(value))
+        except ValueError as exc:
+            raise SpecError(f"--set {name}={value}: {exc} (the default is {by_name[name].text(by_name[name].default)})") from None
+    return " ".join(f"{name}={chosen[name]}" for name in sorted(chosen))
+
+
+def chosen(knobs: tuple[Knob, ...], text: str) -> dict[str, object]:
+    """The knobs a run whose task holds `text` set, typed (none set: {})."""
+    given = dict(pair.split("=", 1) for pair in text.split())
+    return {k.name: k.parse(given[k.name]) for k in knobs if k.name in given}
+
+
+def values(knobs: tuple[Knob, ...], text: str) -> dict[str, object]:
+    """Every knob's value for a run whose task holds `text`: its setting, else its default."""
+    return {**{k.name: k.default for k in knobs}, **chosen(knobs, text)}

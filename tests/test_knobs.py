@@ -1,0 +1,116 @@
+"""Each approach's own knobs (bench.spec.knobs, declared in its package): set by `bench run --set`, part of the run
+key, refused in one line when unknown, and seen to reach the framework: the bucket size on the DDP object, the
+DeepSpeed config file, TensorFlow's communication options."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench.results.key import config_key
+from bench.run.runspec import RunSpec
+from bench.spec import knobs
+from bench.spec.task import SpecError, get_task
+from bench.spec.variants import VARIANTS, get_variant
+from helpers import CPU, REPO, bench
+
+
+def test_settings_are_one_canonical_text_and_read_back_typed_with_the_defaults_filled_in():
+    ddp = knobs.declared(get_variant("torch-ddp").knobs)
+    text = knobs.canonical(ddp, ["static_graph=True", "bucket_cap_mb=100"], "torch-ddp")
+    assert text == "bucket_cap_mb=100.0 static_graph=true"  # sorted by name, each value as its knob writes it
+    assert knobs.values(ddp, text) == {"bucket_cap_mb": 100.0, "gradient_as_bucket_view": True, "static_graph": True,
+                                       "comm_hook": "none"}
+    assert knobs.chosen(ddp, text) == {"bucket_cap_mb": 100.0, "static_graph": True}
+    assert knobs.values(ddp, "") == {k.name: k.default for k in ddp}
+
+
+@pytest.mark.parametrize("variant,sets,words", [
+    ("torch-ddp", ["bucket=5"], "torch-ddp has no knob 'bucket': its knobs are bucket_cap_mb, gradient_as_bucket_view"),
+    ("torch-ddp", ["bucket_cap_mb=big"], "--set bucket_cap_mb=big"),
+    ("torch-ddp", ["comm_hook=int8"], "'int8' is not one of none, bf16_compress, fp16_compress"),
+    ("torch-ddp-static", ["static_graph=false"], "torch-ddp-static has no knob 'static_graph'"),
+    ("torch-single", ["bucket_cap_mb=5"], "torch-single has no knob 'bucket_cap_mb': its knobs are none"),
+    ("deepspeed", ["overlap_comm"], "give name=value"),
+])
+def test_an_unknown_knob_or_value_is_one_line_naming_the_knobs(variant, sets, words):
+    with pytest.raises(SpecError) as refused:
+        knobs.canonical(knobs.declared(get_variant(variant).knobs), sets, variant)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_bench_run_refuses_an_unknown_knob_in_one_line_with_exit_2(tmp_path):
+    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--set", "buckets=5",
+                   "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("its knobs are bucket_cap_mb, gradient_as_bucket_view, "
+                                                           "static_graph, comm_hook")
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_setting_is_part_of_the_run_key_and_the_series_name():
+    default = {"variant": "torch-ddp", "device_type": "cpu", "nodes": 1, "devices_per_node": 2,
+               "task": get_task("quick").to_dict()}
+    tuned = {**default, "task": get_task("quick", knobs="bucket_cap_mb=5.0").to_dict()}
+    assert config_key(tuned) != config_key(default)
+    assert config_key(tuned).series == "torch-ddp (bucket_cap_mb=5.0)" and config_key(default).series == "torch-ddp"
+
+
+def test_every_declared_knob_has_a_default_its_own_parse_takes_and_values_worth_trying():
+    for variant in VARIANTS.values():
+        for knob in knobs.declared(variant.knobs):
+            assert knob.tries and knob.default not in knob.tries, knob.name
+            for value in knob.tries:
+                assert knob.parse(knob.text(value)) == value, (knob.name, value)
+
+
+def test_zero_knobs_reach_the_deepspeed_config_file_and_unset_ones_leave_it_as_it_was():
+    from deepspeed_impl.launch import deepspeed_config
+
+    def zero(stage, text=""):
+        task = get_task("quick", zero_stage=stage, knobs=text)
+        return deepspeed_config(RunSpec(get_variant("deepspeed"), task, "cpu", 1, 2))["zero_optimization"]
+
+    assert zero(2) == {"stage": 2, "reduce_bucket_size": 25 * 2**20 // 4}
+    text = knobs.canonical(knobs.declared(get_variant("deepspeed").knobs),
+                           ["reduce_bucket_size=5e5", "overlap_comm=true", "allgather_bucket_size=5e6"], "deepspeed")
+    assert zero(2, text) == {"stage": 2, "reduce_bucket_size": 500_000, "overlap_comm": True,
+                             "allgather_bucket_size": 5_000_000}
+    assert zero(3, "stage3_param_persistence_threshold=100000") == {
+        "stage": 3, "reduce_bucket_size": 25 * 2**20 // 4, "stage3_param_persistence_threshold": 100_000}
+
+
+def test_ddp_knobs_reach_the_ddp_object(tmp_path):
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    from torch_impl import ddp
+    from torch_impl.knobs import DDP
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        cpu = torch.device("cpu")
+        shipped = ddp.wrap(nn.Linear(4, 2), cpu, knobs.values(DDP, ""), static_graph=False)
+        assert shipped.bucket_bytes_cap == 25 * 2**20 and shipped.gradient_as_bucket_view and not shipped.static_graph
+        assert shipped._get_ddp_logging_data().get("comm_hook") in (None, "")
+        text = "bucket_cap_mb=5.0 comm_hook=bf16_compress gradient_as_bucket_view=false static_graph=true"
+        tuned = ddp.wrap(nn.Linear(4, 2), cpu, knobs.values(DDP, text), static_graph=False)
+        assert tuned.bucket_bytes_cap == 5 * 2**20 and not tuned.gradient_as_bucket_view and tuned.static_graph
+        assert tuned._get_ddp_logging_data()["comm_hook"] == "bf16_compress_hook"
+        assert ddp.wrap(nn.Linear(4, 2), cpu, knobs.values(DDP, ""), static_graph=True).static_graph  # -static
+    finally:
+        dist.destroy_process_group()
+
+
+def test_multiworker_knobs_reach_tensorflows_communication_options():
+    """In a process of its own: TensorFlow never enters pytest's."""
+    probe = ("import json; from bench.spec import knobs; from tf_impl.knobs import MULTIWORKER; "
+             "from tf_impl.strategies import communication_options as c; "
+             "o = [c(d, knobs.values(MULTIWORKER, t)) for d, t in (('cpu', ''), ('cuda', ''), "
+             "('cpu', 'bytes_per_pack=4194304 implementation=auto'))]; "
+             "print(json.dumps([[x.implementation.name, x.bytes_per_pack] for x in o]))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [["RING", 0], ["NCCL", 0], ["AUTO", 4194304]]

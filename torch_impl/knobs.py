@@ -1,0 +1,21 @@
+"""The knobs of PyTorch's DistributedDataParallel (torch-ddp; torch-ddp-static, whose graph is static already),
+declared for tuning (bench.spec.knobs) and handed to DDP by torch_impl/ddp.py. No torch import: the harness lists
+them."""
+from bench.spec.knobs import Knob, boolean, choice
+
+BUCKET_CAP_MB = Knob(
+    "bucket_cap_mb", "DDP(bucket_cap_mb=): the gradients are all-reduced in buckets of this many MiB, each as soon as "
+    "the backward pass has filled it (PyTorch's default 25)", float, 25.0, (1.0, 5.0, 100.0))
+GRADIENT_AS_BUCKET_VIEW = Knob(
+    "gradient_as_bucket_view", "DDP(gradient_as_bucket_view=): the gradients are views into the buckets, with no "
+    "copy in and out each step (PyTorch's default false; dtbench's true)", boolean, True, (False,))
+STATIC_GRAPH = Knob(
+    "static_graph", "DDP(static_graph=): the buckets are fixed to the gradients' ready order after the first step "
+    "(torch-ddp-static)", boolean, False, (True,))
+COMM_HOOK = Knob(
+    "comm_hook", "a DDP communication hook: none, or the gradients all-reduced in bf16 or fp16 (half the bytes; "
+    "torch.distributed.algorithms.ddp_comm_hooks.default_hooks)", choice("none", "bf16_compress", "fp16_compress"),
+    "none", ("bf16_compress",), changes_arithmetic=True)
+
+DDP = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, STATIC_GRAPH, COMM_HOOK)
+DDP_STATIC = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, COMM_HOOK)
