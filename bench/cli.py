@@ -1,4 +1,4 @@
-"""`python -m bench`: its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead, audit,
+"""`dtbench` (or `python -m bench`): its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead, audit,
 gpu-check), parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bench import commands, metrics
+from bench import commands, install, metrics
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.metrics.cost import price
 from bench.results.store import StoreError
@@ -72,9 +72,10 @@ def _add_engine_options(p: argparse.ArgumentParser, several: bool) -> None:
     p.add_argument("--spark-master", help="--engine spark: a master URL, e.g. local-cluster[2,1,1024] "
                                           "(default: a local session, TorchDistributor local_mode)")
     p.add_argument("--dask-scheduler", help="--engine dask: a scheduler address (default: a LocalCluster per run)")
-    p.add_argument("--mlflow", metavar="URI", help="also log each run to MLflow, e.g. sqlite:///mlruns.db "
-                                                   "(spec as params, figures as metrics, the trained model as an "
-                                                   "MLflow model)")
+    p.add_argument("--mlflow", metavar="URI", nargs="?", const="",
+                   help="also log each run to MLflow, e.g. sqlite:///mlruns.db; without a URI to MLFLOW_TRACKING_URI "
+                        "(the experiment: MLFLOW_EXPERIMENT_NAME, else dtbench; spec as params, figures as metrics, "
+                        "the trained model as an MLflow model)")
 
 
 def _add_host_options(p: argparse.ArgumentParser) -> None:
@@ -96,8 +97,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m bench", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true")
+    # `dtbench` where the installed command runs it, else `python -m bench` (the two take the same commands).
+    prog = "dtbench" if Path(sys.argv[0]).name == "dtbench" else "python -m bench"
+    parser = Parser(prog=prog, description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"dtbench {install.version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="variants, tasks and the devices found").set_defaults(func=commands.cmd_list)
@@ -302,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "for what was skipped; the folder keeps the other steps' outcomes")
     p.add_argument("--out", type=Path, help="the folder (default results/gpu-check-<the GPU's name>)")
     p.set_defaults(func=commands.cmd_gpu_check)
+    for command in sub.choices.values():  # -v after the command as well: `dtbench run -v ...`
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
     return parser
 
 
@@ -317,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     stop_on_signals()
     try:
+        if getattr(args, "mlflow", None) is not None:
+            from bench.sweep import tracking
+
+            args.mlflow = tracking.tracking_uri(args.mlflow)
         return args.func(args)
     except SpecError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import itertools
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -466,7 +467,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     from bench.regress import calibrate, compare, duets
 
     out: Path = args.out
-    run_args = [["--variant", v.strip(), "--devices", str(args.devices), "--task", args.task, *args.run_args.split()]
+    run_args = [["--variant", v.strip(), "--devices", str(args.devices), "--task", args.task, *shlex.split(args.run_args)]
                 for v in args.variants.split(",")]
     if args.calibrate:
         summary = calibrate.calibrate(run_args, args.groups, args.repeats, args.threshold, args.alpha, out)

@@ -25,8 +25,20 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(out, args, message):
     assert not out.exists()
 
 
-def test_list_shows_variants_tasks_and_devices():
-    result = bench("list")
+def test_list_shows_variants_tasks_knobs_and_devices_and_takes_v_after_the_command():
+    result = bench("list", "-v")
     assert result.returncode == 0
-    for word in ("torch-ddp", "torch-dp", "quick", "default", "mnist-cnn", "resnet50", "cores available"):
+    for word in ("torch-ddp", "torch-dp", "quick", "default", "mnist-cnn", "resnet50", "cores available",
+                 "bucket_cap_mb", "reduce_bucket_size", "bytes_per_pack"):
         assert word in result.stdout
+
+
+def test_the_version_is_the_distributions():
+    from bench import install
+
+    result = bench("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"dtbench {install.version()}"
+    assert install.version()[0].isdigit()
+    # A missing extra's hint is a pip command with dtbench's own pins, which works wherever the user stands
+    hint = install.hint("mlflow")
+    assert hint.startswith("pip install ") and "mlflow==" in hint and "dtbench[" not in hint

@@ -177,6 +177,7 @@ def test_cli_files_exit_codes_and_json(tmp_path):
     assert result.returncode == 1 and "REGRESSION" in result.stdout
     data = json.loads((tmp_path / "v" / "verdict.json").read_text())
     assert data["exit_code"] == 1 and data["regression"] is True
+    check_ci_formats(tmp_path / "v", regressed=True)
     same = bench("regress", "--baseline", str(base), "--current", str(base), "--out", str(tmp_path / "w"))
     assert same.returncode == 0
     missing = bench("regress", "--baseline", str(base), "--current", str(tmp_path / "none.jsonl"),
@@ -252,3 +253,26 @@ def test_calibrate_measures_the_check_on_duets_of_one_tree(tmp_path):
 def test_unknown_revision_is_a_clear_error(tmp_path):
     result = bench("regress", "--against", "no-such-rev", "--out", str(tmp_path / "ab"))
     assert result.returncode == 2 and "cannot check out 'no-such-rev'" in result.stderr
+
+
+def check_ci_formats(folder, regressed: bool) -> None:
+    """github-action-benchmark's custom formats (a list of {name, unit, value, range?, extra?}: value a number)
+    and JUnit XML (testsuites > testsuite > testcase, counts that add up, a failure per regression)."""
+    import xml.etree.ElementTree as ET
+
+    for name, metrics in (("benchmark-bigger-is-better.json", {"throughput", "test_accuracy"}),
+                          ("benchmark-smaller-is-better.json", {"step_time_ms", "startup_s"})):
+        entries = json.loads((folder / name).read_text())
+        assert entries and {e["name"].rsplit(" ", 1)[1] for e in entries} == metrics
+        for entry in entries:
+            assert set(entry) <= {"name", "unit", "value", "range", "extra"} and {"name", "unit", "value"} <= set(entry)
+            assert isinstance(entry["value"], (int, float)) and all(isinstance(entry[k], str) for k in entry if k != "value")
+    root = ET.parse(folder / "junit.xml").getroot()
+    [suite] = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert root.tag == "testsuites" and int(suite.get("tests")) == len(cases) == 4  # 3 speed figures and accuracy
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert int(suite.get("failures")) == len(failed) and int(suite.get("skipped")) == 0
+    assert bool(failed) == regressed and all(c.get("classname") and c.get("name") for c in cases)
+    if regressed:
+        assert {c.get("name") for c in failed} >= {"throughput"}

@@ -114,7 +114,7 @@ def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
     from bench.spec.task import SpecError
 
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'dtbench\[mlflow\]'"):
+    with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'mlflow=="):
         tracking.require()
 
 
@@ -185,3 +185,32 @@ def test_rows_from_before_the_model_was_logged_still_load():
     old = result_row().to_dict()
     del old["model_bytes"], old["model_save_s"]
     assert ResultRow.from_dict(old).model_bytes is None
+
+
+def test_mlflows_own_variables_name_the_store_and_the_experiment_and_a_given_uri_wins(tmp_path, monkeypatch):
+    """`--mlflow` alone logs to MLFLOW_TRACKING_URI, into MLFLOW_EXPERIMENT_NAME; a URI given wins. Runs made from
+    their specs in this process (nothing trained)."""
+    pytest.importorskip("mlflow")
+    from bench import cli
+    from bench.sweep import runner, tracking
+    from test_folds import synthetic_run
+
+    monkeypatch.setattr(runner, "execute", synthetic_run)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert cli.main(["run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path / "none"),
+                     "--mlflow"]) == 2  # no URI anywhere: one line naming the fix
+    from_env, given = f"sqlite:///{tmp_path / 'env.db'}", f"sqlite:///{tmp_path / 'given.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", from_env)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team-benchmarks")
+    assert cli.main(["run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path / "a"),
+                     "--mlflow"]) == 0
+    assert cli.main(["run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path / "b"),
+                     "--mlflow", given]) == 0
+    import mlflow
+
+    for uri in (from_env, given):
+        mlflow.set_tracking_uri(uri)
+        assert len(mlflow.search_runs(experiment_names=["team-benchmarks"], output_format="list")) == 1
+        assert mlflow.get_experiment_by_name("dtbench") is None
+    assert tracking.experiment_name() == "team-benchmarks"

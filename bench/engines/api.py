@@ -212,5 +212,7 @@ def _engine(name: str):
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("bench"):
             raise
+        from bench import install
+
         raise SpecError(f"engine {name} needs the {ENGINE_EXTRAS[name]!r} extra ({exc.name} is missing): "
-                        f"pip install 'dtbench[{ENGINE_EXTRAS[name]}]'") from None
+                        f"{install.hint(ENGINE_EXTRAS[name])}") from None

@@ -8,6 +8,8 @@ from the folder folded once (`log_derived`).
 The model is the MLflow model rank 0 saved with its framework's flavour (`mlflow.pytorch`, `mlflow.keras`) into
 the run folder; logging that folder needs neither torch nor TensorFlow in this process (which must never hold both).
 Works offline: `sqlite:///path.db` or a folder (`file:` stores need MLFLOW_ALLOW_FILE_STORE, set here).
+MLflow's own variables are honoured: `--mlflow` without a URI logs to MLFLOW_TRACKING_URI, and the experiment is
+MLFLOW_EXPERIMENT_NAME where set ("dtbench" otherwise); a URI given to `--mlflow` wins over the variable.
 """
 from __future__ import annotations
 
@@ -43,13 +45,29 @@ METRICS = {
 }
 
 
+def tracking_uri(given: str) -> str:
+    """--mlflow's URI: the one given, or (`--mlflow` alone) MLflow's MLFLOW_TRACKING_URI."""
+    if given:
+        return given
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        raise SpecError("--mlflow without a URI logs to MLFLOW_TRACKING_URI, which is not set: give one, e.g. "
+                        "--mlflow sqlite:///mlruns.db")
+    return os.environ["MLFLOW_TRACKING_URI"]
+
+
+def experiment_name() -> str:
+    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or "dtbench"
+
+
 def require() -> None:
     """Before anything runs: a missing extra is a one-line error, not a failure after the first run."""
     if importlib.util.find_spec("mlflow") is None:
-        raise SpecError("--mlflow needs the 'mlflow' extra: pip install 'dtbench[mlflow]'")
+        from bench import install
+
+        raise SpecError(f"--mlflow needs the 'mlflow' extra: {install.hint('mlflow')}")
 
 
-def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str = "dtbench") -> None:
+def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str | None = None) -> None:
     """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its model "model" where
     the run finished ok and saved one (row.model_bytes), with the row's metrics."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
@@ -57,6 +75,7 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
     import mlflow
     from mlflow.entities import Metric
     mlflow.set_tracking_uri(uri)
+    experiment = experiment or experiment_name()
     if mlflow.get_experiment_by_name(experiment) is None:
         mlflow.create_experiment(experiment, artifact_location=artifact_location(uri))
     mlflow.set_experiment(experiment)
@@ -89,7 +108,7 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
             mlflow.set_tag("error", row.error[:4000])
 
 
-def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str = "dtbench") -> None:
+def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str | None = None) -> None:
     """Each run's configuration's figures as the report derives them from the whole folder (`configs`: the
     folder's configurations frame, bench.analysis.folder), added to the MLflow run `log_row` made for it. A
     server that is down costs a warning, never a measurement."""
@@ -102,11 +121,11 @@ def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str = "dtb
 
     lines = {line["key"]: line for line in configs.to_dict("records")} if len(configs) else {}
     mlflow.set_tracking_uri(uri)
+    experiment = experiment or experiment_name()
     client, now = mlflow.MlflowClient(), int(time.time() * 1000)
     for row in rows:
         line = lines.get(row.key, {})
-        figures = [Metric(name, float(line[name]), now, 0) 
-                   for name in metrics.derived() if present(line.get(name))]
+        figures = [Metric(name, float(line[name]), now, 0) for name in metrics.derived() if present(line.get(name))]
         try:
             found = mlflow.search_runs(experiment_names=[experiment], output_format="list", max_results=1,
                                        filter_string=f"attributes.run_name = '{row.run_id}'")

@@ -1,0 +1,53 @@
+"""`bench regress`'s verdict in the formats CI pages read: github-action-benchmark's custom JSON (one file for
+figures where bigger is better, one where smaller is: `customBiggerIsBetter`, `customSmallerIsBetter`) and JUnit
+XML (a test case a configuration and figure: a regression fails it, a configuration that could not be compared
+skips it). Written beside verdict.json."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench.regress.compare import ACCURACY, METRICS, Verdict
+
+BIGGER, SMALLER, JUNIT = "benchmark-bigger-is-better.json", "benchmark-smaller-is-better.json", "junit.xml"
+FAILS = ("regression", "failed")
+SKIPS = ("missing", "mismatch")
+
+
+def benchmark_entries(verdicts: list[Verdict], bigger: bool) -> list[dict]:
+    """github-action-benchmark's entries (name, unit, value; range and extra as text) for the current side's
+    figures that are better the `bigger` way."""
+    units = {m.name: m for m in (*METRICS, ACCURACY)}
+    return [{"name": f"{v.key} {v.metric}", "unit": units[v.metric].unit or "fraction", "value": v.current,
+             "range": v.interval, "extra": f"{v.verdict}; baseline {v.baseline:.6g}; {v.test}"
+             + (f"; p {v.p_value:.3g}" if v.p_value is not None else "")}
+            for v in verdicts if v.metric in units and units[v.metric].higher_is_better == bigger
+            and v.current is not None and v.baseline is not None]
+
+
+def junit(verdicts: list[Verdict]) -> ET.ElementTree:
+    """<testsuites><testsuite> with a <testcase> a verdict: <failure> for a regression (or a current side that
+    failed), <skipped> where the two sides could not be compared."""
+    counts = {"tests": str(len(verdicts)), "failures": str(sum(v.verdict in FAILS for v in verdicts)),
+              "skipped": str(sum(v.verdict in SKIPS for v in verdicts)), "errors": "0"}
+    root = ET.Element("testsuites", name="dtbench", **counts)
+    suite = ET.SubElement(root, "testsuite", name="dtbench regress", **counts)
+    for v in verdicts:
+        case = ET.SubElement(suite, "testcase", classname=v.key, name=v.metric)
+        said = (f"{v.verdict}: baseline {v.baseline}, current {v.current}, ratio {v.ratio}, {v.interval}, "
+                f"{v.test}, p {v.p_value}")
+        if v.verdict in FAILS:
+            ET.SubElement(case, "failure", message=v.verdict, type=v.verdict).text = said
+        elif v.verdict in SKIPS:
+            ET.SubElement(case, "skipped", message=said)
+        else:
+            ET.SubElement(case, "system-out").text = said
+    return ET.ElementTree(root)
+
+
+def write(out: Path, verdicts: list[Verdict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / BIGGER).write_text(json.dumps(benchmark_entries(verdicts, bigger=True), indent=1))
+    (out / SMALLER).write_text(json.dumps(benchmark_entries(verdicts, bigger=False), indent=1))
+    junit(verdicts).write(out / JUNIT, encoding="utf-8", xml_declaration=True)
