@@ -19,7 +19,7 @@ def assert_good_row(row, variant, world):
     assert row["startup_s"] > 0 and row["train_s"] > 0
     # The ranks' CPU time a sample: each rank pinned to one core can spend at most that core's time.
     assert 0 < row["host_cpu_ms_per_sample"] <= 1.5 * 1e3 * world / row["throughput"]["median"]
-    assert row["environment"]["libraries"]["torch"]
+    assert row["environment"]["libraries"]["torch"] and row["environment"]["dtbench"][0].isdigit()
     assert row["command"] and row["git_sha"] is not None
 
 

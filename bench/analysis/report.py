@@ -55,7 +55,8 @@ def build(folder: Folder) -> list[Block]:
                 if len(configs) < len(runs) else "") + "."),
         Block("bullets", [
             f"host: {last.get('host', '-') if len(configs) else '-'}; "
-            f"commit: {last.get('git_sha', '-') if len(configs) else '-'}",
+            f"commit: {last.get('git_sha', '-') if len(configs) else '-'}"
+            + (f"; dtbench {env['dtbench']}" if env.get("dtbench") else ""),
             f"CPU: {env.get('cpu_model', '-')} ({env.get('cores_available', '-')} cores available)",
             f"GPU: {env.get('gpu_model', 'none')}; driver {env.get('driver', '-')}; "
             f"CUDA {env.get('cuda') or '-'}; NCCL {env.get('nccl') or '-'}",

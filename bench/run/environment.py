@@ -8,10 +8,13 @@ import socket
 import subprocess
 from pathlib import Path
 
+from bench import install
 from bench.worker import cpu_model
 
-LIBRARIES = ("torch", "torchvision", "timm", "accelerate", "tensorflow", "tensorflow-cpu", "keras", "tf-keras",
-             "numpy", "pandas", "scipy")
+# Every framework, wrapper and engine a run may use (those installed are recorded), and the harness's own stack.
+LIBRARIES = ("torch", "torchvision", "timm", "accelerate", "deepspeed", "lightning-fabric", "tensorflow",
+             "tensorflow-cpu", "keras", "tf-keras", "ray", "pyspark", "distributed", "mlflow", "boto3",
+             "s3torchconnector", "numpy", "pandas", "scipy")
 
 
 def _gpu_details() -> dict:
@@ -46,8 +49,8 @@ def environment() -> dict:
             versions[lib] = importlib.metadata.version(lib)
         except importlib.metadata.PackageNotFoundError:
             pass
-    return {"python": platform.python_version(), "os": platform.platform(), "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(), "cores_available": len(os.sched_getaffinity(0)),
+    return {"dtbench": install.version(), "python": platform.python_version(), "os": platform.platform(),
+            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "cores_available": len(os.sched_getaffinity(0)),
             "libraries": versions, **_gpu_details()}
 
 
