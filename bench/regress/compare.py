@@ -21,6 +21,7 @@ from pathlib import Path
 
 from scipy import stats
 
+from bench.regress import ci_formats
 from bench.results import ResultRow, ResultStore
 from bench.results.key import same_settings
 from bench.results.jsonl import read_jsonl
@@ -301,9 +302,7 @@ def judge(baseline_path: Path, current_path: Path, duets: bool, threshold: float
     code, verdicts = compare(baseline, current, threshold, alpha, accuracy_tolerance, duets)
     write_verdict(out / "verdict.json", code, verdicts, {"threshold": threshold, "alpha": alpha,
                                                          "duets": duets, "machines": machines})
-    from bench.regress import ci_formats  # it imports this module's verdicts
-
-    ci_formats.write(out, verdicts)
+    ci_formats.write(out, verdicts, {m.name: m for m in (*METRICS, ACCURACY)})
     return code, (f"{render(verdicts)}\n\n{['no regression', 'REGRESSION', 'could not compare'][code]} "
                   f"(exit {code}); verdict in {out / 'verdict.json'} (and for CI pages: {ci_formats.JUNIT}, "
                   f"{ci_formats.BIGGER}, {ci_formats.SMALLER})")
