@@ -151,3 +151,13 @@ def test_runs_of_two_models_on_one_task_never_fold_together_and_each_model_has_i
     assert any(t.startswith("2 CPU slots, default task (small-cnn at 28 px), fp32") and "torch-ddp beats torch-fsdp" in t for t in text)
     assert any(t.startswith("2 CPU slots, default task (timm:resnet18)") and "torch-fsdp beats torch-ddp"
                in t for t in text)
+
+
+def test_runs_with_knobs_set_are_ranked_among_themselves_never_with_the_runs_as_shipped():
+    rows = [run("torch-ddp", 1000.0), run("deepspeed", 900.0, zero_stage=2),
+            run("torch-ddp", 1500.0, knobs="bucket_cap_mb=100.0"),
+            run("deepspeed", 1200.0, zero_stage=2, knobs="overlap_comm=true")]
+    shipped, tuned = lines(rows)[:2]
+    assert "torch-ddp is fastest (1,000 samples/s" in shipped and "bucket_cap_mb" not in shipped
+    assert "the approaches' own knobs set" in tuned and "overlap_comm=true" in tuned
+    assert "torch-ddp (bucket_cap_mb=100.0) is fastest (1,500 samples/s" in tuned and "1,000" not in tuned

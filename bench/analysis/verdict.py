@@ -9,7 +9,8 @@ Stability: where a configuration's runs disagree (their window intervals do not 
 with it is ranked only when the interval from the run medians, which carries that spread, still excludes 1;
 otherwise the verdict says the machine was too noisy to tell, and what to do.
 
-Asynchronous (tf-ps), synthetic-input and no-sync runs never rank: they are context.
+Asynchronous (tf-ps), synthetic-input and no-sync runs never rank: they are context. Runs with an approach's own
+knobs set (`bench run --set`) are ranked among themselves, never with the runs as shipped.
 """
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     models_in_order = {m: i for i, m in enumerate(dict.fromkeys(k.model for k in configs["key"]))}  # as swept
     frame = configs[GROUP_BY].assign(
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
-        setting=[(models_in_order[k.model], k.dataset, k.recipe, input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
+        setting=[(bool(k.knobs), models_in_order[k.model], k.dataset, k.recipe,
+                  input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
                  for k in configs["key"]])
     frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
     batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
@@ -155,6 +157,8 @@ def _title(r: dict, several_batches: bool) -> str:
         details.append(f"batch {r['global_batch']}")
     if key.input != "memory":
         details.append(f"input {key.input_mode}")
+    if key.knobs:
+        details.append("the approaches' own knobs set")
     return f"{devices}, {task}, {', '.join(details)}"
 
 
