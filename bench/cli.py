@@ -170,6 +170,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_maxbatch)
 
+    p = sub.add_parser("tune", help="each approach at its best within a time budget: its own knobs raced in short "
+                                    "runs, then its best and its defaults confirmed, ranked apart in the report")
+    p.add_argument("--variants", required=True, help="comma-separated approaches with knobs (`bench list`)")
+    p.add_argument("--devices", type=int, default=2, help="device slots in all (default 2)")
+    p.add_argument("--nodes", type=int, default=1, help="fake nodes the devices are split over (default 1)")
+    p.add_argument("--budget", type=float, required=True, metavar="MINUTES", help="the whole tuning's time")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="full-length runs of each approach's best and of its defaults (default 3)")
+    _add_malloc_option(p)
+    _add_task_options(p)
+    p.set_defaults(func=commands.cmd_tune)
+
     p = sub.add_parser("peak", help="the device's measured peak: large matmuls per precision on one device slot")
     p.add_argument("--device-type", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--cores-per-slot", type=int, default=1, help="CPU cores of the slot (default 1)")

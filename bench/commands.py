@@ -8,6 +8,7 @@ import itertools
 import logging
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -264,6 +265,37 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print_verdict(results)
     # An approach that does not fit the device memory is an answer of the sweep, not a fault of it.
     return 0 if all(r.status in (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT) for r in rows) else 1
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Each approach's own knobs raced within --budget, its best and its defaults confirmed (bench.sweep.tune)."""
+    machine = devices.discover()
+    device_type = request.device_type(args, machine)
+    if not args.budget > 0 or args.repeats < 1:
+        raise SpecError(f"--budget {args.budget:g} --repeats {args.repeats}: give minutes above 0 and at least one "
+                        "repeat, e.g. --budget 30 --repeats 3")
+    specs = []
+    for name in [n.strip() for n in args.variants.split(",") if n.strip()]:
+        variant = get_variant(name)
+        if not knobs.declared(variant.knobs):
+            raise SpecError(f"{name} has no knobs to tune: choose among "
+                            f"{', '.join(v.name for v in VARIANTS.values() if v.knobs)}")
+        # An approach option (--zero-stage) goes to the approaches that take it.
+        mine = {o.field for o in options.options_of(variant)}
+        own = {field: None for field in options.every_option() if field not in mine}
+        spec = one_run(argparse.Namespace(**{**vars(args), "variant": name, **own}), device_type, "tune")
+        specs.append(dataclasses.replace(spec, malloc=args.malloc))
+    from bench.analysis import report
+    from bench.sweep import tune
+
+    started = time.monotonic()
+    found = tune.tune(specs, args.out, machine, 60 * args.budget, args.repeats)
+    results = conclude(args.out, [], args)
+    path = report.write_report(results)
+    print(tune.summary(found, time.monotonic() - started, 60 * args.budget))
+    print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")
+    print_verdict(results)
+    return 0
 
 
 def cmd_peak(args: argparse.Namespace) -> int:

@@ -1,0 +1,152 @@
+"""`bench tune`: each approach at its best within a time budget, and the same approaches as shipped beside it.
+
+1. Each approach's defaults, one short run (a few timed windows, one epoch cut short): what a short run and a
+   full-length one cost here.
+2. Its other settings (each knob's values worth trying, one at a time from the defaults, bench.spec.knobs) join the
+   race as far as the budget allows, round-robin over the approaches, and race: one more short run a round for
+   every setting still in, a setting out once its interval lies below its approach's leader's
+   (bench.sweep.race), until each approach has one left or the next round would eat into the confirmation.
+3. The confirmation: each approach's best setting and its defaults, full length, interleaved, `repeats` times.
+
+The short runs go to OUT/search (kept, never ranked); the confirmation's rows to OUT, where the report ranks the
+runs as shipped and the runs with knobs set apart (bench.analysis.verdict).
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from bench.results import ResultRow
+from bench.run.runspec import RunSpec
+from bench.spec import knobs
+from bench.spec.devices import Machine
+from bench.spec.task import TaskSpec
+from bench.status import Status
+from bench.sweep import race, runner
+from bench.worker import data
+
+SHORT_WINDOWS = 3
+SEARCH = "search"
+
+
+def candidates(spec: RunSpec) -> list[str]:
+    """The settings raced for an approach: its defaults (""), then each knob's values worth trying, one at a time."""
+    declared = knobs.declared(spec.variant.knobs)
+    return [""] + [knobs.canonical(declared, [f"{k.name}={k.text(value)}"], spec.variant.name)
+                   for k in declared for value in k.tries]
+
+
+def short(task: TaskSpec) -> TaskSpec:
+    """The task cut to its warm-up and SHORT_WINDOWS timed windows, in one epoch."""
+    steps = task.timing.warmup_steps + SHORT_WINDOWS * task.timing.window_steps
+    return task.replace(epochs=1, windows=SHORT_WINDOWS, steps_per_epoch=steps)
+
+
+def steps_trained(task: TaskSpec) -> int:
+    """The optimizer steps a run of `task` trains: its timed steps on synthetic input, else its epochs over the
+    cached training set (an image folder exported from it holds as many)."""
+    timing = task.timing
+    if task.synthetic or task.data.dataset == "imagefolder":
+        return timing.warmup_steps + timing.window_steps * timing.windows
+    train_count = len(data.load(data.prepare(task))["train_y"])
+    return task.steps_per_epoch(train_count) * task.recipe.epochs
+
+
+def full_length_s(row: ResultRow, short_task: TaskSpec, full_task: TaskSpec) -> float:
+    """What a full-length run of the same setting will take, from its short run: the same start-up, the rest
+    scaled by the steps trained."""
+    startup = (row.wall_split or {}).get("startup") or 0.0
+    ratio = steps_trained(full_task) / max(1, steps_trained(short_task))
+    return startup + max(0.0, (row.wall_s or 0.0) - startup) * max(1.0, ratio)
+
+
+@dataclasses.dataclass
+class Tuned:
+    """What the tuning found for one approach: its best setting and the confirmation's runs of it and of its
+    defaults."""
+    variant: str
+    best: str
+    settings_raced: int
+    default_runs: list[float]
+    best_runs: list[float]
+
+    @property
+    def gain(self) -> float | None:
+        """The best setting's median throughput over the defaults' (None where either has no run)."""
+        if not self.default_runs or not self.best_runs:
+            return None
+        return statistics.median(self.best_runs) / statistics.median(self.default_runs)
+
+
+def now() -> float:
+    """The clock the budget is kept by."""
+    return time.monotonic()
+
+
+def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, repeats: int,
+         say: Callable[[str], None] = print) -> list[Tuned]:
+    """Race each approach's settings within `budget_s` seconds, then confirm its best and its defaults."""
+    started = now()
+    by_variant = {spec.variant.name: spec for spec in specs}
+    raced = {name: candidates(spec) for name, spec in by_variant.items()}
+    say(f"tuning {', '.join(f'{n} ({len(c)} settings)' for n, c in raced.items())} within {budget_s / 60:g} min: "
+        f"each approach's defaults first, then as many settings as the budget holds, raced in short runs of "
+        f"{SHORT_WINDOWS} windows; then each approach's best and its defaults, {repeats} full-length runs each")
+
+    def short_run(name: str, setting: str) -> ResultRow:
+        spec = by_variant[name]
+        task = short(spec.task).replace(knobs=setting)
+        [row] = runner.run_all([dataclasses.replace(spec, task=task)], out / SEARCH, machine)
+        return row
+
+    def windows(row: ResultRow) -> list[float]:
+        return list(row.throughput["windows"]) if row.status == Status.OK and row.throughput else []
+
+    state: dict[str, dict[str, list[float]]] = {}
+    short_s, full_s = [], []
+    for name, spec in by_variant.items():
+        row = short_run(name, "")
+        state[name] = {"": windows(row)}
+        short_s.append(row.wall_s or 0.0)
+        full_s.append(full_length_s(row, short(spec.task), spec.task))
+    short_cost, full_cost = max(short_s), max(full_s)
+    reserve = race.confirmation_s(len(by_variant), full_cost, repeats)
+    # The other settings join round-robin while one short run each still fits beside the confirmation.
+    waiting = {name: settings[1:] for name, settings in raced.items()}
+    while any(waiting.values()):
+        for name in list(waiting):
+            if waiting[name] and now() - started + short_cost <= budget_s - reserve:
+                setting = waiting[name].pop(0)
+                state[name][setting] = windows(short_run(name, setting))
+            else:
+                waiting[name] = []
+    state = {name: {k: v for k, v in samples.items() if v} for name, samples in state.items()}
+    state = race.prune(state)
+    while entries := race.next_round(state, now() - started, budget_s, short_cost, full_cost, repeats):
+        for entry in entries:
+            state[entry.approach][entry.knobs] += windows(short_run(entry.approach, entry.knobs))
+        state = race.prune(state)
+    best = {name: race.leader(samples) if samples else "" for name, samples in state.items()}
+    confirm = [dataclasses.replace(by_variant[name], task=by_variant[name].task.replace(knobs=setting))
+               for name in by_variant for setting in dict.fromkeys([best[name], ""])]
+    rows = runner.run_all(confirm * repeats, out, machine)
+    medians = {}
+    for row in rows:
+        if row.status == Status.OK and row.throughput:
+            medians.setdefault((row.variant, row.task.get("knobs") or ""), []).append(row.throughput["median"])
+    return [Tuned(name, best[name], len(raced[name]), medians.get((name, ""), []),
+                  medians.get((name, best[name]), []) if best[name] else medians.get((name, ""), []))
+            for name in by_variant]
+
+
+def summary(found: list[Tuned], spent_s: float, budget_s: float) -> str:
+    lines = [f"tuned in {spent_s / 60:.1f} min of a {budget_s / 60:g}-minute budget:"]
+    for t in found:
+        gain = f"{t.gain:.2f}x its defaults" if t.gain is not None else "not measured"
+        best = t.best or "its defaults"
+        lines.append(f"  {t.variant}: best {best} ({gain}, {len(t.best_runs)} and {len(t.default_runs)} full runs; "
+                     f"{t.settings_raced} settings raced)")
+    return "\n".join(lines)

@@ -1,0 +1,76 @@
+"""`bench tune` on runs made from their specs (nothing trained; a fake clock that each run advances): the
+settings it races, that it keeps to its budget, finds the faster setting, confirms it against the defaults, keeps
+its short runs apart and ranks the tuned runs apart from the runs as shipped."""
+from __future__ import annotations
+
+import pytest
+
+from bench.results.jsonl import RESULTS
+from bench.run.execute import base_row, new_run_id
+from bench.spec.task import get_task
+from bench.spec.variants import get_variant
+from bench.status import Status
+from bench.sweep import tune
+
+SPEED = {"bucket_cap_mb=100.0": 1.3, "bucket_cap_mb=1.0": 0.8}
+SHORT_S, FULL_S = 10.0, 40.0
+
+
+@pytest.fixture
+def fake_time(monkeypatch):
+    """Each run takes SHORT_S (a tuning's short run) or FULL_S of the fake clock; its speed is SPEED's."""
+    from bench.sweep import runner
+
+    now = [0.0]
+
+    def execute(spec, out_dir, machine, data_path, environment=None):
+        row = base_row(spec, new_run_id(spec), Status.OK)
+        short = spec.task.timing.windows == tune.SHORT_WINDOWS
+        median = 1000.0 * SPEED.get(spec.task.options.knobs, 1.0)
+        windows = [median * (1 + 0.01 * (i % 5 - 2)) for i in range(spec.task.timing.windows)]
+        row.throughput = {"median": median, "ci_low": min(windows), "ci_high": max(windows), "windows": windows}
+        row.test_accuracy, row.wall_s = 0.9, SHORT_S if short else FULL_S
+        now[0] += row.wall_s
+        return row
+
+    monkeypatch.setattr(runner, "execute", execute)
+    return now
+
+
+def test_the_settings_raced_are_the_defaults_then_each_knobs_values_one_at_a_time():
+    from bench.run.runspec import RunSpec
+
+    spec = RunSpec(get_variant("torch-ddp-static"), get_task("quick"), "cpu", 1, 2)
+    assert tune.candidates(spec) == ["", "bucket_cap_mb=1.0", "bucket_cap_mb=5.0", "bucket_cap_mb=100.0",
+                                     "gradient_as_bucket_view=false", "comm_hook=bf16_compress"]
+    cut = tune.short(get_task("quick"))
+    assert (cut.recipe.epochs, cut.timing.windows, cut.recipe.steps_per_epoch) == (1, 3, 2 + 3 * 4)
+
+
+def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tmp_path, fake_time, capsys,
+                                                                             monkeypatch):
+    from bench import cli
+    from bench.results import load
+
+    budget_min = 9.0
+    monkeypatch.setattr(tune, "now", lambda: fake_time[0])
+    assert cli.main(["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick",
+                     "--budget", str(budget_min), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert fake_time[0] <= 60 * budget_min  # every short run and the confirmation within the budget
+    assert "torch-ddp: best bucket_cap_mb=100.0 (1.30x its defaults, 3 and 3 full runs" in printed
+    confirmed = load(tmp_path)
+    assert sorted(confirmed["task.knobs"].fillna("")) == [""] * 3 + ["bucket_cap_mb=100.0"] * 3
+    search = load(tmp_path / tune.SEARCH)
+    assert set(search["task.windows"]) == {tune.SHORT_WINDOWS} and len(search) >= 7  # every setting ran short
+    assert (tmp_path / RESULTS).exists() and "the approaches' own knobs set" in (tmp_path / "report.md").read_text()
+
+
+def test_an_approach_without_knobs_or_a_budget_of_nothing_is_one_line_and_exit_2(tmp_path):
+    from bench import cli
+
+    assert cli.main(["tune", "--variants", "torch-single", "--task", "quick", "--budget", "5", "--out",
+                     str(tmp_path)]) == 2
+    assert cli.main(["tune", "--variants", "torch-ddp", "--task", "quick", "--budget", "0", "--out",
+                     str(tmp_path)]) == 2
+    assert not (tmp_path / RESULTS).exists()
