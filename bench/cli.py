@@ -200,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results directory (default results/latest)")
     p.set_defaults(func=commands.cmd_collectives)
 
+    sub.add_parser("schema", help="the result row's JSON Schema (docs/row.schema.json)").set_defaults(
+        func=commands.cmd_schema)
+
     p = sub.add_parser("report", help="report.md, report.html, results.csv and results.parquet from a results directory")
     p.add_argument("dir", type=Path, nargs="?", default=DEFAULT_OUT)
     metrics.add_options(p)

@@ -298,6 +298,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from bench.results.schema import row_schema
+
+    print(json.dumps(row_schema(), indent=1))
+    return 0
+
+
 def cmd_peak(args: argparse.Namespace) -> int:
     from bench.studies import microbench
 
