@@ -30,7 +30,14 @@ def _gpu_details() -> dict:
 
 
 def git_sha(repo: Path) -> str | None:
+    """dtbench's own commit (with -dirty for uncommitted changes) where it runs from its checkout; None for an
+    installed dtbench, even one inside another repository (a project's venv): that repository's commit is not
+    dtbench's."""
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=repo, capture_output=True, text=True,
+                             timeout=10)
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != repo.resolve():
+            return None
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
                                capture_output=True, text=True, timeout=10)

@@ -46,7 +46,13 @@ DIGITS_TEST_SIZE = 397  # a prime, so no world size > 1 divides the test set eve
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("DTBENCH_CACHE", REPO_ROOT / ".cache" / "dtbench"))
+    """DTBENCH_CACHE; else a checkout's own .cache/dtbench; else (an installed dtbench) the user's cache directory,
+    XDG's ($XDG_CACHE_HOME, ~/.cache), never site-packages."""
+    if os.environ.get("DTBENCH_CACHE"):
+        return Path(os.environ["DTBENCH_CACHE"])
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / ".cache" / "dtbench"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dtbench"
 
 
 def sha256_bytes(data: bytes) -> str:
