@@ -70,14 +70,16 @@ def test_a_harness_killed_with_sigkill_leaves_no_process_of_its_run_and_its_row_
         proc.kill()  # SIGKILL: no handler runs; the kernel and the run's watchdog must clean up
         proc.wait()
         assert left_after(run_id) == []
-        deadline = time.time() + 30  # the watchdog appends the row once the run's processes are gone
-        while not rows(tmp_path) and time.time() < deadline:
+        # The watchdog appends the row once the run's processes are gone, then removes the row it was left.
+        left = tmp_path / "runs" / run_id / "row-if-the-harness-dies.json"
+        deadline = time.time() + 30
+        while (not rows(tmp_path) or left.exists()) and time.time() < deadline:
             time.sleep(0.2)
         [row] = rows(tmp_path)
         assert (row["run_id"], row["status"]) == (run_id, "interrupted")
         assert row["error"].startswith("the harness ended with this run in flight")
         assert row["variant"] == LAUNCHES[launch][1] and row["environment"]["cpu_model"]
-        assert not (tmp_path / "runs" / run_id / "row-if-the-harness-dies.json").exists()
+        assert not left.exists()
         # nor the semaphores whose resource tracker was killed with the run (12 a Dask run, in /dev/shm until reboot)
         assert not [p for p in Path("/dev/shm").glob("sem.*") if p.stat().st_ino in semaphores]
     finally:

@@ -108,16 +108,21 @@ def sweep(out, variants: str, *model: str) -> dict[tuple[str, int, str], dict]:
 
 
 @pytest.mark.slow
+def test_the_single_device_pytorch_approaches_train_a_timm_model(tmp_path):
+    alone = sweep(tmp_path, "torch-single,torch-dp", "--image-size", "16", "--devices", "1", "--model",
+                  "timm:resnet18")
+    assert set(alone) == {("torch-single", 1, "timm:resnet18"), ("torch-dp", 1, "timm:resnet18")}
+
+
+@pytest.mark.slow
 def test_every_pytorch_approach_trains_a_timm_model(tmp_path):
-    """The approaches that spread over devices on 2 slots, the single-device ones on 1; then a sweep of another
-    model into the same folder: each model its own verdict, and the figure of throughput against model size."""
+    """The approaches that spread over devices, on 2 slots (the single-device ones: the test above); then a sweep
+    of another model into the same folder: each model its own verdict, and the figure of throughput against model
+    size."""
     spread = [v for v in TORCH_APPROACHES if get_variant(v).max_devices is None and v != "torch-dp"]
     trained = sweep(tmp_path, ",".join(spread), "--image-size", "16", "--zero-stage", "3",  # + parameters
                     "--devices", "2", "--models", "timm:resnet18")
-    alone = sweep(tmp_path / "one", "torch-single,torch-dp", "--image-size", "16", "--devices", "1", "--model",
-                  "timm:resnet18")
     assert set(trained) == {(v, 2, "timm:resnet18") for v in spread}
-    assert set(alone) == {("torch-single", 1, "timm:resnet18"), ("torch-dp", 1, "timm:resnet18")}
     sweep(tmp_path, "torch-ddp,torch-fsdp", "--image-size", "16", "--devices", "2", "--models", "small-cnn")
     report = (tmp_path / "report.md").read_text()
     assert "2 CPU slots, quick task (timm:resnet18 at 16px 3ch)" in report  # a verdict per model

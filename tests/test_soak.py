@@ -22,7 +22,9 @@ def test_a_short_soak_leaves_nothing_and_resumes_every_trial_to_the_undisturbed_
     # then a port a rank of tf-multiworker listens on closed across two namespace hosts; where this machine cannot
     # make those, the same first trial and SIGTERM to a watchdog of torch-ddp reading files on two fake nodes.
     hosts = why_no_namespaces() is None
-    done = subprocess.Popen([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "13992", "--out",
+    # Each run's --timeout well above a run's time on a loaded CI machine (the default 40 s timed one out there).
+    done = subprocess.Popen([sys.executable, "benchmarks/soak.py", "--trials", "2", "--seed", "13992", "--timeout",
+                             "90", "--out",
                              str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **CPU})
     _, err = done.communicate(timeout=900)
