@@ -58,7 +58,7 @@ def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tm
                      "--budget", str(budget_min), "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert fake_time[0] <= 60 * budget_min  # every short run and the confirmation within the budget
-    assert "torch-ddp: best bucket_cap_mb=100.0 (1.30x its defaults, 3 and 3 full runs" in printed
+    assert "torch-ddp: best bucket_cap_mb=100.0 (1.30x its defaults, 3 and 3 full runs; 7 of its 7 settings" in printed
     confirmed = load(tmp_path)
     assert sorted(confirmed["task.knobs"].fillna("")) == [""] * 3 + ["bucket_cap_mb=100.0"] * 3
     search = load(tmp_path / tune.SEARCH)

@@ -69,7 +69,8 @@ class Tuned:
     defaults."""
     variant: str
     best: str
-    settings_raced: int
+    settings: int        # the settings it has (its defaults and each knob's values worth trying)
+    settings_raced: int  # those the budget held (a short run each at least)
     default_runs: list[float]
     best_runs: list[float]
 
@@ -124,6 +125,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
             else:
                 waiting[name] = []
     state = {name: {k: v for k, v in samples.items() if v} for name, samples in state.items()}
+    ran = {name: len(samples) for name, samples in state.items()}
     state = race.prune(state)
     while entries := race.next_round(state, now() - started, budget_s, short_cost, full_cost, repeats):
         for entry in entries:
@@ -137,7 +139,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     for row in rows:
         if row.status == Status.OK and row.throughput:
             medians.setdefault((row.variant, row.task.get("knobs") or ""), []).append(row.throughput["median"])
-    return [Tuned(name, best[name], len(raced[name]), medians.get((name, ""), []),
+    return [Tuned(name, best[name], len(raced[name]), ran[name], medians.get((name, ""), []),
                   medians.get((name, best[name]), []) if best[name] else medians.get((name, ""), []))
             for name in by_variant]
 
@@ -148,5 +150,5 @@ def summary(found: list[Tuned], spent_s: float, budget_s: float) -> str:
         gain = f"{t.gain:.2f}x its defaults" if t.gain is not None else "not measured"
         best = t.best or "its defaults"
         lines.append(f"  {t.variant}: best {best} ({gain}, {len(t.best_runs)} and {len(t.default_runs)} full runs; "
-                     f"{t.settings_raced} settings raced)")
+                     f"{t.settings_raced} of its {t.settings} settings raced in the budget)")
     return "\n".join(lines)
