@@ -18,7 +18,7 @@ class Knob:
     name: str                          # what --set names: bucket_cap_mb
     help: str                          # what it sets in the framework, in its own words
     parse: Callable[[str], object]     # one value's text -> the value (ValueError: not one)
-    default: object                    # the framework's own, what a run without --set gets
+    default: object                    # what a run without --set gets (the framework's own unless help says)
     tries: tuple = ()                  # the values worth trying beside the default
     # It changes the arithmetic, not only the speed (a bf16 gradient all-reduce): the report names it, and a tuned
     # run's exact accuracy must stay within the task's target.
@@ -70,10 +70,11 @@ def canonical(knobs: tuple[Knob, ...], sets: list[str], variant: str) -> str:
             raise SpecError(f"--set {text!r}: give name=value, e.g. --set {next(iter(by_name), 'name')}=VALUE")
         if name not in by_name:
             raise SpecError(f"{variant} has no knob {name!r}: its knobs are {names}")
+        knob = by_name[name]
         try:
-            chosen[name] = by_name[name].text(by_name[name].parse(value))
+            chosen[name] = knob.text(knob.parse(value))
         except ValueError as exc:
-            raise SpecError(f"--set {name}={value}: {exc} (the default is {by_name[name].text(by_name[name].default)})") from None
+            raise SpecError(f"--set {name}={value}: {exc} (the default is {knob.text(knob.default)})") from None
     return " ".join(f"{name}={chosen[name]}" for name in sorted(chosen))
 
 
