@@ -139,9 +139,9 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     for row in rows:
         if row.status == Status.OK and row.throughput:
             medians.setdefault((row.variant, row.task.get("knobs") or ""), []).append(row.throughput["median"])
+    # Where the defaults are best, their runs are the best's too ("" is their setting).
     return [Tuned(name, best[name], len(raced[name]), ran[name], medians.get((name, ""), []),
-                  medians.get((name, best[name]), []) if best[name] else medians.get((name, ""), []))
-            for name in by_variant]
+                  medians.get((name, best[name]), [])) for name in by_variant]
 
 
 def summary(found: list[Tuned], spent_s: float, budget_s: float) -> str:
