@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_regress)
 
     p = sub.add_parser("overhead", help="the harness (torch-single, tf-single on 1 device) vs a plain loop of its "
-                                        "framework and, for a timm model, vs timm's train benchmark, interleaved")
+                                        "framework and, for a timm model, vs timm's train benchmark, interleaved; "
+                                        "unless given, at least 10 warm-up steps and 8 windows of 10")
     _add_task_options(p)  # the task and model as `bench run` takes them; a library model at 32 px, synthetic
     p.add_argument("--framework", choices=FAMILY_CHOICES, default="both",
                    help="whose harness run and plain loop to compare (default both: each that builds the model, "
@@ -294,8 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="harness: the harness against a plain loop; sampler: torch-ddp on 2 slots unsampled against "
                         "--sample-every 0.5 and 0.05, rounds in rotating order")
     p.add_argument("--repeats", type=int, default=3, help="rounds of the sides, or of the sampler's three (default 3)")
-    p.add_argument("--warmup-steps", type=int, help="untimed steps first (default: the task's, at least 10)")
-    p.add_argument("--window-steps", type=int, help="steps per timed window (default: the task's, at least 10)")
     p.set_defaults(out=Path("results/latest/overhead"))
     p.set_defaults(func=commands.cmd_overhead)
 

@@ -7,8 +7,11 @@ import pytest
 from bench.worker import FAULT_ENV
 from helpers import CPU, bench, rows
 
-VARIANTS = {"torch-single": 1, "torch-dp": 1, "torch-ddp": 2, "accelerate": 2, "tf-single": 1, "tf-mirrored": 2,
-            "tf-multiworker": 2, "tf-mirrored-fit": 2, "tf-multiworker-fit": 2}  # the fits: Keras' BackupAndRestore
+# Each checkpoint code path once: torch-single saves as torch-ddp does (one TorchCheckpoint of the unwrapped
+# model), tf-single as tf-mirrored (one loop, another strategy), tf-multiworker-fit as tf-mirrored-fit (Keras'
+# BackupAndRestore); tf-multiworker is the custom loop's path where every worker writes.
+VARIANTS = {"torch-dp": 1, "torch-ddp": 2, "accelerate": 2, "tf-mirrored": 2, "tf-multiworker": 2,
+            "tf-mirrored-fit": 2}
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ from bench.studies.netns import two_hosts, why_no_namespaces
 NO_NAMESPACES = why_no_namespaces()
 needs_namespaces = pytest.mark.skipif(NO_NAMESPACES is not None, reason=str(NO_NAMESPACES))
 PORT = "29561"
+# An epoch of 40 steps, 3 windows timed: the evaluation still reads every test image.
+SHORT = ("--steps-per-epoch", "40", "--warmup-steps", "4", "--window-steps", "8", "--windows", "3")
 
 
 def agent(host, node_rank: int, master: str, out, *extra: str, variant: str = "torch-ddp") -> subprocess.Popen:
@@ -34,7 +36,7 @@ def agent(host, node_rank: int, master: str, out, *extra: str, variant: str = "t
 def test_a_run_across_two_hosts_with_their_own_addresses(tmp_path, variant):
     with two_hosts() as (h0, h1):
         agents = [agent(h, rank, h0.address, tmp_path / f"host{rank}", "--task", "default", "--epochs", "1",
-                        variant=variant) for rank, h in enumerate((h0, h1))]
+                        *SHORT, variant=variant) for rank, h in enumerate((h0, h1))]
         outputs = [a.communicate(timeout=400) for a in agents]
         left = h0.pids() + h1.pids()
     assert [a.returncode for a in agents] == [0, 0], [o[1][-2000:] for o in outputs]

@@ -96,10 +96,17 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     placement = spec.check(machine)
     run_id = new_run_id(spec)
     run_dir = (out_dir / "runs" / run_id).resolve()
-    run_dir.mkdir(parents=True)
     temp = run_temp_dir(run_id)
-    recorded = row_if_the_harness_dies(spec, run_id, run_dir, out_dir, environment) if environment is not None else ()
-    reaper = Reaper(run_id, *recorded)
+    # The watchdog first, then the run's folder: a harness killed in between leaves no folder without its row.
+    row = run_dir / ROW_IF_THE_HARNESS_DIES if environment is not None else None
+    reaper = Reaper(run_id, row, out_dir / RESULTS if row else None)
+    try:
+        run_dir.mkdir(parents=True)
+        if row:
+            write_row_if_the_harness_dies(spec, run_id, row, environment)
+    except BaseException:
+        reaper.release()
+        raise
     procs, command, to_start, session, series, stopped = [], None, [], None, None, None
     status, reason = Status.FAILED, None  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
@@ -153,15 +160,15 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
                     timeseries)
 
 
-def row_if_the_harness_dies(spec: RunSpec, run_id: str, run_dir: Path, out_dir: Path,
-                             environment: dict) -> tuple[Path, Path]:
+ROW_IF_THE_HARNESS_DIES = "row-if-the-harness-dies.json"
+
+
+def write_row_if_the_harness_dies(spec: RunSpec, run_id: str, path: Path, environment: dict) -> None:
     """The run's row should the harness die with it in flight, written beside it for its watchdog to append to
     the store (bench.run.reaper); removed when the watchdog is released."""
     row = base_row(spec, run_id, Status.INTERRUPTED, HARNESS_DIED)
     row.environment = environment
-    path = run_dir / "row-if-the-harness-dies.json"
     path.write_text(json.dumps(row.to_dict(), default=str))
-    return path, out_dir / RESULTS
 
 
 def saved(series: sampler.Sampler | None, records: dict[int, list[dict]]) -> tuple[dict | None, str | None]:

@@ -67,10 +67,7 @@ def first_error(records: dict[int, list[dict]]) -> str | None:
 def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], launch_time: float) -> dict:
     """Fold the JSON lines of the ranks started on this host (rank 0 among them) into one row's fields: the
     metrics' figures (bench.metrics.fold) and the run's own record."""
-    def events(rank: int, name: str) -> list[dict]:
-        return [r for r in records.get(rank, []) if r["event"] == name]
-
-    joined = {rank: events(rank, "joined") for rank in records}
+    joined = {rank: [r for r in records[rank] if r["event"] == "joined"] for rank in records}
     missing = [rank for rank in ranks if not joined.get(rank)]
     if missing:
         raise FoldError(f"ranks {missing} never joined (expected ranks {ranks[0]}..{ranks[-1]})")
@@ -78,10 +75,15 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
     if worlds != {planned_world}:
         raise FoldError(f"workers joined a world of size {sorted(worlds)} but the plan is {planned_world}: "
                         "the launcher started independent processes instead of one distributed run")
-    results = {rank: events(rank, "result") for rank in ranks}
+    results = {rank: [r for r in records.get(rank, []) if r["event"] == "result"] for rank in ranks}
     if not all(results.values()):
         raise FoldError(f"ranks {[r for r, v in results.items() if not v]} finished without a result")
-    main = results[0][-1]
+    folded = metrics.Ranks({rank: results[rank][-1] for rank in ranks}, records, planned_world, launch_time)
+    main = folded.main
+
+    def events(name: str) -> list[dict]:  # rank 0's: the run's own record is kept there
+        return folded.events(name, rank=0)
+
     info = joined[0][-1]
     if len(main["window_seconds"]) < 1:
         raise FoldError("no timing window completed")
@@ -90,17 +92,17 @@ def fold(records: dict[int, list[dict]], planned_world: int, ranks: list[int], l
         "device_name": info.get("device_name"),
         "threads": info.get("threads"),
         "keras": info.get("keras"),
-        **metrics.fold(metrics.Ranks({rank: results[rank][-1] for rank in ranks}, records, planned_world, launch_time)),
+        **metrics.fold(folded),
         "fast_path": main.get("fast_path") or {},
-        **checkpoints(events(0, "checkpoint"), events(0, "restored")),
-        **saved_model(events(0, "model")),
-        "curves": curves(events(0, "loss"), events(0, "epoch")),
+        **checkpoints(events("checkpoint"), events("restored")),
+        **saved_model(events("model")),
+        "curves": curves(events("loss"), events("epoch")),
         "profile": profiled(main),
         "notes": [f"{w['timed']} of {w['planned']} timing windows fit in the {w['steps']} steps trained"
-                  for w in events(0, "windows")] + [
+                  for w in events("windows")] + [
             f"{w['workers']} loader worker(s) decode on the slot's {w['cores']} core(s), beside the training's "
-            f"{w['trainer_threads']} thread(s)" for w in events(0, "loader")[-1:]] + [
-            f"--mlflow: the model was not saved: {m['error']}" for m in events(0, "model") if m.get("error")],
+            f"{w['trainer_threads']} thread(s)" for w in events("loader")[-1:]] + [
+            f"--mlflow: the model was not saved: {m['error']}" for m in events("model") if m.get("error")],
         # What rank 0 said of its framework and devices (backend, CUDA/NCCL, replicas...), and every rank's cores.
         "worker_info": {**{k: v for k, v in info.items() if k not in _ROW_FIELDS_FROM_JOIN},
                         "cores": {str(r): joined[r][-1]["cores"] for r in sorted(joined)},

@@ -127,8 +127,9 @@ class Recipe:
 @dataclass(frozen=True)
 class Timing:
     """How it is measured: steps never timed, the timed windows, how often the loss is kept, the target."""
-    warmup_steps: int = 10
-    window_steps: int = 20
+    warmup_steps: int = field(default=10, metadata=flag(
+        "steps trained before the first timed window, never timed (default: the task's)"))
+    window_steps: int = field(default=20, metadata=flag("steps in each timed window (default: the task's)"))
     windows: int = field(default=10, metadata=flag("override the number of timing windows"))
     loss_every_steps: int = field(default=10, metadata=flag(  # the loss curve
         "rank 0 records the training loss every N steps (default 10)", option="--loss-every"))

@@ -189,8 +189,8 @@ class Worker:
         windows = min(t.windows, (steps - t.warmup_steps) // t.window_steps - profiled)
         if windows < min(MIN_WINDOWS, t.windows):
             raise ValueError(f"the task trains {steps} steps but warm-up and {profiled + MIN_WINDOWS} windows need "
-                             f"{t.warmup_steps + (profiled + MIN_WINDOWS) * t.window_steps}: raise epochs or "
-                             "lower window_steps")
+                             f"{t.warmup_steps + (profiled + MIN_WINDOWS) * t.window_steps}: raise --epochs or "
+                             "lower --window-steps")
         if windows < t.windows:
             self.record("windows", planned=t.windows, timed=windows, steps=steps)
         self._clock = StepClock(t.warmup_steps, t.window_steps, windows, samples_per_step, sync,
