@@ -50,6 +50,7 @@ def test_the_settings_raced_are_the_defaults_then_each_knobs_values_one_at_a_tim
 def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tmp_path, fake_time, capsys,
                                                                              monkeypatch):
     from bench import cli
+    from bench.analysis import verdict
     from bench.results import load
 
     budget_min = 9.0
@@ -63,7 +64,7 @@ def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tm
     assert sorted(confirmed["task.knobs"].fillna("")) == [""] * 3 + ["bucket_cap_mb=100.0"] * 3
     search = load(tmp_path / tune.SEARCH)
     assert set(search["task.windows"]) == {tune.SHORT_WINDOWS} and len(search) >= 7  # every setting ran short
-    assert (tmp_path / RESULTS).exists() and "the approaches' own knobs set" in (tmp_path / "report.md").read_text()
+    assert (tmp_path / RESULTS).exists() and verdict.TUNED in (tmp_path / "report.md").read_text()
 
 
 def test_an_approach_without_knobs_or_a_budget_of_nothing_is_one_line_and_exit_2(tmp_path):

@@ -440,3 +440,39 @@ def _note(ax, y: float, text: str) -> None:
                 fontsize=7.5, va="center")
 
 
+
+
+def draw_tuned(found: list, directory: Path, prefix: str) -> list[Path]:
+    """Each approach as shipped and at its best setting of its own knobs, side by side with their throughputs'
+    95 % intervals, a panel per ranking (bench.analysis.tuned)."""
+    from bench.analysis.tuned import gain_text, label
+
+    path = directory / f"{prefix}-tuned.png"
+    path.unlink(missing_ok=True)
+    if not found:
+        return []
+    palette = style.colours([t.best for _, approaches in found for t in approaches], style.approach)
+    fig, axes = plt.subplots(len(found), 1, figsize=(10, 1.2 + 0.75 * sum(len(a) for _, a in found)), squeeze=False)
+    for ax, (group, approaches) in zip(axes[:, 0], found):
+        for y, t in enumerate(approaches):
+            colour = palette[style.approach(t.best)]
+            for offset, line, shade, name in ((-0.2, t.shipped, 0.6, "as shipped"), (0.2, t.best, 0.0, "at its best")):
+                if line is None or not line["ok"]:
+                    continue
+                value, low, high = line["throughput"], line.get("ci_low"), line.get("ci_high")
+                ax.barh(y + offset, value, height=0.38, color=style.lighter(colour, shade) if shade else colour,
+                        label=name if y == 0 else None)
+                if present(low) and present(high):
+                    ax.errorbar(value, y + offset, xerr=[[value - low], [high - value]], color="black", capsize=2,
+                                lw=1)
+            _note(ax, y, f"{t.setting}: {gain_text(t)}" if t.setting else gain_text(t))
+        ax.set_yticks(range(len(approaches)), [label(t) for t in approaches], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlim(left=0)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_title(group.title, fontsize=8.5, loc="left")
+    axes[0, 0].legend(fontsize=7.5, loc="lower left", bbox_to_anchor=(0, 1.12), ncol=2, frameon=False)
+    axes[-1, 0].set_xlabel("throughput (samples/s; bars: each median's 95 % interval)")
+    fig.suptitle("Each approach as shipped and at its best setting of its own knobs", fontsize=9)
+    _save(fig, path)
+    return [path]

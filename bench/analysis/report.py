@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench import metrics
 from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, memory_budget, model_pairs,
-                            model_size, over_time, plots, profiles, project, repeats, step_breakdown, verdict)
+                            model_size, over_time, plots, profiles, project, repeats, step_breakdown, tuned, verdict)
 from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.spec.task import preset_model
 from bench.metrics import memory, utilisation
@@ -89,13 +89,15 @@ def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[di
         return repeats.ratio(measured[key], measured[other]) if key in measured and other in measured else None
 
     part = metrics.Part(subset, profiled, ratio)
+    at_best = tuned.entries(groups, subset, measured)
     blocks = [heading(title, 2), text(note), Block("results", subset), text("Best per column in **bold**."),
-              *spread_section(subset, measured), *fit_section(subset, measured), *step_breakdown.section(steps),
+              *tuned.section(at_best), *spread_section(subset, measured), *fit_section(subset, measured), *step_breakdown.section(steps),
               *profiles.section(subset, profiled, groups), *input_pipelines.section(inputs), *metrics.sections(part),
               *memory_budget.section(subset, directory)]
     # The figures in the order the committed reports show them (memory's before the step breakdown's, though its
     # section comes after): plots.py draws each from its section's entries.
-    pngs = (plots.draw_verdict(groups, directory, prefix) + plots.draw_all(subset, directory, prefix)
+    pngs = (plots.draw_verdict(groups, directory, prefix) + plots.draw_tuned(at_best, directory, prefix)
+            + plots.draw_all(subset, directory, prefix)
             + plots.draw_inputs(inputs, directory, prefix) + plots.draw_memory(memory.entries(subset), directory, prefix)
             + plots.draw_breakdown(steps, directory, prefix)
             + plots.draw_utilisation(utilisation.entries(part), directory, prefix))

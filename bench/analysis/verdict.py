@@ -9,8 +9,10 @@ Stability: where a configuration's runs disagree (their window intervals do not 
 with it is ranked only when the interval from the run medians, which carries that spread, still excludes 1;
 otherwise the verdict says the machine was too noisy to tell, and what to do.
 
-Asynchronous (tf-ps), synthetic-input and no-sync runs never rank: they are context. Runs with an approach's own
-knobs set (`bench run --set`) are ranked among themselves, never with the runs as shipped.
+Asynchronous (tf-ps), synthetic-input and no-sync runs never rank: they are context. Where runs with an
+approach's own knobs set (`bench tune`, `bench run --set`) are there, a second ranking follows the one as shipped:
+each approach at its best measured setting, its defaults among them (`at_best`); a tuned run is never ranked
+against a run as shipped.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class Group:
     context: list[str] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     unfit: list[dict] = field(default_factory=list)  # did not fit the device memory (--device-memory, or the device's)
+    as_shipped: "Group | None" = None  # a ranking of each approach at its best: the same lines' ranking as shipped
 
     @property
     def budget(self) -> str:
@@ -79,6 +82,7 @@ class Group:
         return self._of(noisy=True)
 
 
+TUNED = "each approach at its best setting of its own knobs"
 # A group: the same task, recipe and input pipeline, trained on the same devices at the same batch.
 GROUP_BY = ["task", "precision", "scaling", "device_type", "world_size", "global_batch"]
 
@@ -92,32 +96,59 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     models_in_order = {m: i for i, m in enumerate(dict.fromkeys(k.model for k in configs["key"]))}  # as swept
     frame = configs[GROUP_BY].assign(
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
-        setting=[(bool(k.knobs), models_in_order[k.model], k.dataset, k.recipe,
+        setting=[(models_in_order[k.model], k.dataset, k.recipe,
                   input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
                  for k in configs["key"]])
     frame = frame.sort_values(["task_order", "device_type", "world_size", "setting"], kind="stable")
     batches = frame.groupby(["task_order", "setting", *GROUP_BY[3:5]])["global_batch"].transform("nunique")
     out = []
     for _, members in frame.assign(batches=batches).groupby(["task_order", "setting", *GROUP_BY[3:]], sort=False):
-        lines = [records[i] for i in members["i"]]
-        apart = model_pairs.differences(lines)
-        # Two frameworks' builds of one name that are not the same model: each framework ranked on its own.
-        sides = ([[r for r in lines if model_pairs.family(r["variant"]) is f] for f in Family]
-                 if apart else [lines])
-        for side in sides:
-            group = _group(side, by_key, measured, several_batches=members["batches"].iloc[0] > 1)
-            if apart:
-                group.title += (f", {models.framework_name(model_pairs.family(side[0]['variant']))}'s build "
-                                f"(not the same model as the other framework's: {', '.join(apart)})")
-            if group.winner is not None or group.failed or group.unfit:
-                out.append(group)
+        found = [records[i] for i in members["i"]]
+        shipped = [r for r in found if not r["key"].knobs]
+        rankings = [(shipped, False)] + ([(at_best(found), True)] if len(shipped) < len(found) else [])
+        shipped_groups: list[Group] = []
+        for lines, tuned in rankings:
+            apart = model_pairs.differences(lines)
+            # Two frameworks' builds of one name that are not the same model: each framework ranked on its own.
+            sides = ([[r for r in lines if model_pairs.family(r["variant"]) is f] for f in Family]
+                     if apart else [lines])
+            for i, side in enumerate(sides):
+                group = _group(side, by_key, measured, members["batches"].iloc[0] > 1, tuned)
+                if tuned:
+                    group.as_shipped = shipped_groups[i] if i < len(shipped_groups) else None
+                else:
+                    shipped_groups.append(group)
+                if apart:
+                    group.title += (f", {models.framework_name(model_pairs.family(side[0]['variant']))}'s build "
+                                    f"(not the same model as the other framework's: {', '.join(apart)})")
+                if group.winner is not None or group.failed or group.unfit:
+                    out.append(group)
     return out
 
 
+def shipped_key(key: RunKey) -> RunKey:
+    """The configuration as shipped: the same approach, engine, stage ... with none of its own knobs set."""
+    return key._replace(knobs="")
 
 
-def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool) -> Group:
-    group = Group(_title(lines[0], several_batches))
+def at_best(lines: list[dict]) -> list[dict]:
+    """Each approach at its best: of its configurations that rank (its defaults and each setting of its own knobs),
+    the fastest that finished, else its defaults' line (a failure, say), in the lines' order."""
+    best: dict[RunKey, dict] = {}
+    for r in lines:
+        base = shipped_key(r["key"])
+        held = best.get(base)
+        if held is None or (r["ok"] and (not held["ok"] or r["throughput"] > held["throughput"])):
+            best[base] = r
+    chosen = {id(r) for r in best.values()}
+    return [r for r in lines if id(r) in chosen]
+
+
+
+
+def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool,
+           tuned: bool = False) -> Group:
+    group = Group(_title(lines[0], several_batches, tuned))
     contenders = [r for r in lines if r["ok"] and ranks(r["key"]) and r["key"] in measured]
     group.failed = [r for r in lines
                     if r["status"] in (Status.FAILED, Status.TIMEOUT, Status.INTERRUPTED) and ranks(r["key"])]
@@ -145,7 +176,7 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
     return group
 
 
-def _title(r: dict, several_batches: bool) -> str:
+def _title(r: dict, several_batches: bool, tuned: bool = False) -> str:
     n, key = r["world_size"], r["key"]
     devices = f"{n} {'CPU slot' if r['device_type'] == 'cpu' else 'GPU'}{'s' if n > 1 else ''}"
     if key.device_memory:
@@ -157,8 +188,8 @@ def _title(r: dict, several_batches: bool) -> str:
         details.append(f"batch {r['global_batch']}")
     if key.input != "memory":
         details.append(f"input {key.input_mode}")
-    if key.knobs:
-        details.append("the approaches' own knobs set")
+    if tuned:
+        details.append(TUNED)
     return f"{devices}, {task}, {', '.join(details)}"
 
 

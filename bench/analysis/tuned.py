@@ -1,0 +1,132 @@
+"""Each approach at its best (`bench tune`, `bench run --set`): per approach that ran settings of its own knobs, its
+best against its defaults — the gain with its 95 % interval, the knob that made it, the accuracy — whether the
+ranking at their best differs from the ranking as shipped, and one figure of each approach both ways.
+
+It reads the verdict's rankings (bench.analysis.verdict: each ranking at their best carries the one as shipped);
+the search's short runs live in their own folder (OUT/search) and are never here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import pandas as pd
+
+from bench.analysis.repeats import Ratio, Runs, ratio
+from bench.analysis.verdict import Group, join_words, name_in_group, shipped_key
+from bench.metrics import fmt, present
+from bench.metrics.blocks import Block, heading, text
+from bench.results.key import RunKey
+from bench.spec import knobs
+from bench.spec.variants import VARIANTS
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """One approach of a ranking at their best: its line as shipped and at its best."""
+    shipped: dict | None   # its defaults' line (None: never run as shipped here)
+    best: dict             # its best line (the shipped one where no setting beat it)
+    gain: Ratio | None     # best over shipped; None where the defaults are its best or a side was not measured
+    settings: int          # the configurations measured: its defaults and each setting of its knobs
+
+    @property
+    def setting(self) -> str:
+        return self.best["key"].knobs
+
+    @property
+    def knobs_changed(self) -> list[str]:
+        """The knobs its best setting sets: the one-at-a-time search's best moved one knob from its default."""
+        return [part.split("=", 1)[0] for part in self.setting.split()] if self.setting else []
+
+    @property
+    def changes_arithmetic(self) -> list[str]:
+        variant = VARIANTS.get(self.best["variant"])
+        declared = {k.name: k for k in knobs.declared(variant.knobs)} if variant else {}
+        return [name for name in self.knobs_changed if name in declared and declared[name].changes_arithmetic]
+
+
+def tunings(group: Group, configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Tuning]:
+    """The approaches of one ranking at their best, in its order (fastest first)."""
+    by_key = {r["key"]: r for r in configs.to_dict("records")}
+    counts = pd.Series([shipped_key(k) for k in configs["key"]]).value_counts().to_dict()
+    out = []
+    for best in [group.winner, *(c.other for c in group.comparisons)]:
+        base = shipped_key(best["key"])
+        shipped = by_key.get(base)
+        gain = (ratio(measured[best["key"]], measured[base])
+                if best["key"].knobs and base in measured and best["key"] in measured else None)
+        out.append(Tuning(shipped, best, gain, counts.get(base, 1)))
+    return out
+
+
+def ranking_change(group: Group) -> str:
+    """Whether the approaches at their best rank as they do shipped, in one sentence."""
+    shipped = group.as_shipped
+    if shipped is None or shipped.winner is None or group.winner is None:
+        return ""
+    leader, first = shipped_key(group.winner["key"]), shipped_key(shipped.winner["key"])
+    order = [shipped_key(r["key"]) for r in (group.winner, *(c.other for c in group.comparisons))]
+    before = [shipped_key(r["key"]) for r in (shipped.winner, *(c.other for c in shipped.comparisons))]
+    moved = [k.series for k in order if k in before and order.index(k) != before.index(k)]
+    if leader != first:
+        moved = [m for m in moved if m not in (leader.series, first.series)]
+        return (f"The ranking changes: as shipped {first.series} leads; at their best {name_in_group(group.winner)} "
+                f"does ({group.winner['throughput']:,.0f} against {shipped.winner['throughput']:,.0f} samples/s)"
+                + (f"; {join_words(moved)} change places." if moved else "."))
+    if not moved:
+        return f"The ranking is unchanged: {first.series} leads as shipped and at their best."
+    return f"{first.series} leads both ways; {join_words(moved)} change places at their best."
+
+
+def gain_text(t: Tuning) -> str:
+    if not t.setting:
+        return "its defaults are its best"
+    if t.gain is None:
+        return "-"
+    word = "tie" if t.gain.tie else ("faster" if t.gain.value > 1 else "slower")
+    return f"{t.gain.value:.2f}x [{t.gain.low:.2f}, {t.gain.high:.2f}] ({word})"
+
+
+def table(found: list[Tuning]) -> pd.DataFrame:
+    body = [[label(t), t.setting or "(defaults)",
+             fmt(t.shipped["throughput"], ",.0f") if t.shipped is not None and t.shipped["ok"] else "-",
+             fmt(t.best["throughput"], ",.0f"), gain_text(t),
+             ", ".join(t.knobs_changed) + (" (changes the arithmetic)" if t.changes_arithmetic else "") or "-",
+             _accuracy(t), str(t.settings)] for t in found]
+    return pd.DataFrame(body, columns=["approach", "best setting", "as shipped (samples/s)", "at its best",
+                                       "gain [95% CI]", "knob that mattered", "test acc. (shipped, best)",
+                                       "settings measured"])
+
+
+def _accuracy(t: Tuning) -> str:
+    values = [r.get("test_accuracy") for r in (t.shipped, t.best) if r is not None]
+    return ", ".join(f"{100 * v:.1f} %" if present(v) else "-" for v in values)
+
+
+def entries(groups: list[Group], configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[tuple[Group, list[Tuning]]]:
+    """Each ranking at their best (the verdict's groups that carry a ranking as shipped) with its approaches."""
+    return [(g, tunings(g, configs, measured)) for g in groups if g.as_shipped is not None and g.winner is not None]
+
+
+def section(found: list[tuple[Group, list[Tuning]]]) -> list[Block]:
+    """The report's section on the rankings at their best, after the verdict; [] where no knob was set."""
+    if not found:
+        return []
+    blocks = [heading("Each approach at its best", 3), text(
+        "Each approach's own knobs (`bench list`), set by `bench tune` or `bench run --set`: its best measured "
+        "setting against its defaults, the ratio of their throughputs with its 95 % interval, and the knob that "
+        "made the difference (the search moves one knob at a time from the defaults). A setting that changes the "
+        "arithmetic is named, its accuracy beside the shipped one's. The tuning's short search runs are kept in "
+        "its `search/` folder and never ranked.")]
+    for group, approaches in found:
+        notes = [ranking_change(group)] + [
+            f"{t.best['variant']}'s best setting {t.setting} changes the arithmetic: test accuracy "
+            f"{_accuracy(t)} (shipped, best) against the task's target {fmt(t.best.get('target_accuracy'), '.1%')}"
+            for t in approaches if t.changes_arithmetic]
+        blocks += [heading(group.title, 4), Block("table", table(approaches)),
+                   Block("bullets", [n for n in notes if n])]
+    return blocks
+
+
+def label(t: Tuning) -> str:
+    """The approach as the table and the figure name it: its series as shipped."""
+    return name_in_group(t.shipped) if t.shipped is not None else shipped_key(t.best["key"]).series
+
