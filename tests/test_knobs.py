@@ -103,6 +103,34 @@ def test_ddp_knobs_reach_the_ddp_object(tmp_path):
         dist.destroy_process_group()
 
 
+def test_fsdp_knobs_reach_fully_shard(tmp_path):
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.fsdp import FSDPModule
+
+    from torch_impl import fsdp
+    from torch_impl.knobs import FSDP
+
+    def sharded(text: str) -> list[nn.Module]:
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        fsdp.shard(model, torch.device("cpu"), 1, "fp32", knobs.values(FSDP, text))
+        return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+    def resharded(module) -> bool:
+        return module._get_fsdp_state()._fsdp_param_group.post_forward_mesh_info is not None
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        root, *blocks = sharded("")
+        assert len(blocks) == 2 and all(resharded(b) for b in blocks)  # each Linear a unit, freed after its forward
+        _, *kept = sharded("reshard_after_forward=false")
+        assert len(kept) == 2 and not any(resharded(b) for b in kept)
+        assert len(sharded("shard_unit=model")) == 1  # the root alone: the whole model gathered at once
+    finally:
+        dist.destroy_process_group()
+
+
 def test_multiworker_knobs_reach_tensorflows_communication_options():
     """In a process of its own: TensorFlow never enters pytest's."""
     probe = ("import json; from bench.spec import knobs; from tf_impl.knobs import MULTIWORKER; "

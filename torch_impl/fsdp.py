@@ -14,8 +14,10 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from bench.spec import knobs
 from bench.worker import Worker
 from torch_impl import train as loop
+from torch_impl.knobs import FSDP as KNOBS
 from torch_impl.model import Resized, build_model
 from torch_impl.train import AMP_DTYPES, set_threads
 
@@ -38,12 +40,15 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
     return [layer for layer in layers if any(p.requires_grad for p in layer.parameters())]
 
 
-def shard(model: nn.Module, device: torch.device, world_size: int, precision: str) -> nn.Module:
+def shard(model: nn.Module, device: torch.device, world_size: int, precision: str, settings: dict) -> nn.Module:
+    """`settings`: the run's knobs (torch_impl/knobs.py FSDP), each at its default unless --set. The root keeps
+    FSDP2's own reshard_after_forward (its parameters are gathered again at once for the backward)."""
     mesh = init_device_mesh(device.type, (world_size,))
     dtype = AMP_DTYPES.get(precision)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
-    for block in shard_units(model):
-        fully_shard(block, mesh=mesh, mp_policy=policy)
+    blocks = shard_units(model) if settings["shard_unit"] == "block" else []
+    for block in blocks:
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=settings["reshard_after_forward"])
     return fully_shard(model, mesh=mesh, mp_policy=policy)
 
 
@@ -52,7 +57,8 @@ def train(spec_path: str) -> dict:
     with worker.session():
         set_threads(worker.pin())
         rank, world_size, device = loop.join_process_group(worker)
-        model = shard(build_model(worker.task).to(device), device, world_size, worker.task.recipe.precision)
+        model = shard(build_model(worker.task).to(device), device, world_size, worker.task.recipe.precision,
+                      knobs.values(KNOBS, worker.task.options.knobs))
         return loop.train(worker, FSDPRank(model, model, device, rank, world_size))
 
 

@@ -1,6 +1,6 @@
-"""The knobs of PyTorch's DistributedDataParallel (torch-ddp; torch-ddp-static, whose graph is static already),
-declared for tuning (bench.spec.knobs) and handed to DDP by torch_impl/ddp.py. No torch import: the harness lists
-them."""
+"""The knobs of PyTorch's DistributedDataParallel (torch-ddp; torch-ddp-static, whose graph is static already) and
+of FSDP2 (torch-fsdp), declared for tuning (bench.spec.knobs) and handed to DDP by torch_impl/ddp.py and to
+`fully_shard` by torch_impl/fsdp.py. No torch import: the harness lists them."""
 from bench.spec.knobs import Knob, boolean, choice
 
 BUCKET_CAP_MB = Knob(
@@ -19,3 +19,14 @@ COMM_HOOK = Knob(
 
 DDP = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, STATIC_GRAPH, COMM_HOOK)
 DDP_STATIC = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, COMM_HOOK)
+
+RESHARD_AFTER_FORWARD = Knob(
+    "reshard_after_forward", "fully_shard(reshard_after_forward=) on each block: free its gathered parameters after "
+    "its forward and all-gather them again for its backward (FSDP2's default true); false keeps them until the "
+    "backward: one all-gather fewer a step, ZeRO-2's memory", boolean, True, (False,))
+SHARD_UNIT = Knob(
+    "shard_unit", "what is gathered at once: each block on its own, then the root (dtbench's default, as torchtitan "
+    "wraps a transformer's blocks), or the whole model as one unit (fewer, larger collectives; every parameter "
+    "gathered at once)", choice("block", "model"), "block", ("model",))
+
+FSDP = (RESHARD_AFTER_FORWARD, SHARD_UNIT)

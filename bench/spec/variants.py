@@ -83,7 +83,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             spans_nodes=True, traffic="fsdp",
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,
-            checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here"),
+            checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here",
+            knobs="torch_impl.knobs:FSDP"),
     Variant("deepspeed", Family.TORCH, "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train",
             single_process=False, spans_nodes=True, traffic="zero",
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
