@@ -142,3 +142,19 @@ def test_multiworker_knobs_reach_tensorflows_communication_options():
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [["RING", 0], ["NCCL", 0], ["AUTO", 4194304]]
+
+
+def test_mirrored_knob_reaches_the_strategys_cross_device_ops():
+    """In a process of its own: TensorFlow never enters pytest's. Two logical CPU devices, as tf-mirrored makes."""
+    probe = ("import json, tensorflow as tf; from bench.spec import knobs; from tf_impl.knobs import MIRRORED; "
+             "from tf_impl.strategies import cross_device_ops; "
+             "cpu = tf.config.list_physical_devices('CPU')[0]; "
+             "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2); "
+             "devices = [d.name for d in tf.config.list_logical_devices('CPU')]; "
+             "made = [tf.distribute.MirroredStrategy(devices, cross_device_ops=cross_device_ops("
+             "knobs.values(MIRRORED, t)['cross_device_ops'])) for t in ('', 'cross_device_ops=hierarchical_copy')]; "
+             "print(json.dumps([type(s.extended._cross_device_ops).__name__ for s in made]))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == ["CollectiveAllReduce", "HierarchicalCopyAllReduce"]

@@ -20,7 +20,7 @@ from bench.spec import knobs
 from bench.worker import Worker, cpu_model
 from tf_impl import kernels
 from tf_impl.keras_flavour import FLAVOUR
-from tf_impl.knobs import MULTIWORKER
+from tf_impl.knobs import MIRRORED, MULTIWORKER
 
 KINDS = ("default", "mirrored", "multiworker", "parameter_server")
 
@@ -41,7 +41,8 @@ def make(kind: str, worker: Worker, tf_config: dict | None = None) -> Made:
         return Made(strategy, strategy.num_replicas_in_sync, {"backend": "none", **device_info(strategy)})
     if kind == "mirrored":
         devices = [d.name for d in tf.config.list_logical_devices("GPU" if worker.device_type == "cuda" else "CPU")]
-        strategy = tf.distribute.MirroredStrategy(devices=devices)
+        ops = cross_device_ops(knobs.values(MIRRORED, worker.task.options.knobs)["cross_device_ops"])
+        strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=ops)
         return Made(strategy, strategy.num_replicas_in_sync,
                     {"backend": type(strategy.extended._cross_device_ops).__name__, **device_info(strategy)})
     workers = len(tf_config["cluster"]["worker"])
@@ -61,6 +62,14 @@ def make(kind: str, worker: Worker, tf_config: dict | None = None) -> Made:
                      "device_name": cpu_model() if worker.device_type == "cpu" else None},
                     num_workers=workers, coordinator=tf.distribute.coordinator.ClusterCoordinator(strategy))
     raise ValueError(f"unknown strategy {kind!r}: one of {', '.join(KINDS)}")
+
+
+def cross_device_ops(name: str | None) -> tf.distribute.CrossDeviceOps | None:
+    """MirroredStrategy's way of summing the replicas' gradients, as the run's knob names it (None: TensorFlow's
+    choice for the devices)."""
+    made = {"reduction_to_one_device": tf.distribute.ReductionToOneDevice,
+            "hierarchical_copy": tf.distribute.HierarchicalCopyAllReduce, "nccl": tf.distribute.NcclAllReduce}
+    return made[name]() if name else None
 
 
 def communication_options(device_type: str, tuned: dict) -> tf.distribute.experimental.CommunicationOptions:

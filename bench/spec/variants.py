@@ -109,7 +109,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-mirrored", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored",
             single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
-            baseline="tf-single"),
+            baseline="tf-single", knobs="tf_impl.knobs:MIRRORED"),
     Variant("tf-multiworker", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker", single_process=False, spans_nodes=True,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
@@ -117,11 +117,11 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-mirrored-fit", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
             single_process=True, spans_nodes=False,
             summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
-            baseline="tf-single", custom_loop="tf-mirrored"),
+            baseline="tf-single", custom_loop="tf-mirrored", knobs="tf_impl.knobs:MIRRORED"),
     Variant("tf-multiworker-fit", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
-                    "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
+                    "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker", knobs="tf_impl.knobs:MULTIWORKER",
             # Keras 2's jit_compile takes the step's all-reduce into the XLA cluster: on CPU it fails
             # (CollectiveReduceV2 has no XLA kernel), where the custom loop compiles only forward and backward.
             compiles=False,
