@@ -16,10 +16,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DataLoaderConfiguration, DistributedType
+from accelerate.utils import (DataLoaderConfiguration, DDPCommunicationHookType, DistributedDataParallelKwargs,
+                               DistributedType)
 from torch.utils.data import DataLoader
 
+from accelerate_impl.knobs import DDP as KNOBS
 from accelerate_impl.launch import ACCELERATE_MIXED_PRECISION
+from bench.spec import knobs
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl import data, memory, mlflow_model
 from torch_impl import train as loop
@@ -30,6 +33,14 @@ from bench.worker.kernels import as_shipped
 from torch_impl.fast_path import switch_on
 from torch_impl.recipe import make_optimizer
 from torch_impl.train import AMP_DTYPES, RunningLoss, cast_inputs, device_info, fast_path, set_threads
+
+
+def ddp_kwargs(settings: dict) -> DistributedDataParallelKwargs:
+    """What `prepare` hands DDP: the run's knobs (accelerate_impl/knobs.py), each Accelerate's default unless --set."""
+    return DistributedDataParallelKwargs(bucket_cap_mb=settings["bucket_cap_mb"],
+                                         gradient_as_bucket_view=settings["gradient_as_bucket_view"],
+                                         static_graph=settings["static_graph"],
+                                         comm_hook=DDPCommunicationHookType(settings["comm_hook"]))
 
 
 def train(spec_path: str) -> dict:
@@ -53,7 +64,8 @@ def train(spec_path: str) -> dict:
                                   # One scheduler step per optimizer step: by default Accelerate steps it once
                                   # per process (for schedules written in one-process steps); ours is in the
                                   # run's own steps, as in every other variant.
-                                  step_scheduler_with_optimizer=False)
+                                  step_scheduler_with_optimizer=False,
+                                  kwargs_handlers=[ddp_kwargs(knobs.values(KNOBS, task.options.knobs))])
         expected = ACCELERATE_MIXED_PRECISION[task.recipe.precision]
         if accelerator.mixed_precision != expected:
             raise RuntimeError(f"accelerate launched with mixed_precision={accelerator.mixed_precision}, "

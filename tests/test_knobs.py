@@ -158,3 +158,19 @@ def test_mirrored_knob_reaches_the_strategys_cross_device_ops():
                             timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == ["CollectiveAllReduce", "HierarchicalCopyAllReduce"]
+
+
+def test_accelerate_knobs_reach_the_ddp_kwargs_its_prepare_hands_ddp():
+    """In a process of its own: an Accelerator sets process-wide state."""
+    probe = ("import json; from accelerate import Accelerator; from bench.spec import knobs; "
+             "from accelerate_impl.knobs import DDP; from accelerate_impl.train import ddp_kwargs; "
+             "out = [Accelerator(cpu=True, kwargs_handlers=[ddp_kwargs(knobs.values(DDP, t))]).ddp_handler for t in "
+             "('', 'bucket_cap_mb=5 comm_hook=bf16 gradient_as_bucket_view=true static_graph=true')]; "
+             "print(json.dumps([[h.to_kwargs(), h.comm_hook.value] if h else [{}, 'no'] for h in out]))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    shipped, tuned = json.loads(result.stdout.strip().splitlines()[-1])
+    assert shipped == [{}, "no"]  # Accelerate's defaults: nothing handed over
+    # what prepare() passes DDP(...), and the hook it registers on it
+    assert tuned == [{"bucket_cap_mb": 5, "gradient_as_bucket_view": True, "static_graph": True}, "bf16"]

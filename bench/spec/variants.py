@@ -105,7 +105,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             single_process=False, spans_nodes=True,
             summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
-            options="accelerate_impl.options"),
+            options="accelerate_impl.options", knobs="accelerate_impl.knobs:DDP"),
     Variant("tf-mirrored", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored",
             single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
