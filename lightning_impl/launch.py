@@ -13,7 +13,9 @@ FABRIC_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "fp16": "16-mixed"}
 def fabric(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
     env = rendezvous_environment(spec, plan, ctx)  # the torchrun inside it joins the run's store
     cmd = [sys.executable, "-m", "lightning_fabric.cli",  # the `fabric run` command
-           f"--accelerator={'cuda' if spec.device_type == 'cuda' else 'cpu'}", "--strategy=ddp",
+           f"--accelerator={'cuda' if spec.device_type == 'cuda' else 'cpu'}",
+           # With knobs set, the code passes DDPStrategy(**knobs) and Fabric refuses a --strategy beside it.
+           *([] if spec.task.options.knobs else ["--strategy=ddp"]),
            f"--devices={spec.devices_per_node}", f"--num-nodes={spec.nodes}", f"--node-rank={plan.node_rank}",
            f"--main-address={spec.master_addr}", f"--main-port={ctx.master_port}",
            f"--precision={FABRIC_PRECISION[spec.task.recipe.precision]}",

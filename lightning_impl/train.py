@@ -12,8 +12,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from lightning_fabric import Fabric
+from lightning_fabric.strategies import DDPStrategy
 
+from bench.spec import knobs
 from bench.worker import Worker
+from lightning_impl.knobs import DDP as KNOBS
 from torch_impl import data
 from torch_impl import train as loop
 from torch_impl.model import build_model
@@ -28,7 +31,10 @@ def train(spec_path: str) -> dict:
     worker = Worker(spec_path)
     with worker.session():
         set_threads(worker.pin())
-        fabric = Fabric()  # everything from `fabric run` (its LT_* environment): the group exists after this
+        # Everything from `fabric run` (its LT_* environment); with knobs set, the strategy from here (Fabric refuses
+        # both). The group exists after this.
+        settings = knobs.chosen(KNOBS, worker.task.options.knobs)
+        fabric = Fabric(strategy=DDPStrategy(**settings)) if settings else Fabric()
         rank, world_size, device = loop.join_process_group(worker)
         if device != fabric.device:
             raise RuntimeError(f"Fabric trains on {fabric.device}, the harness placed this rank on {device}")

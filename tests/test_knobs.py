@@ -174,3 +174,28 @@ def test_accelerate_knobs_reach_the_ddp_kwargs_its_prepare_hands_ddp():
     assert shipped == [{}, "no"]  # Accelerate's defaults: nothing handed over
     # what prepare() passes DDP(...), and the hook it registers on it
     assert tuned == [{"bucket_cap_mb": 5, "gradient_as_bucket_view": True, "static_graph": True}, "bf16"]
+
+
+def test_lightning_knobs_reach_the_ddp_fabrics_strategy_makes(tmp_path):
+    import torch
+    import torch.distributed as dist
+    from lightning_fabric.accelerators import CPUAccelerator
+    from lightning_fabric.strategies import DDPStrategy
+    from torch import nn
+
+    from lightning_impl.knobs import DDP
+
+    def wrapped(text: str):
+        settings = knobs.chosen(DDP, text)  # as lightning_impl/train.py hands them to Fabric
+        strategy = DDPStrategy(accelerator=CPUAccelerator(), parallel_devices=[torch.device("cpu")], **settings)
+        return strategy.setup_module(nn.Linear(4, 2))
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        shipped = wrapped("")
+        assert shipped.bucket_bytes_cap == 25 * 2**20 and not shipped.gradient_as_bucket_view
+        tuned = wrapped("bucket_cap_mb=5.0 gradient_as_bucket_view=true static_graph=true")
+        assert tuned.bucket_bytes_cap == 5 * 2**20 and tuned.gradient_as_bucket_view and tuned.static_graph
+    finally:
+        dist.destroy_process_group()
+

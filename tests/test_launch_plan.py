@@ -126,6 +126,12 @@ def test_fabric_run_starts_each_nodes_devices(tmp_path):
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in procs] == ["0,1,2,3", "4,5,6,7"]
 
 
+def test_fabric_run_with_knobs_set_leaves_the_strategy_to_the_code(tmp_path):
+    """The code passes DDPStrategy(**knobs), and Fabric refuses a --strategy beside a strategy object."""
+    _, procs = plan("lightning", tmp_path, knobs="static_graph=true")
+    assert not any(a.startswith("--strategy") for p in procs for a in p.command)
+
+
 def test_tf_worker_per_node_mirrors_its_nodes_gpus(tmp_path):
     _, procs = plan("tf-multiworker-node", tmp_path)
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in procs] == ["0,1,2,3", "4,5,6,7"]
