@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=1, help="fake nodes (default 1)")
     p.add_argument("--repeats", type=int, default=1,
                    help="run the whole sweep R times, round-robin; the report folds repeats (default 1)")
+    p.add_argument("--tune", type=float, metavar="MINUTES",
+                   help="then `bench tune` each approach with knobs at the most devices within MINUTES: the report "
+                        "ranks them at their best beside as shipped")
     p.add_argument("--resume", action="store_true",
                    help="run only what --out lacks: configurations without a finished row of this revision and task")
     p.add_argument("--allow-mixed-revisions", action="store_true",

@@ -232,6 +232,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.allow_mixed_revisions and not args.resume:
         raise SpecError("--allow-mixed-revisions goes with --resume")
+    if args.tune is not None and (not args.tune > 0 or args.resume):
+        raise SpecError(f"--tune {args.tune:g}: give the tuning's minutes above 0, on a sweep that is not resumed "
+                        "(a tuning does not resume yet)")
     if args.resume:
         planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
         print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
@@ -257,6 +260,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rows = runner.run_all(specs, args.out, machine, args.mlflow, after_run=provisional)
     if args.analysis:
         microbench.communication_for_sweep(rows, args.out, machine, again=not args.resume)
+    if args.tune:
+        from bench.sweep import tune
+
+        started = time.monotonic()
+        found = tune.tune(tune.tunable(specs, most), args.out, machine, 60 * args.tune, max(3, args.repeats))
+        print(tune.summary(found, time.monotonic() - started, 60 * args.tune))
     results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
     print_table(rows, results)
     path = report.write_report(results)

@@ -75,3 +75,27 @@ def test_an_approach_without_knobs_or_a_budget_of_nothing_is_one_line_and_exit_2
     assert cli.main(["tune", "--variants", "torch-ddp", "--task", "quick", "--budget", "0", "--out",
                      str(tmp_path)]) == 2
     assert not (tmp_path / RESULTS).exists()
+
+
+def test_a_sweep_with_tune_tunes_its_approaches_with_knobs_at_the_most_devices(tmp_path, fake_time, capsys,
+                                                                               monkeypatch):
+    from bench import cli
+    from bench.results import load
+
+    monkeypatch.setattr(tune, "now", lambda: fake_time[0])
+    assert cli.main(["sweep", "--variants", "torch-ddp,deepspeed,torch-single", "--zero-stage", "2", "--max-devices",
+                     "2", "--task", "quick", "--no-analysis", "--tune", "12", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    # torch-single has no knobs, and deepspeed is named with its stage
+    assert "torch-ddp: best bucket_cap_mb=100.0" in printed and "deepspeed (ZeRO-2): best" in printed
+    assert "torch-single: best" not in printed
+    rows = load(tmp_path)
+    tuned = rows[rows["task.knobs"].fillna("") != ""]
+    assert set(tuned["world_size"]) == {2} and "bucket_cap_mb=100.0" in set(tuned["task.knobs"])
+    assert verdict_title_in(tmp_path / "report.md")
+
+
+def verdict_title_in(report) -> bool:
+    from bench.analysis import verdict
+
+    return verdict.TUNED in report.read_text() and "### Each approach at its best" in report.read_text()

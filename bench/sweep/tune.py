@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.results import ResultRow
+from bench.results.key import config_key
 from bench.run.runspec import RunSpec
 from bench.spec import knobs
 from bench.spec.devices import Machine
@@ -30,6 +31,22 @@ from bench.worker import data
 
 SHORT_WINDOWS = 3
 SEARCH = "search"
+
+
+def approach_name(spec: RunSpec) -> str:
+    """The approach as shipped, as its series names it (a ZeRO stage apart from another)."""
+    return spec.key._replace(knobs="").series
+
+
+def tunable(specs: list[RunSpec], world_size: int) -> list[RunSpec]:
+    """A sweep's approaches to tune (`bench sweep --tune`): those with knobs, synchronous, on the real input, with
+    gradients synchronised, at `world_size` devices, once each."""
+    chosen = {}
+    for spec in specs:
+        if (spec.world_size == world_size and knobs.declared(spec.variant.knobs) and not spec.independent
+                and not spec.variant.asynchronous and spec.task.data.input != "synthetic"):
+            chosen.setdefault(approach_name(spec), spec)
+    return list(chosen.values())
 
 
 def candidates(spec: RunSpec) -> list[str]:
@@ -67,7 +84,7 @@ def full_length_s(row: ResultRow, short_task: TaskSpec, full_task: TaskSpec) -> 
 class Tuned:
     """What the tuning found for one approach: its best setting and the confirmation's runs of it and of its
     defaults."""
-    variant: str
+    variant: str         # the approach as its series names it: "deepspeed (ZeRO-2)"
     best: str
     settings: int        # the settings it has (its defaults and each knob's values worth trying)
     settings_raced: int  # those the budget held (a short run each at least)
@@ -91,7 +108,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
          say: Callable[[str], None] = print) -> list[Tuned]:
     """Race each approach's settings within `budget_s` seconds, then confirm its best and its defaults."""
     started = now()
-    by_variant = {spec.variant.name: spec for spec in specs}
+    by_variant = {approach_name(spec): spec for spec in specs}
     raced = {name: candidates(spec) for name, spec in by_variant.items()}
     say(f"tuning {', '.join(f'{n} ({len(c)} settings)' for n, c in raced.items())} within {budget_s / 60:g} min: "
         f"each approach's defaults first, then as many settings as the budget holds, raced in short runs of "
@@ -138,7 +155,8 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     medians = {}
     for row in rows:
         if row.status == Status.OK and row.throughput:
-            medians.setdefault((row.variant, row.task.get("knobs") or ""), []).append(row.throughput["median"])
+            key = config_key(row.to_dict())
+            medians.setdefault((key._replace(knobs="").series, key.knobs), []).append(row.throughput["median"])
     # Where the defaults are best, their runs are the best's too ("" is their setting).
     return [Tuned(name, best[name], len(raced[name]), ran[name], medians.get((name, ""), []),
                   medians.get((name, best[name]), [])) for name in by_variant]
