@@ -131,21 +131,26 @@ def test_fsdp_knobs_reach_fully_shard(tmp_path):
         dist.destroy_process_group()
 
 
+def printed_by(probe: str):
+    """What a Python one-liner run in a process of its own printed last, as JSON: TensorFlow never enters pytest's,
+    nor an Accelerator's process-wide state."""
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def test_multiworker_knobs_reach_tensorflows_communication_options():
-    """In a process of its own: TensorFlow never enters pytest's."""
     probe = ("import json; from bench.spec import knobs; from tf_impl.knobs import MULTIWORKER; "
              "from tf_impl.strategies import communication_options as c; "
              "o = [c(d, knobs.values(MULTIWORKER, t)) for d, t in (('cpu', ''), ('cuda', ''), "
              "('cpu', 'bytes_per_pack=4194304 implementation=auto'))]; "
              "print(json.dumps([[x.implementation.name, x.bytes_per_pack] for x in o]))")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [["RING", 0], ["NCCL", 0], ["AUTO", 4194304]]
+    assert printed_by(probe) == [["RING", 0], ["NCCL", 0], ["AUTO", 4194304]]
 
 
 def test_mirrored_knob_reaches_the_strategys_cross_device_ops():
-    """In a process of its own: TensorFlow never enters pytest's. Two logical CPU devices, as tf-mirrored makes."""
+    """Two logical CPU devices, as tf-mirrored makes them."""
     probe = ("import json, tensorflow as tf; from bench.spec import knobs; from tf_impl.knobs import MIRRORED; "
              "from tf_impl.strategies import cross_device_ops; "
              "cpu = tf.config.list_physical_devices('CPU')[0]; "
@@ -154,23 +159,16 @@ def test_mirrored_knob_reaches_the_strategys_cross_device_ops():
              "made = [tf.distribute.MirroredStrategy(devices, cross_device_ops=cross_device_ops("
              "knobs.values(MIRRORED, t)['cross_device_ops'])) for t in ('', 'cross_device_ops=hierarchical_copy')]; "
              "print(json.dumps([type(s.extended._cross_device_ops).__name__ for s in made]))")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == ["CollectiveAllReduce", "HierarchicalCopyAllReduce"]
+    assert printed_by(probe) == ["CollectiveAllReduce", "HierarchicalCopyAllReduce"]
 
 
 def test_accelerate_knobs_reach_the_ddp_kwargs_its_prepare_hands_ddp():
-    """In a process of its own: an Accelerator sets process-wide state."""
     probe = ("import json; from accelerate import Accelerator; from bench.spec import knobs; "
              "from accelerate_impl.knobs import DDP; from accelerate_impl.train import ddp_kwargs; "
              "out = [Accelerator(cpu=True, kwargs_handlers=[ddp_kwargs(knobs.values(DDP, t))]).ddp_handler for t in "
              "('', 'bucket_cap_mb=5 comm_hook=bf16 gradient_as_bucket_view=true static_graph=true')]; "
              "print(json.dumps([[h.to_kwargs(), h.comm_hook.value] if h else [{}, 'no'] for h in out]))")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=CPU, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    shipped, tuned = json.loads(result.stdout.strip().splitlines()[-1])
+    shipped, tuned = printed_by(probe)
     assert shipped == [{}, "no"]  # Accelerate's defaults: nothing handed over
     # what prepare() passes DDP(...), and the hook it registers on it
     assert tuned == [{"bucket_cap_mb": 5, "gradient_as_bucket_view": True, "static_graph": True}, "bf16"]
