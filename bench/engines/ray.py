@@ -7,12 +7,15 @@ returns no metrics unless rank 0 also reports a checkpoint.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import secrets
 import shutil
 import tempfile
 from pathlib import Path
+
+import psutil
 
 from bench.engines.api import Group, rank_main
 
@@ -61,6 +64,7 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     temp = Path(tempfile.mkdtemp(prefix="dtray-", dir="/tmp"))  # not TMPDIR: the run's own, removed after it
     started = not ray.is_initialized()
+    ours_before = {child.pid for child in psutil.Process().children(recursive=True)}
     if started:
         if address is None:
             # The cluster's token lives with it, not in ~/.ray/auth_token.
@@ -87,5 +91,18 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
             return pickle.loads(Path(folder, VALUES_FILE).read_bytes())
     finally:
         if started:
+            cluster = [c for c in psutil.Process().children(recursive=True) if c.pid not in ours_before]
             ray.shutdown()
+            if address is None:
+                end(cluster)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def end(processes: list, within_s: float = 10.0) -> None:
+    """The local cluster's processes (its GCS, raylet and workers) gone before the call returns: `ray.shutdown`
+    signals them but does not wait, and a worker still exiting would outlive the call. Killed after `within_s`."""
+    _, alive = psutil.wait_procs(processes, timeout=within_s)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=within_s)
