@@ -67,9 +67,11 @@ def test_a_closed_port_closes_its_listener_and_connections_and_no_other_port(mon
 
     (closed, client, served), (kept, other_client, other_served) = pair(), pair()
     port = closed.getsockname()[1]
-    assert soak.listening({os.getpid()}, None) == {port: os.getpid(), kept.getsockname()[1]: os.getpid()}
+    # This process may listen on other ports too (an in-process gloo group of an earlier test): each is kept.
+    before = soak.listening({os.getpid()}, None)
+    assert before[port] == before[kept.getsockname()[1]] == os.getpid()
     soak.close_port(port, None)
-    assert soak.listening({os.getpid()}, None) == {kept.getsockname()[1]: os.getpid()}
+    assert soak.listening({os.getpid()}, None) == {p: pid for p, pid in before.items() if p != port}
     for sock in (client, served):
         sock.settimeout(5)
         with pytest.raises(ConnectionError):  # aborted or reset by ss -K, not timed out waiting
