@@ -73,11 +73,18 @@ def steps_trained(task: TaskSpec) -> int:
 
 
 def full_length_s(row: ResultRow, short_task: TaskSpec, full_task: TaskSpec) -> float:
-    """What a full-length run of the same setting will take, from its short run: the same start-up, the rest
-    scaled by the steps trained."""
-    startup = (row.wall_split or {}).get("startup") or 0.0
-    ratio = steps_trained(full_task) / max(1, steps_trained(short_task))
-    return startup + max(0.0, (row.wall_s or 0.0) - startup) * max(1.0, ratio)
+    """What a full-length run of the same setting will take, from its short run: the same start-up and teardown,
+    the training scaled by the steps trained, the evaluation and checkpoints by the epochs (a short run's
+    evaluation reads the whole test set too: scaled by the steps, it priced a default-task run here at twice its
+    length). Without the row's wall split, everything after the start-up scaled by the steps."""
+    steps = max(1.0, steps_trained(full_task) / max(1, steps_trained(short_task)))
+    split = row.wall_split or {}
+    if "training" not in split:
+        startup = split.get("startup") or 0.0
+        return startup + max(0.0, (row.wall_s or 0.0) - startup) * steps
+    epochs = max(1.0, full_task.recipe.epochs / short_task.recipe.epochs)
+    return (split["startup"] + split["training"] * steps + (split["evaluation"] + split["checkpoints"]) * epochs
+            + split["other"] + split["teardown"])
 
 
 @dataclasses.dataclass
