@@ -8,7 +8,6 @@ import itertools
 import logging
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -263,9 +262,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.tune:
         from bench.sweep import tune
 
-        started = time.monotonic()
-        found = tune.tune(tune.tunable(specs, most), args.out, machine, 60 * args.tune, max(3, args.repeats))
-        print(tune.summary(found, time.monotonic() - started, 60 * args.tune))
+        tune.tune_and_say(tune.tunable(specs, most), args.out, machine, args.tune, max(3, args.repeats))
     results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
     print_table(rows, results)
     path = report.write_report(results)
@@ -297,11 +294,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from bench.analysis import report
     from bench.sweep import tune
 
-    started = time.monotonic()
-    found = tune.tune(specs, args.out, machine, 60 * args.budget, args.repeats)
+    tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats)
     results = conclude(args.out, [], args)
     path = report.write_report(results)
-    print(tune.summary(found, time.monotonic() - started, 60 * args.budget))
     print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")
     print_verdict(results)
     return 0

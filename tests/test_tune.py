@@ -119,3 +119,14 @@ def verdict_title_in(report) -> bool:
     from bench.analysis import verdict
 
     return verdict.TUNED in report.read_text() and "### Each approach at its best" in report.read_text()
+
+
+def test_sweep_tune_of_no_minutes_or_on_a_resumed_sweep_is_one_line_and_exit_2(tmp_path, capsys):
+    from bench import cli
+
+    for extra in (["--tune", "0"], ["--tune", "5", "--resume"]):
+        assert cli.main(["sweep", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick", "--no-analysis",
+                         *extra, "--out", str(tmp_path)]) == 2
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"error: --tune {extra[1]}: give the tuning's minutes above 0") and "resume" in line
+    assert not (tmp_path / RESULTS).exists()

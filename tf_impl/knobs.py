@@ -16,6 +16,7 @@ CROSS_DEVICE_OPS = Knob(
     "cross_device_ops", "MirroredStrategy(cross_device_ops=): how the replicas' gradients are summed: TensorFlow's "
     "choice (its collective all-reduce on CPUs), ReductionToOneDevice (summed on one device, copied back), "
     "HierarchicalCopyAllReduce (the tree of copies made for 8-GPU boxes) or NcclAllReduce",
-    choice("reduction_to_one_device", "hierarchical_copy", "nccl"), None, ("reduction_to_one_device", "hierarchical_copy"))
+    choice("reduction_to_one_device", "hierarchical_copy", "nccl"), None,
+    ("reduction_to_one_device", "hierarchical_copy"))
 
 MIRRORED = (CROSS_DEVICE_OPS,)

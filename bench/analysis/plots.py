@@ -440,8 +440,6 @@ def _note(ax, y: float, text: str) -> None:
                 fontsize=7.5, va="center")
 
 
-
-
 def draw_tuned(found: list, directory: Path, prefix: str) -> list[Path]:
     """Each approach as shipped and at its best setting of its own knobs, side by side with their throughputs'
     95 % intervals, a panel per ranking (bench.analysis.tuned)."""

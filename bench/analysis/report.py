@@ -91,7 +91,8 @@ def _task_section(directory: Path, subset: pd.DataFrame, microbenchmark: list[di
     part = metrics.Part(subset, profiled, ratio)
     at_best = tuned.entries(groups, subset, measured)
     blocks = [heading(title, 2), text(note), Block("results", subset), text("Best per column in **bold**."),
-              *tuned.section(at_best), *spread_section(subset, measured), *fit_section(subset, measured), *step_breakdown.section(steps),
+              *tuned.section(at_best), *spread_section(subset, measured), *fit_section(subset, measured),
+              *step_breakdown.section(steps),
               *profiles.section(subset, profiled, groups), *input_pipelines.section(inputs), *metrics.sections(part),
               *memory_budget.section(subset, directory)]
     # The figures in the order the committed reports show them (memory's before the step breakdown's, though its

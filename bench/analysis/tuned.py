@@ -8,10 +8,11 @@ the search's short runs live in their own folder (OUT/search) and are never here
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import pandas as pd
 
 from bench.analysis.repeats import Ratio, Runs, ratio
-from bench.analysis.verdict import Group, join_words, name_in_group, shipped_key
+from bench.analysis.verdict import Group, join_words, name_in_group
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
 from bench.results.key import RunKey
@@ -32,24 +33,27 @@ class Tuning:
         return self.best["key"].knobs
 
     @property
+    def declared(self) -> tuple:
+        variant = VARIANTS.get(self.best["variant"])
+        return knobs.declared(variant.knobs) if variant else ()
+
+    @property
     def knobs_changed(self) -> list[str]:
         """The knobs its best setting sets: the one-at-a-time search's best moved one knob from its default."""
-        return [part.split("=", 1)[0] for part in self.setting.split()] if self.setting else []
+        return list(knobs.chosen(self.declared, self.setting))
 
     @property
     def changes_arithmetic(self) -> list[str]:
-        variant = VARIANTS.get(self.best["variant"])
-        declared = {k.name: k for k in knobs.declared(variant.knobs)} if variant else {}
-        return [name for name in self.knobs_changed if name in declared and declared[name].changes_arithmetic]
+        return [k.name for k in self.declared if k.name in self.knobs_changed and k.changes_arithmetic]
 
 
 def tunings(group: Group, configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Tuning]:
     """The approaches of one ranking at their best, in its order (fastest first)."""
     by_key = {r["key"]: r for r in configs.to_dict("records")}
-    counts = pd.Series([shipped_key(k) for k in configs["key"]]).value_counts().to_dict()
+    counts = pd.Series([k.shipped for k in configs["key"]]).value_counts().to_dict()
     out = []
     for best in [group.winner, *(c.other for c in group.comparisons)]:
-        base = shipped_key(best["key"])
+        base = best["key"].shipped
         shipped = by_key.get(base)
         gain = (ratio(measured[best["key"]], measured[base])
                 if best["key"].knobs and base in measured and best["key"] in measured else None)
@@ -62,9 +66,9 @@ def ranking_change(group: Group) -> str:
     shipped = group.as_shipped
     if shipped is None or shipped.winner is None or group.winner is None:
         return ""
-    leader, first = shipped_key(group.winner["key"]), shipped_key(shipped.winner["key"])
-    order = [shipped_key(r["key"]) for r in (group.winner, *(c.other for c in group.comparisons))]
-    before = [shipped_key(r["key"]) for r in (shipped.winner, *(c.other for c in shipped.comparisons))]
+    leader, first = group.winner["key"].shipped, shipped.winner["key"].shipped
+    order = [r["key"].shipped for r in (group.winner, *(c.other for c in group.comparisons))]
+    before = [r["key"].shipped for r in (shipped.winner, *(c.other for c in shipped.comparisons))]
     moved = [k.series for k in order if k in before and order.index(k) != before.index(k)]
     if leader != first:
         moved = [m for m in moved if m not in (leader.series, first.series)]
@@ -101,7 +105,8 @@ def _accuracy(t: Tuning) -> str:
     return ", ".join(f"{100 * v:.1f} %" if present(v) else "-" for v in values)
 
 
-def entries(groups: list[Group], configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[tuple[Group, list[Tuning]]]:
+def entries(groups: list[Group], configs: pd.DataFrame,
+            measured: dict[RunKey, Runs]) -> list[tuple[Group, list[Tuning]]]:
     """Each ranking at their best (the verdict's groups that carry a ranking as shipped) with its approaches."""
     return [(g, tunings(g, configs, measured)) for g in groups if g.as_shipped is not None and g.winner is not None]
 
@@ -128,5 +133,5 @@ def section(found: list[tuple[Group, list[Tuning]]]) -> list[Block]:
 
 def label(t: Tuning) -> str:
     """The approach as the table and the figure name it: its series as shipped."""
-    return name_in_group(t.shipped) if t.shipped is not None else shipped_key(t.best["key"]).series
+    return name_in_group(t.shipped) if t.shipped is not None else t.best["key"].shipped.series
 

@@ -83,6 +83,7 @@ class Group:
 
 
 TUNED = "each approach at its best setting of its own knobs"
+
 # A group: the same task, recipe and input pipeline, trained on the same devices at the same batch.
 GROUP_BY = ["task", "precision", "scaling", "device_type", "world_size", "global_batch"]
 
@@ -126,24 +127,17 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     return out
 
 
-def shipped_key(key: RunKey) -> RunKey:
-    """The configuration as shipped: the same approach, engine, stage ... with none of its own knobs set."""
-    return key._replace(knobs="")
-
-
 def at_best(lines: list[dict]) -> list[dict]:
     """Each approach at its best: of its configurations that rank (its defaults and each setting of its own knobs),
     the fastest that finished, else its defaults' line (a failure, say), in the lines' order."""
     best: dict[RunKey, dict] = {}
     for r in lines:
-        base = shipped_key(r["key"])
+        base = r["key"].shipped
         held = best.get(base)
         if held is None or (r["ok"] and (not held["ok"] or r["throughput"] > held["throughput"])):
             best[base] = r
     chosen = {id(r) for r in best.values()}
     return [r for r in lines if id(r) in chosen]
-
-
 
 
 def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool,

@@ -64,7 +64,7 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     temp = Path(tempfile.mkdtemp(prefix="dtray-", dir="/tmp"))  # not TMPDIR: the run's own, removed after it
     started = not ray.is_initialized()
-    ours_before = {child.pid for child in psutil.Process().children(recursive=True)}
+    ours_before = {child.pid for child in psutil.Process().children(recursive=True)}  # not the cluster's
     if started:
         if address is None:
             # The cluster's token lives with it, not in ~/.ray/auth_token.

@@ -57,6 +57,11 @@ class RunKey(NamedTuple):
         return self.variant + "".join(f" ({m})" for m in modes) + engine
 
     @property
+    def shipped(self) -> "RunKey":
+        """The same configuration as shipped: the same approach, engine, stage ... with none of its own knobs set."""
+        return self._replace(knobs="")
+
+    @property
     def budget(self) -> str:
         """--device-memory as labels name it: "2 GiB a device"."""
         return f"{self.device_memory:g} GiB a device" if self.device_memory else ""

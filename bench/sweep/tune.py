@@ -35,7 +35,7 @@ SEARCH = "search"
 
 def approach_name(spec: RunSpec) -> str:
     """The approach as shipped, as its series names it (a ZeRO stage apart from another)."""
-    return spec.key._replace(knobs="").series
+    return spec.key.shipped.series
 
 
 def tunable(specs: list[RunSpec], world_size: int) -> list[RunSpec]:
@@ -163,10 +163,19 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     for row in rows:
         if row.status == Status.OK and row.throughput:
             key = config_key(row.to_dict())
-            medians.setdefault((key._replace(knobs="").series, key.knobs), []).append(row.throughput["median"])
+            medians.setdefault((key.shipped.series, key.knobs), []).append(row.throughput["median"])
     # Where the defaults are best, their runs are the best's too ("" is their setting).
     return [Tuned(name, best[name], len(raced[name]), ran[name], medians.get((name, ""), []),
                   medians.get((name, best[name]), [])) for name in by_variant]
+
+
+def tune_and_say(specs: list[RunSpec], out: Path, machine: Machine, budget_min: float,
+                 repeats: int) -> list[Tuned]:
+    """`tune` within `budget_min` minutes, then what it found and the time it took, printed."""
+    started = now()
+    found = tune(specs, out, machine, 60 * budget_min, repeats)
+    print(summary(found, now() - started, 60 * budget_min))
+    return found
 
 
 def summary(found: list[Tuned], spent_s: float, budget_s: float) -> str:
