@@ -181,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, required=True, metavar="MINUTES", help="the whole tuning's time")
     p.add_argument("--repeats", type=int, default=3,
                    help="full-length runs of each approach's best and of its defaults (default 3)")
+    p.add_argument("--resume", action="store_true",
+                   help="go on with a stopped tuning of the same request in --out: its finished runs count as run, "
+                        "their time as spent")
+    p.add_argument("--allow-mixed-revisions", action="store_true",
+                   help="--resume over rows another code revision wrote (their runs count as done)")
     _add_malloc_option(p)
     _add_task_options(p)
     p.set_defaults(func=commands.cmd_tune)

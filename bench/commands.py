@@ -231,12 +231,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.allow_mixed_revisions and not args.resume:
         raise SpecError("--allow-mixed-revisions goes with --resume")
-    if args.tune is not None and (not args.tune > 0 or args.resume):
-        raise SpecError(f"--tune {args.tune:g}: give the tuning's minutes above 0, on a sweep that is not resumed "
-                        "(a tuning does not resume yet)")
+    if args.tune is not None and not args.tune > 0:
+        raise SpecError(f"--tune {args.tune:g}: give the tuning's minutes above 0, e.g. --tune 30")
+    planned = specs
     if args.resume:
-        planned, specs = len(specs), resume.remaining(specs, args.out, args.allow_mixed_revisions)
-        print(f"resuming {args.out}: {planned - len(specs)} of {planned} planned runs are there, {len(specs)} left")
+        specs = resume.remaining(planned, args.out, args.allow_mixed_revisions)
+        print(f"resuming {args.out}: {len(planned) - len(specs)} of {len(planned)} planned runs are there, "
+              f"{len(specs)} left")
     if args.dry_run:
         from bench.sweep import preview
 
@@ -262,7 +263,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.tune:
         from bench.sweep import tune
 
-        tune.tune_and_say(tune.tunable(specs, most), args.out, machine, args.tune, max(3, args.repeats))
+        tune.tune_and_say(tune.tunable(planned, most), args.out, machine, args.tune, max(3, args.repeats),
+                          args.resume, args.allow_mixed_revisions, others=planned)
     results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
     print_table(rows, results)
     path = report.write_report(results)
@@ -294,7 +296,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from bench.analysis import report
     from bench.sweep import tune
 
-    tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats)
+    if args.allow_mixed_revisions and not args.resume:
+        raise SpecError("--allow-mixed-revisions goes with --resume")
+    tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions)
     results = conclude(args.out, [], args)
     path = report.write_report(results)
     print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")

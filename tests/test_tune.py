@@ -121,12 +121,59 @@ def verdict_title_in(report) -> bool:
     return verdict.TUNED in report.read_text() and "### Each approach at its best" in report.read_text()
 
 
-def test_sweep_tune_of_no_minutes_or_on_a_resumed_sweep_is_one_line_and_exit_2(tmp_path, capsys):
+def test_sweep_tune_of_no_minutes_is_one_line_and_exit_2(tmp_path, capsys):
     from bench import cli
 
-    for extra in (["--tune", "0"], ["--tune", "5", "--resume"]):
-        assert cli.main(["sweep", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick", "--no-analysis",
-                         *extra, "--out", str(tmp_path)]) == 2
-        [line] = capsys.readouterr().err.strip().splitlines()
-        assert line.startswith(f"error: --tune {extra[1]}: give the tuning's minutes above 0") and "resume" in line
+    assert cli.main(["sweep", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick", "--no-analysis",
+                     "--tune", "0", "--out", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: --tune 0: give the tuning's minutes above 0, e.g. --tune 30"
     assert not (tmp_path / RESULTS).exists()
+
+
+def test_a_stopped_tuning_resumes_with_the_runs_it_lacks_and_ends_as_the_whole_one(tmp_path, fake_time, capsys,
+                                                                                   monkeypatch):
+    """Stopped after some of its runs, `--resume` runs only the rest, charges the kept runs' recorded time to the
+    budget, and so makes the choices and writes the rows the uninterrupted tuning did."""
+    from bench import cli
+    from bench.interrupt import Interrupted
+    from bench.results import load
+    from bench.sweep import runner
+
+    monkeypatch.setattr(tune, "now", lambda: fake_time[0])
+    executed = []
+    execute = runner.execute
+
+    def counted(spec, *args, **kwargs):
+        if len(executed) == stop_after[0]:
+            raise Interrupted(2)
+        executed.append(spec.task.options.knobs)
+        return execute(spec, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "execute", counted)
+    request = ["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "9"]
+    stop_after = [None]
+    assert cli.main([*request, "--out", str(tmp_path / "whole")]) == 0
+    whole, found = list(executed), best_line(capsys.readouterr().out)
+
+    stopped = tmp_path / "stopped"
+    for stop_at in (5, len(whole) - 2 - 5):  # stopped in the race, then again in the confirmation
+        executed.clear()
+        stop_after[0] = stop_at
+        resumed = ["--resume"] if stopped.exists() else []
+        assert cli.main([*request, "--out", str(stopped), *resumed]) == 128 + 2
+    stop_after[0], before = None, len(whole) - 2
+    executed.clear()
+    capsys.readouterr()
+    assert cli.main([*request, "--out", str(stopped), "--resume"]) == 0
+    assert executed == whole[before:]  # only the two runs it lacked
+    assert best_line(capsys.readouterr().out) == found  # the same best, gain and runs
+    for folder in ("", tune.SEARCH):  # the same runs finished (the stopped folder also holds the interrupted ones)
+        finished = [load(f / folder) for f in (stopped, tmp_path / "whole")]
+        assert [list(f[f["status"] == "ok"]["task.knobs"].fillna("")) for f in finished] == \
+            [list(finished[1]["task.knobs"].fillna(""))] * 2
+
+
+def best_line(printed: str) -> str:
+    [line] = [line for line in printed.splitlines() if "torch-ddp: best" in line]
+    return line

@@ -23,20 +23,33 @@ FINISHED = (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT)  # the same run unde
 
 def remaining(specs: list[RunSpec], out_dir: Path, allow_mixed_revisions: bool = False) -> list[RunSpec]:
     """The planned runs the folder does not hold yet, in the planned order."""
+    done = Counter({key: len(rows) for key, rows in finished(out_dir, allow_mixed_revisions).items()})
+    left = []
+    for spec in specs:
+        if done[identity(spec)]:
+            done[identity(spec)] -= 1
+        else:
+            left.append(spec)
+    return left
+
+
+def finished(out_dir: Path, allow_mixed_revisions: bool = False) -> dict[tuple, list[dict]]:
+    """The folder's finished rows by run identity (`identity`), each identity's in the order they were written.
+    Rows of another code revision are refused in one line unless allowed."""
     revision = git_sha(REPO_ROOT)
     rows = ResultStore(out_dir).dicts()
     others = sorted({str(r.get("git_sha")) for r in rows} - {str(revision)})
     if others and not allow_mixed_revisions:
         raise SpecError(f"--resume: {out_dir} holds rows of revision {', '.join(others)}, this tree is {revision}: "
                         "resume from that revision, start a new --out, or pass --allow-mixed-revisions")
-    done = Counter((config_key(r), settings_token(r["task"])) for r in rows if r["status"] in FINISHED
-                   and (allow_mixed_revisions or r.get("git_sha") == revision))
-    left = []
-    for spec in specs:
-        key = (spec.key, settings_token(spec.task.to_dict()))
-        if done[key]:
-            done[key] -= 1
-        else:
-            left.append(spec)
-    return left
+    by_identity: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if row["status"] in FINISHED and (allow_mixed_revisions or row.get("git_sha") == revision):
+            by_identity.setdefault((config_key(row), settings_token(row["task"])), []).append(row)
+    return by_identity
+
+
+def identity(spec: RunSpec) -> tuple:
+    """What makes a finished row a planned run's: its run key and its task's settings."""
+    return spec.key, settings_token(spec.task.to_dict())
 

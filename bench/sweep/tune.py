@@ -26,7 +26,7 @@ from bench.spec import knobs
 from bench.spec.devices import Machine
 from bench.spec.task import TaskSpec
 from bench.status import Status
-from bench.sweep import race, runner
+from bench.sweep import race, resume, runner
 from bench.worker import data
 
 SHORT_WINDOWS = 3
@@ -111,10 +111,49 @@ def now() -> float:
     return time.monotonic()
 
 
+class Replay:
+    """A stopped tuning's finished runs (`bench tune --resume`), handed back in the order they were asked for, each
+    charged its recorded time against the budget: the resumed tuning makes the choices the whole one would have."""
+
+    def __init__(self, folder: Path | None, allow_mixed_revisions: bool = False):
+        self.rows = resume.finished(folder, allow_mixed_revisions) if folder and folder.exists() else {}
+        self.seconds = 0.0  # the recorded time of the runs handed back
+
+    def skip(self, specs: list[RunSpec]) -> None:
+        """Leave out the rows of `specs`, runs of the folder that are not the tuning's (a sweep's as shipped)."""
+        for spec in specs:
+            if kept := self.rows.get(resume.identity(spec)):
+                kept.pop(0)
+
+    def take(self, spec: RunSpec) -> ResultRow | None:
+        kept = self.rows.get(resume.identity(spec))
+        if not kept:
+            return None
+        row = ResultRow.from_dict(kept.pop(0))
+        self.seconds += row.wall_s or 0.0
+        return row
+
+    def run(self, specs: list[RunSpec], out: Path, machine: Machine) -> list[ResultRow]:
+        """The runs of `specs`: those the folder holds handed back, the others run in their planned order."""
+        rows = [self.take(spec) for spec in specs]
+        ran = iter(runner.run_all([spec for spec, row in zip(specs, rows) if row is None], out, machine))
+        return [row or next(ran) for row in rows]
+
+
 def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, repeats: int,
-         say: Callable[[str], None] = print) -> list[Tuned]:
-    """Race each approach's settings within `budget_s` seconds, then confirm its best and its defaults."""
+         say: Callable[[str], None] = print, resumed: bool = False, allow_mixed_revisions: bool = False,
+         others: list[RunSpec] = ()) -> list[Tuned]:
+    """Race each approach's settings within `budget_s` seconds, then confirm its best and its defaults. `resumed`:
+    the runs a stopped tuning of the same request left in `out` count as run, and their time as spent; `others`
+    are the runs of `out` that are not the tuning's (the sweep's before it)."""
     started = now()
+    searched = Replay(out / SEARCH if resumed else None, allow_mixed_revisions)
+    confirmed = Replay(out if resumed else None, allow_mixed_revisions)
+    confirmed.skip(list(others))
+
+    def spent() -> float:
+        return now() - started + searched.seconds + confirmed.seconds
+
     by_variant = {approach_name(spec): spec for spec in specs}
     raced = {name: candidates(spec) for name, spec in by_variant.items()}
     say(f"tuning {', '.join(f'{n} ({len(c)} settings)' for n, c in raced.items())} within {budget_s / 60:g} min: "
@@ -123,8 +162,8 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
 
     def short_run(name: str, setting: str) -> ResultRow:
         spec = by_variant[name]
-        task = short(spec.task).replace(knobs=setting)
-        [row] = runner.run_all([dataclasses.replace(spec, task=task)], out / SEARCH, machine)
+        [row] = searched.run([dataclasses.replace(spec, task=short(spec.task).replace(knobs=setting))],
+                             out / SEARCH, machine)
         return row
 
     def windows(row: ResultRow) -> list[float]:
@@ -143,7 +182,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     waiting = {name: settings[1:] for name, settings in raced.items()}
     while any(waiting.values()):
         for name in list(waiting):
-            if waiting[name] and now() - started + short_cost <= budget_s - reserve:
+            if waiting[name] and spent() + short_cost <= budget_s - reserve:
                 setting = waiting[name].pop(0)
                 state[name][setting] = windows(short_run(name, setting))
             else:
@@ -151,14 +190,14 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     state = {name: {k: v for k, v in samples.items() if v} for name, samples in state.items()}
     ran = {name: len(samples) for name, samples in state.items()}
     state = race.prune(state)
-    while entries := race.next_round(state, now() - started, budget_s, short_cost, full_cost, repeats):
+    while entries := race.next_round(state, spent(), budget_s, short_cost, full_cost, repeats):
         for entry in entries:
             state[entry.approach][entry.knobs] += windows(short_run(entry.approach, entry.knobs))
         state = race.prune(state)
     best = {name: race.leader(samples) if samples else "" for name, samples in state.items()}
     confirm = [dataclasses.replace(by_variant[name], task=by_variant[name].task.replace(knobs=setting))
                for name in by_variant for setting in dict.fromkeys([best[name], ""])]
-    rows = runner.run_all(confirm * repeats, out, machine)
+    rows = confirmed.run(confirm * repeats, out, machine)
     medians = {}
     for row in rows:
         if row.status == Status.OK and row.throughput:
@@ -169,11 +208,13 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
                   medians.get((name, best[name]), [])) for name in by_variant]
 
 
-def tune_and_say(specs: list[RunSpec], out: Path, machine: Machine, budget_min: float,
-                 repeats: int) -> list[Tuned]:
+def tune_and_say(specs: list[RunSpec], out: Path, machine: Machine, budget_min: float, repeats: int,
+                 resumed: bool = False, allow_mixed_revisions: bool = False,
+                 others: list[RunSpec] = ()) -> list[Tuned]:
     """`tune` within `budget_min` minutes, then what it found and the time it took, printed."""
     started = now()
-    found = tune(specs, out, machine, 60 * budget_min, repeats)
+    found = tune(specs, out, machine, 60 * budget_min, repeats, resumed=resumed,
+                 allow_mixed_revisions=allow_mixed_revisions, others=others)
     print(summary(found, now() - started, 60 * budget_min))
     return found
 
