@@ -142,6 +142,8 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
     task = request.task_from(args, device_type).replace(**shardings[0])
     if getattr(args, "set", None):
         task = task.replace(knobs=knobs.canonical(knobs.declared(variant.knobs), args.set, variant.name))
+        if why := knobs.misfit(knobs.declared(variant.knobs), task.options.knobs, task.for_world(args.devices)):
+            raise SpecError(why)
     task.validate()
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                    args.cores_per_slot, args.timeout, **spec_fields)

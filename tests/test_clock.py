@@ -30,6 +30,29 @@ def test_syncs_only_at_boundaries_and_collects_k_windows():
     assert clock.summary()["samples_per_window"] == 40
 
 
+def test_steps_that_end_together_are_counted_each_and_a_boundary_inside_them_is_refused():
+    """Keras' steps_per_execution: several steps end in one call back. Boundaries on the last of them time the
+    same windows as one step at a time; one inside them would time steps it does not count."""
+    sync = CountingSync()
+    clock = StepClock(warmup=2, window_steps=4, windows=2, samples_per_step=10, sync=sync)
+    clock.start()
+    for _ in range(5):
+        clock.steps_done(2)
+    assert clock.steps == 10 and len(clock.window_seconds) == 2 and clock.done
+    assert sync.calls == 5  # start, step 1 (ended inside the first call: in the warm-up), steps 2, 6 and 10
+
+    clock = StepClock(warmup=2, window_steps=4, windows=2, samples_per_step=10, sync=CountingSync())
+    clock.start()
+    clock.steps_done(2)
+    with pytest.raises(ValueError, match="boundary falls at step 6, inside 5 steps"):
+        clock.steps_done(5)
+    assert clock.steps == 2  # refused before counting any of them
+    clock.steps_done(4)
+    clock.steps_done(4)
+    clock.steps_done(3)  # after the last window, nothing is timed: any count goes
+    assert clock.steps == 13 and clock.done
+
+
 def test_warm_up_is_not_timed():
     clock = StepClock(warmup=2, window_steps=1, windows=1, samples_per_step=1, sync=lambda: None)
     clock.start()

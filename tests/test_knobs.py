@@ -48,6 +48,21 @@ def test_bench_run_refuses_an_unknown_knob_in_one_line_with_exit_2(tmp_path):
     assert not (tmp_path / "results.jsonl").exists()
 
 
+def test_a_setting_that_does_not_fit_the_task_is_refused_by_bench_run_and_never_raced(tmp_path):
+    """Keras calls back once an execution: steps_per_execution must divide the warm-up and the windows."""
+    result = bench("run", "--variant", "tf-multiworker-fit", "--devices", "2", "--task", "quick",
+                   "--set", "steps_per_execution=4", "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "--set steps_per_execution=4: it must divide --warmup-steps 2")
+    from bench.sweep import tune
+    spec = RunSpec(get_variant("tf-multiworker-fit"), get_task("quick", steps_per_epoch=20).for_world(2), "cpu", 1, 2)
+    assert tune.candidates(spec)[0] == "" and tune.candidates(spec)[-1] == "steps_per_execution=2"
+    assert not [c for c in tune.candidates(spec) if c.startswith("steps_per_execution=4")]  # 4 divides no warm-up of 2
+    odd = RunSpec(get_variant("tf-multiworker-fit"), get_task("quick").for_world(2), "cpu", 1, 2)  # 21-step epochs
+    assert not [c for c in tune.candidates(odd) if "steps_per_execution" in c]
+
+
 def test_a_setting_is_part_of_the_run_key_and_the_series_name():
     default = {"variant": "torch-ddp", "device_type": "cpu", "nodes": 1, "devices_per_node": 2,
                "task": get_task("quick").to_dict()}

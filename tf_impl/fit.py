@@ -16,12 +16,14 @@ from typing import Callable
 
 import tensorflow as tf
 
+from bench.spec import knobs
 from bench.spec.task import TaskSpec
 from bench.worker import LossCurve, StepClock, Worker
 from tf_impl import mlflow_model
 from tf_impl import train as loop
 from tf_impl.keras_flavour import LEGACY, keras
 from tf_impl.flops import flops_per_sample
+from tf_impl.knobs import STEPS_PER_EXECUTION
 from tf_impl.memory import model_state_bytes, peak_memory_mb
 from tf_impl.model import build_model, count_parameters
 from tf_impl.profile import TFProfiler
@@ -35,13 +37,17 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
     source = None if worker.synthetic else loop.InputSource.of(worker.spec)
     epochs, steps_per_epoch = (1, worker.timed_steps) if source is None else \
         (task.recipe.epochs, task.steps_per_epoch(source.train_count))
+    steps_per_execution = knobs.values((STEPS_PER_EXECUTION,), task.options.knobs)["steps_per_execution"]
+    if steps_per_epoch % steps_per_execution:
+        raise ValueError(f"--set steps_per_execution={steps_per_execution} must divide the {steps_per_epoch} "
+                         "steps of an epoch (or give --steps-per-epoch)")
     with strategy.scope():
         network = build_model(task)
         model = Normalised(network)
         optimizer = make_optimizer(task, steps_per_epoch, epochs)
         # No training metrics: the custom loop computes none either, so the two differ in the loop alone.
         model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      jit_compile=bool(task.options.compile))
+                      jit_compile=bool(task.options.compile), steps_per_execution=steps_per_execution)
     # The custom loop's exact evaluation (every test image once, across workers), on the network fit trained.
     eval_functions = loop.evaluation_functions(
         strategy, network, keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none"), num_workers)
@@ -68,18 +74,24 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
         mlflow_model.save(worker, network, chief=worker_index == 0)  # --mlflow: the network fit trained
         return worker.finish(clock, clocked.evaluation, clocked.epochs_done, peak_memory_mb(), count_parameters(model),
                              flops_per_sample(network) if worker_index == 0 else None,
-                             {**loop.fast_path(task), "keras_fit": True}, input_wait_s=None,
+                             {**loop.fast_path(task), "keras_fit": True,
+                              "steps_per_execution": executed_together(model)}, input_wait_s=None,
                              memory={"model_state_bytes": model_state_bytes(model, optimizer)},
                              **({"profile": profiler.result} if profiler else {}))
 
     clocked = ClockedFit(worker, clock, worker.loss_curve(first_epoch * steps_per_epoch), loss_tracker(model), epochs,
-                         evaluate_exactly if source else None,
+                         steps_per_epoch, steps_per_execution, evaluate_exactly if source else None,
                          (eval_functions[1], steps_per_epoch) if LEGACY else None,
                          backup if task.options.checkpoint_every_epoch else None, finish)
     clock.start()
     model.fit(batches, epochs=epochs, initial_epoch=first_epoch, steps_per_epoch=steps_per_epoch,
               callbacks=[clocked] + ([backup] if task.options.checkpoint_every_epoch else []), verbose=0)
     return clocked.result
+
+
+def executed_together(model: keras.Model) -> int:
+    """The steps one call of fit's compiled function runs, as the compiled model holds it (Keras 2: a variable)."""
+    return int(model._steps_per_execution.numpy()) if LEGACY else int(model.steps_per_execution)
 
 
 def loss_tracker(model: keras.Model):
@@ -124,11 +136,14 @@ class Normalised(keras.Model):
 class ClockedFit(keras.callbacks.Callback):
     """The custom loop's StepClock, loss curve and end of epoch (pause, exact evaluation, resume) around fit.
     `tracker` is Keras' running mean of the loss: its (sum, count) over the epoch's samples, which reading
-    sums across replicas and workers."""
+    sums across replicas and workers.
 
-    def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int, evaluate,
-                 across_workers: tuple | None = None, checkpoint: "Backup | None" = None,
-                 finish: Callable[[], dict] = dict):
+    With `steps_per_execution` above 1 Keras calls back once an execution, so the steps are counted by execution
+    (the clock refuses a window boundary inside one) and a kept step's loss is its execution's mean."""
+
+    def __init__(self, worker: Worker, clock: StepClock, loss_curve: LossCurve, tracker, epochs: int,
+                 steps_per_epoch: int, steps_per_execution: int, evaluate, across_workers: tuple | None = None,
+                 checkpoint: "Backup | None" = None, finish: Callable[[], dict] = dict):
         super().__init__()
         # The run's result, recorded at the end of training, before fit returns: fit then drops its dataset
         # iterator, whose destruction waits out tf.data's autotuner (tens of seconds), which the harness does not
@@ -143,6 +158,7 @@ class ClockedFit(keras.callbacks.Callback):
         self._supports_tf_logs = True
         self.worker, self.clock, self.loss_curve, self.tracker = worker, clock, loss_curve, tracker
         self.epochs, self.evaluate = epochs, evaluate
+        self.steps_per_epoch, self.steps_per_execution = steps_per_epoch, steps_per_execution
         self.evaluation, self.epochs_done, self.steps_this_epoch = None, 0, 0
         self._sums: dict[int, tuple] = {}  # the tracker after a step of this epoch, kept on the device
 
@@ -150,11 +166,12 @@ class ClockedFit(keras.callbacks.Callback):
         self.steps_this_epoch, self._sums = 0, {}
 
     def on_train_batch_begin(self, batch, logs=None):
-        if batch > 0:
-            self._step_done()
+        if batch > 0:  # the execution before it has ended: `batch` is the first step of this one
+            self._steps_done(batch - self.steps_this_epoch)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._step_done()  # the epoch's last step
+        # The epoch's last execution (fewer steps where the clock stopped training early).
+        self._steps_done(min(self.steps_per_execution, self.steps_per_epoch - self.steps_this_epoch))
         if self.across_workers:
             self._sum_workers()
         self.evaluation = self.worker.end_epoch(self.clock, epoch, self.epochs, self.evaluate, self.checkpoint)
@@ -163,16 +180,20 @@ class ClockedFit(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         self.result = self.finish()
 
-    def _step_done(self) -> None:
-        """The step that has just ended: the loss curve's steps take the tracker's sums after it and after the step
-        before (their difference is its loss, read at the epoch's end as the custom loop's are), then the clock."""
-        self.steps_this_epoch += 1
-        step, every = self.loss_curve.step + 1, self.loss_curve.every
-        if step % every in (0, every - 1):
+    def _steps_done(self, steps: int) -> None:
+        """The execution that has just ended, of `steps` steps. The tracker's sums are kept after it where a step
+        the loss curve keeps lies in it or in the next one (a kept step's loss is the difference of the sums after
+        its execution and after the one before, read at the epoch's end as the custom loop's are); then each step
+        is counted by the loss curve and the clock."""
+        first, every = self.loss_curve.step + 1, self.loss_curve.every
+        if any(step % every == 0 for step in range(first, first + steps + self.steps_per_execution)):
             strategy = self.model.distribute_strategy
-            self._sums[self.steps_this_epoch] = (read(self.tracker.total, strategy), read(self.tracker.count, strategy))
-        self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)  # read only where it is kept
-        self.clock.step_done()
+            ended = self.steps_this_epoch + steps
+            self._sums[ended] = (read(self.tracker.total, strategy), read(self.tracker.count, strategy))
+        for _ in range(steps):
+            self.steps_this_epoch += 1
+            self.loss_curve.add(StepLoss(self._sums, self.steps_this_epoch), self.clock)  # read where it is kept
+        self.clock.steps_done(steps)
         if self.clock.stop:
             self.model.stop_training = True
 
@@ -193,15 +214,18 @@ class ClockedFit(keras.callbacks.Callback):
 
 
 class StepLoss:
-    """A step's mean loss over the global batch: the difference of the tracker's (sum, count) after it and after the
-    step before it in the epoch (none before the first)."""
+    """A step's mean loss over the global batch: the difference of the tracker's (sum, count) after its execution
+    and after the execution before it in the epoch (none before the first). With one step an execution, the step's
+    own loss; with several, their mean."""
 
     def __init__(self, sums: dict[int, tuple], step_in_epoch: int):
         self.sums, self.step = sums, step_in_epoch
 
     def __float__(self) -> float:
-        total, count = (float(v) for v in self.sums[self.step])
-        before_total, before_count = (float(v) for v in self.sums.get(self.step - 1, (0.0, 0.0)))
+        ended = min(k for k in self.sums if k >= self.step)
+        total, count = (float(v) for v in self.sums[ended])
+        before = max((k for k in self.sums if k < self.step), default=None)
+        before_total, before_count = (float(v) for v in self.sums[before]) if before is not None else (0.0, 0.0)
         return (total - before_total) / (count - before_count)
 
 

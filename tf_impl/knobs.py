@@ -1,6 +1,7 @@
 """The knobs of TensorFlow's strategies: MultiWorkerMirroredStrategy's collectives (CommunicationOptions) and
 MirroredStrategy's cross-device ops, declared for tuning (bench.spec.knobs) and handed to the strategy by
-tf_impl/strategies.py. No TensorFlow import: the harness lists them."""
+tf_impl/strategies.py; and Keras fit's steps_per_execution (tf_impl/fit.py). No TensorFlow import: the harness
+lists them."""
 from bench.spec.knobs import Knob, choice
 
 IMPLEMENTATION = Knob(
@@ -20,3 +21,22 @@ CROSS_DEVICE_OPS = Knob(
     ("reduction_to_one_device", "hierarchical_copy"))
 
 MIRRORED = (CROSS_DEVICE_OPS,)
+
+
+def _divides_the_timing(value: int, task) -> str | None:
+    """Keras calls back once an execution: the clock's boundaries must fall on one's end (a kept loss is its
+    execution's mean, wherever it falls)."""
+    timing = task.timing
+    steps = {"--warmup-steps": timing.warmup_steps, "--window-steps": timing.window_steps,
+             "--steps-per-epoch": task.recipe.steps_per_epoch}
+    uneven = [f"{flag} {n}" for flag, n in steps.items() if n and n % value]
+    return f"it must divide {', '.join(uneven)}" if uneven else None
+
+
+STEPS_PER_EXECUTION = Knob(
+    "steps_per_execution", "model.compile(steps_per_execution=): the training steps one call of fit's compiled "
+    "function runs (Keras calls back once a call)", int, 1, (2, 4), fits=_divides_the_timing)
+
+# Keras 2's fit only (tf-multiworker-fit): Keras 3.15's multi-step loop under MirroredStrategy fails on TensorFlow
+# 2.21 ("You must feed a value for placeholder tensor 'while/cond/Placeholder'"), so tf-mirrored-fit has none.
+MULTIWORKER_FIT = MULTIWORKER + (STEPS_PER_EXECUTION,)

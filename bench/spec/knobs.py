@@ -23,6 +23,9 @@ class Knob:
     # It changes the arithmetic, not only the speed (a bf16 gradient all-reduce): the report names it, and a tuned
     # run's exact accuracy must stay within the task's target.
     changes_arithmetic: bool = False
+    # Why a value does not fit a task (TaskSpec), None where it does: Keras' steps_per_execution must divide the
+    # timing windows.
+    fits: Callable[[object, object], str | None] | None = None
 
     def text(self, value) -> str:
         """The canonical text of a value (what the run key and the row hold); None: a default the framework
@@ -87,3 +90,12 @@ def chosen(knobs: tuple[Knob, ...], text: str) -> dict[str, object]:
 def values(knobs: tuple[Knob, ...], text: str) -> dict[str, object]:
     """Every knob's value for a run whose task holds `text`: its setting, else its default."""
     return {**{k.name: k.default for k in knobs}, **chosen(knobs, text)}
+
+
+def misfit(knobs: tuple[Knob, ...], text: str, task) -> str | None:
+    """Why a run's settings do not fit its task (one line naming the knob), None where they do."""
+    for name, value in chosen(knobs, text).items():
+        knob = next(k for k in knobs if k.name == name)
+        if knob.fits and (why := knob.fits(value, task)):
+            return f"--set {name}={knob.text(value)}: {why}"
+    return None

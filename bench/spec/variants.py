@@ -123,7 +123,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
                     "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
-            knobs="tf_impl.knobs:MULTIWORKER",
+            knobs="tf_impl.knobs:MULTIWORKER_FIT",
             # Keras 2's jit_compile takes the step's all-reduce into the XLA cluster: on CPU it fails
             # (CollectiveReduceV2 has no XLA kernel), where the custom loop compiles only forward and backward.
             compiles=False,

@@ -52,8 +52,10 @@ def tunable(specs: list[RunSpec], world_size: int) -> list[RunSpec]:
 def candidates(spec: RunSpec) -> list[str]:
     """The settings raced for an approach: its defaults (""), then each knob's values worth trying, one at a time."""
     declared = knobs.declared(spec.variant.knobs)
-    return [""] + [knobs.canonical(declared, [f"{k.name}={k.text(value)}"], spec.variant.name)
-                   for k in declared for value in k.tries]
+    tried = [knobs.canonical(declared, [f"{k.name}={k.text(value)}"], spec.variant.name)
+             for k in declared for value in k.tries]
+    full = spec.task.replace(steps_per_epoch=epoch_steps(spec.task))  # a setting fits the full-length runs too
+    return [""] + [setting for setting in tried if not knobs.misfit(declared, setting, full)]
 
 
 def short(task: TaskSpec) -> TaskSpec:
@@ -66,10 +68,17 @@ def steps_trained(task: TaskSpec) -> int:
     """The optimizer steps a run of `task` trains: its timed steps on synthetic input, else its epochs over the
     cached training set (an image folder exported from it holds as many)."""
     timing = task.timing
-    if task.synthetic or task.data.dataset == "imagefolder":
+    if (steps := epoch_steps(task)) is None:
         return timing.warmup_steps + timing.window_steps * timing.windows
-    train_count = len(data.load(data.prepare(task))["train_y"])
-    return task.steps_per_epoch(train_count) * task.recipe.epochs
+    return steps * task.recipe.epochs
+
+
+def epoch_steps(task: TaskSpec) -> int | None:
+    """The optimizer steps of one epoch over the cached training set; None where the run trains only its timed
+    steps (synthetic input) or reads an image folder."""
+    if task.synthetic or task.data.dataset == "imagefolder":
+        return None
+    return task.steps_per_epoch(len(data.load(data.prepare(task))["train_y"]))
 
 
 def full_length_s(row: ResultRow, short_task: TaskSpec, full_task: TaskSpec) -> float:

@@ -127,6 +127,22 @@ class StepClock:
         self._sync()
         self._running_since = time.perf_counter()
 
+    def steps_done(self, steps: int) -> None:
+        """`steps` steps that ended together (Keras' `steps_per_execution` runs several in one call), each counted.
+        A window boundary may fall on the last of them only: inside, the window would time steps it does not count."""
+        for ahead in range(1, steps):
+            if self._bounds(self.steps + ahead):
+                raise ValueError(f"a timing boundary falls at step {self.steps + ahead}, inside {steps} steps that "
+                                 f"end together: their count must divide the warm-up ({self.warmup}), the window "
+                                 f"({self.window_steps}) and the epoch's steps")
+        for _ in range(steps):
+            self.step_done()
+
+    def _bounds(self, step: int) -> bool:
+        """Step `step` ends the warm-up or a window (one still to be timed)."""
+        return not self.done and (step == self.warmup or (
+            step > self.warmup and (step - self.warmup) % self.window_steps == 0))
+
     def step_done(self) -> None:
         self.steps += 1
         self._on_step(self.steps)
