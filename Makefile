@@ -9,7 +9,14 @@ SHELL := /bin/bash
 SETUP ?= venv
 PYTHON ?= python3
 VENV := .venv
-EXTRAS ?= torch,tf,accelerate,deepspeed,lightning,s3,ray,spark,dask,mlflow,test
+# What `make bench` (and reference, regress, overhead) installs: the default sweep's approaches and the quick task's
+# digits. The tests' setup adds the engines, S3, MLflow and the test tools; `bench` names the extra an option lacks.
+BENCH_EXTRAS ?= torch,tf,accelerate,deepspeed,lightning,data
+EXTRAS ?= $(BENCH_EXTRAS),s3,ray,spark,dask,mlflow,test
+# Exact versions of everything installed, transitive included (`make lock` remakes it from the venv): a pip
+# constraints file rather than uv.lock, because pip alone reads it, within pyproject.toml's ranges, and it
+# installs nothing by itself (an extra not asked for stays out).
+LOCK := constraints.txt
 GPUS ?= 2
 NODES ?= 1
 VARIANTS ?= all
@@ -24,35 +31,43 @@ PY := $(PYTHON)
 else
 PY := $(VENV)/bin/python
 endif
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SUM := $(shell cat pyproject.toml $(LOCK) | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-all-$(SUM)
+BENCH_STAMP := $(VENV)/.installed-bench-$(SUM)
 TF_VENV := .venv-tf
-TF_STAMP := $(TF_VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+TF_STAMP := $(TF_VENV)/.installed-$(SUM)
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: setup packages data test-tools bench test test-fast report reference benchmark regress overhead gpu-check clean
+.PHONY: setup setup-bench packages bench-packages data test-tools bench test test-fast report reference benchmark \
+	regress overhead gpu-check lock clean
 
+# Everything (the tests'); setup-bench: what `make bench` needs.
 setup: packages data
+setup-bench: bench-packages data
 
 ifeq ($(SETUP),none)
-packages:
+packages bench-packages:
 	@$(PY) -c "import numpy, pandas" || { echo "SETUP=none: this Python lacks numpy/pandas; drop SETUP=none to make a venv"; exit 2; }
 else
 packages: $(STAMP) $(if $(HAS_GPU),$(TF_STAMP))
+bench-packages: $(BENCH_STAMP) $(if $(HAS_GPU),$(TF_STAMP))
 
 # Keras 2, for tf-multiworker-fit alone (Keras 3's fit fails under MultiWorkerMirroredStrategy; its launch sets
 # TF_USE_LEGACY_KERAS=1). Without its dependencies: tf-keras requires the full `tensorflow` wheel, which beside
 # tensorflow-cpu (the same code) would have two distributions write one package directory.
 TF_KERAS := tf-keras==2.21.0
 
-$(STAMP): pyproject.toml
+$(STAMP) $(BENCH_STAMP): pyproject.toml $(LOCK)
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps $(TF_KERAS)
-	@rm -f $(VENV)/.installed-* && touch $@
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -c $(LOCK) \
+		-e ".[$(if $(filter $(STAMP),$@),$(EXTRAS),$(BENCH_EXTRAS))]"
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -c $(LOCK) --no-deps $(TF_KERAS)
+	@rm -f $(VENV)/.installed-* && touch $@ $(BENCH_STAMP)
 
-# A GPU box: TensorFlow's GPU build in a venv of its own (its CUDA-12 cuDNN/NCCL wheels overwrite torch's
-# CUDA-13 ones in a shared venv; bench/run/interpreters.py); the harness starts TF variants with it.
-$(TF_STAMP): pyproject.toml
+# A GPU box: TensorFlow's GPU build in a venv of its own (its CUDA-12 cuDNN/NCCL wheels overwrite torch's CUDA-13
+# ones in a shared venv; bench/run/interpreters.py); the harness starts TF variants with it. Not held to the lock,
+# which is the CPU venv's.
+$(TF_STAMP): pyproject.toml $(LOCK)
 	@test -x $(TF_VENV)/bin/python || $(PYTHON) -m venv $(TF_VENV)
 	$(TF_VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[tf-gpu]"
 	$(TF_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps $(TF_KERAS)
@@ -78,15 +93,15 @@ test-tools:
 	    || echo "warning: apt-get could not install $$missing: the tests that need them will skip"; \
 	  else echo "warning: $$missing missing and apt-get needs root: the tests that need them will skip"; fi; }
 
-bench: setup
+bench: setup-bench
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) $(if $(MODELS),--models $(MODELS)) $(if $(TUNE),--tune $(TUNE)) --out $(OUT) $(ARGS)
 
-# Two workers, each test file on one (its module fixtures run once): most of a test's time is process start-up,
-# rendezvous and timeouts, not both cores. No test asserts an absolute time; the timeouts tests wait on leave room
-# for a machine running two at once. TEST_WORKERS=0 runs them one by one.
+# Two workers, each test file on one (its module fixtures run once), the longest files first (tests/conftest.py):
+# most of a test's time is process start-up, rendezvous and timeouts, not both cores. No test asserts an absolute
+# time; the timeouts tests wait on leave room for a machine running two at once. TEST_WORKERS=0 runs them one by one.
 TEST_WORKERS ?= 2
 test: setup test-tools
-	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(ARGS)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(ARGS)
 
 # Two workers: these tests start no training run, so they share the cores without timing anything.
 test-fast: setup test-tools
@@ -101,7 +116,7 @@ REFERENCE ?= results/reference-cpu
 # folder first made every row's commit say -dirty. A sweep that finished with failed runs (exit 1, its report
 # written last) still replaces it, its failures in the report; a refused, interrupted or aborted one (2, 130,
 # or 1 without a report) leaves the old one and $(REFERENCE).new.
-reference: setup
+reference: setup-bench
 	rm -rf $(REFERENCE).new
 	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) --out $(REFERENCE).new $(ARGS); \
 	status=$$?; \
@@ -115,10 +130,10 @@ benchmark: setup
 
 # Did the current tree slow training down against AGAINST (default origin/main)?
 AGAINST ?= origin/main
-regress: setup
+regress: setup-bench
 	$(PY) -m bench regress --against $(AGAINST) $(ARGS)
 
-overhead: setup
+overhead: setup-bench
 	$(PY) -m bench overhead --task $(TASK) $(ARGS)
 
 # The one-GPU check of a lent GPU machine (bench.studies.gpu_check), within ~8 minutes: `make gpu-check SETUP=none`.
@@ -126,6 +141,11 @@ overhead: setup
 # (exit 2); ARGS=--dry-run prints every run it would make, with its time estimate, on any machine.
 gpu-check: packages
 	@$(PY) -m bench gpu-check $(ARGS)
+
+# The lock from the venv as it is (after `make setup`): every package's exact version, dtbench itself left out.
+lock:
+	{ sed -n '1,3p' $(LOCK); $(VENV)/bin/python -m pip freeze --exclude-editable --disable-pip-version-check; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
 
 clean:
 	rm -rf $(VENV) $(TF_VENV) .cache results/latest
