@@ -3,6 +3,7 @@ import json
 import math
 import statistics
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -216,10 +217,24 @@ def test_cross_machine_comparison_warns(tmp_path):
 
 
 @pytest.mark.slow
-def test_ab_against_a_revision_end_to_end(tmp_path):
-    result = bench("regress", "--against", "HEAD", "--repeats", "2", "--run-args", "--windows 5",
-                   "--out", str(tmp_path / "ab"), env={"CUDA_VISIBLE_DEVICES": ""}, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr  # the same code on both sides
+def test_the_example_workflow_gates_on_ab_against_a_revision_end_to_end(tmp_path):
+    """examples/ci/regress.yml's `dtbench` steps as its runner runs them (bash, the step's env), here against HEAD
+    with 2 duets of a shorter run: the same code on both sides passes, and the CI pages' files are written."""
+    import os
+    import sys
+
+    import yaml
+
+    workflow = yaml.safe_load((REPO_ROOT / "examples" / "ci" / "regress.yml").read_text())
+    steps = [step for step in workflow["jobs"]["regress"]["steps"] if step.get("run", "").startswith("dtbench ")]
+    assert steps
+    here = {"BASE": "HEAD", "REPEATS": "2", "RUN_ARGS": "--windows 5", "OUT": str(tmp_path / "ab"),
+            "CUDA_VISIBLE_DEVICES": "", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for step in steps:  # in the checkout, as a runner's steps run
+        result = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=REPO_ROOT, capture_output=True, text=True,
+                                env={**os.environ, **step.get("env", {}), **here}, timeout=560)
+        assert result.returncode == 0, result.stdout + result.stderr  # the same code on both sides
+    check_ci_formats(tmp_path / "ab", regressed=False)
     data = json.loads((tmp_path / "ab" / "verdict.json").read_text())
     assert data["duets"] is True
     assert {v["metric"] for v in data["verdicts"]} >= {"throughput", "step_time_ms", "test_accuracy"}
