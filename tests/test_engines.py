@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from bench.run.processes import RUN_ID_ENV, processes_of_run
-from helpers import REPO, bench, rows
+from helpers import REPO, bench, bench_with_own_shm, rows
 from listening import ListenerWatch
 
 
@@ -80,11 +80,17 @@ def test_a_killed_rank_is_named_not_the_peer_whose_collective_broke():
     assert processes_of_run(marker) == []
 
 
+# What each engine's (and launcher's) run that ended well left in its own /dev/shm (helpers.bench_with_own_shm),
+# by the test that ran it; checked last.
+LEFT_IN_SHM: dict[str, list[str] | None] = {}
+
+
 @pytest.fixture(scope="module")
 def torchrun_row(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("torchrun")
     with ListenerWatch(out) as watch:
-        result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out))
+        result, LEFT_IN_SHM["torchrun"] = bench_with_own_shm("run", "--variant", "torch-ddp", "--devices", "2",
+                                                              "--task", "quick", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     [row] = rows(out)
     # torchrun's rendezvous store is hosted on 127.0.0.1 (torch's own would listen on every interface).
@@ -101,8 +107,9 @@ ENGINE_RUNS = [("dask", ()), ("ray", ()), ("spark", ()),
 @pytest.mark.parametrize("engine,extra", ENGINE_RUNS, ids=["dask", "ray", "spark-local", "spark-cluster"])
 def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
     with ListenerWatch(out) as watch:
-        result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--engine", engine,
-                       *extra, "--out", str(out))
+        result, LEFT_IN_SHM[" ".join((engine, *extra))] = bench_with_own_shm(
+            "run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--engine", engine, *extra,
+            "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     [row] = rows(out)
     assert row["status"] == "ok", row["error"]
@@ -121,8 +128,8 @@ def test_engine_trains_exactly_as_torchrun(engine, extra, out, torchrun_row):
 
 @pytest.mark.slow
 def test_accelerate_runs_on_an_engine(out):
-    result = bench("run", "--variant", "accelerate", "--devices", "2", "--task", "quick", "--engine", "dask",
-                   "--out", str(out))
+    result, LEFT_IN_SHM["accelerate on dask"] = bench_with_own_shm(
+        "run", "--variant", "accelerate", "--devices", "2", "--task", "quick", "--engine", "dask", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     [row] = rows(out)
     assert row["status"] == "ok", row["error"]
@@ -139,6 +146,17 @@ def test_a_crashing_rank_fails_the_engine_run_with_its_error(out):
     assert row["status"] == "failed"
     assert "rank 1: RuntimeError: injected crash at step 3" in row["error"]
     assert processes_of_run(row["run_id"]) == []
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_well_leaves_dev_shm_as_it_found_it_under_every_engine():
+    """The runs above (torchrun, Dask, Ray, Spark local and cluster, Accelerate's launch under Dask), each with a
+    /dev/shm of its own: no named semaphore or segment outlives a run that ended well."""
+    if any(left is None for left in LEFT_IN_SHM.values()):
+        pytest.skip("a /dev/shm of a run's own is a mount namespace, which needs root")
+    assert set(LEFT_IN_SHM) == {"torchrun", "dask", "ray", "spark", "spark --spark-master local-cluster[2,1,1024]",
+                                "accelerate on dask"}, "run the module: the runs are its tests above"
+    assert {engine: left for engine, left in LEFT_IN_SHM.items() if left} == {}
 
 
 @pytest.mark.parametrize("args,message", [

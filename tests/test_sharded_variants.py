@@ -9,7 +9,7 @@ import pytest
 from bench.run.processes import processes_of_run
 from bench.analysis.folder import Folder
 from tests.listening import ListenerWatch
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, bench_with_own_shm, rows
 
 # DeepSpeed's CPU all-reduce segments of this user's runs on loopback (deepspeed_impl.launch.deepspeed)
 DEEPSPEED_SEGMENTS = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_*"
@@ -68,12 +68,15 @@ def test_every_zero_stage_and_fabric_train_as_ddp_does(tmp_path):
     segments = set(glob.glob(DEEPSPEED_SEGMENTS))
     for variant, *extra in runs:
         with ListenerWatch(tmp_path) as watch:
-            result = bench("run", "--variant", variant, *extra, "--devices", "2", "--task", "quick", "--out",
-                           str(tmp_path), env=CPU)
+            result, left = bench_with_own_shm("run", "--variant", variant, *extra, "--devices", "2", "--task", "quick",
+                                              "--out", str(tmp_path), env=CPU)
         assert result.returncode == 0, result.stderr[-3000:]
         # Their rendezvous joins the run's store on 127.0.0.1 (torch's own would listen on every interface).
         assert watch.seen and watch.beyond_loopback() == set(), (variant, watch.seen)  # its own listeners, seen
-        # DeepSpeed's CPU all-reduce segments (66 MB of RAM a rank) are removed with the run
+        # Nothing outlives the run in its /dev/shm (DeepSpeed's CPU all-reduce segments, 66 MB of RAM a rank, are
+        # removed with it); without root, no /dev/shm of its own: at least no segment of DeepSpeed's.
+        if left is not None:
+            assert left == [], (variant, left)
         assert set(glob.glob(DEEPSPEED_SEGMENTS)) <= segments
     found = rows(tmp_path)
     ddp = found[0]
