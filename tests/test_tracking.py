@@ -114,7 +114,7 @@ def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
     from bench.spec.task import SpecError
 
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'mlflow=="):
+    with pytest.raises(SpecError, match=r"--mlflow needs the 'mlflow' extra: pip install 'mlflow>=3.17'"):
         tracking.require()
 
 
