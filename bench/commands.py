@@ -231,8 +231,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from bench.sweep import forecast, resume, runner
     from bench.studies import audit, microbench
 
-    if args.allow_mixed_revisions and not args.resume:
-        raise SpecError("--allow-mixed-revisions goes with --resume")
+    check_resume(args)
     if args.tune is not None and not args.tune > 0:
         raise SpecError(f"--tune {args.tune:g}: give the tuning's minutes above 0, e.g. --tune 30")
     planned = specs
@@ -277,10 +276,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if all(r.status in (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT) for r in rows) else 1
 
 
+def check_resume(args: argparse.Namespace) -> None:
+    """`bench sweep` and `bench tune` take --allow-mixed-revisions only with --resume."""
+    if args.allow_mixed_revisions and not args.resume:
+        raise SpecError("--allow-mixed-revisions goes with --resume")
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     """Each approach's own knobs raced within --budget, its best and its defaults confirmed (bench.sweep.tune)."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
+    check_resume(args)
     if not args.budget > 0 or args.repeats < 1:
         raise SpecError(f"--budget {args.budget:g} --repeats {args.repeats}: give minutes above 0 and at least one "
                         "repeat, e.g. --budget 30 --repeats 3")
@@ -298,8 +304,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from bench.analysis import report
     from bench.sweep import tune
 
-    if args.allow_mixed_revisions and not args.resume:
-        raise SpecError("--allow-mixed-revisions goes with --resume")
     tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions)
     results = conclude(args.out, [], args)
     path = report.write_report(results)

@@ -21,7 +21,6 @@ def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subproce
                           env={**os.environ, **(env or {})}, timeout=timeout)
 
 
-
 def bench_with_own_shm(*args: str, env: dict | None = None, timeout: float = 600
                        ) -> tuple[subprocess.CompletedProcess, list[str] | None]:
     """`bench(*args)` with a /dev/shm of its own (a mount namespace over a fresh tmpfs, so that no other test's files
@@ -29,14 +28,15 @@ def bench_with_own_shm(*args: str, env: dict | None = None, timeout: float = 600
     does) where namespaces need the root this user lacks."""
     if os.geteuid() != 0:
         return bench(*args, env=env, timeout=timeout), None
-    left = Path(tempfile.mkdtemp(prefix="dtbench-shm-")) / "left"
-    script = ('mount -t tmpfs -o mode=1777 dtbench-shm /dev/shm || exit 99; "$@"; status=$?; '
-              f'ls -A /dev/shm > {left}; exit $status')
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-                           sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
-    assert done.returncode != 99, f"no tmpfs on a private /dev/shm: {done.stderr}"
-    return done, left.read_text().split()
+    with tempfile.TemporaryDirectory(prefix="dtbench-shm-") as listing:
+        left = Path(listing) / "left"
+        script = ('mount -t tmpfs -o mode=1777 dtbench-shm /dev/shm || exit 99; "$@"; status=$?; '
+                  f'ls -A /dev/shm > {left}; exit $status')
+        done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                               sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True,
+                              env={**os.environ, **(env or {})}, timeout=timeout)
+        assert done.returncode != 99, f"no tmpfs on a private /dev/shm: {done.stderr}"
+        return done, left.read_text().split()
 
 
 def rows(out: Path) -> list[dict]:

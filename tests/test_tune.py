@@ -87,13 +87,16 @@ def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tm
     assert (tmp_path / RESULTS).exists() and verdict.TUNED in (tmp_path / "report.md").read_text()
 
 
-def test_an_approach_without_knobs_or_a_budget_of_nothing_is_one_line_and_exit_2(tmp_path):
+def test_an_approach_without_knobs_or_a_budget_of_nothing_is_one_line_and_exit_2(tmp_path, capsys):
     from bench import cli
 
     assert cli.main(["tune", "--variants", "torch-single", "--task", "quick", "--budget", "5", "--out",
                      str(tmp_path)]) == 2
     assert cli.main(["tune", "--variants", "torch-ddp", "--task", "quick", "--budget", "0", "--out",
                      str(tmp_path)]) == 2
+    assert cli.main(["tune", "--variants", "torch-ddp", "--task", "quick", "--budget", "5", "--allow-mixed-revisions",
+                     "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: --allow-mixed-revisions goes with --resume"
     assert not (tmp_path / RESULTS).exists()
 
 

@@ -150,9 +150,7 @@ class StepClock:
             self._sync()
             self.first_step_s = time.perf_counter() - self._running_since
             self._on_first_step()
-        boundary = self.steps == self.warmup or (
-            self.timing and (self.steps - self.warmup) % self.window_steps == 0)
-        if not boundary or self.done:
+        if not self._bounds(self.steps):
             return
         self._sync()
         now, cpu = time.perf_counter(), time.process_time()
