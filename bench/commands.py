@@ -43,11 +43,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("  named once, timm's for PyTorch and keras.applications' for TensorFlow:", ", ".join(models.PAIRED))
     print("  any other as timm:NAME, torchvision:NAME, keras:NAME, or your own with --model-module PKG.MODULE:FN")
     print("knobs (bench run --set NAME=VALUE): the framework's default, then the values worth trying")
-    for v in VARIANTS.values():
-        for k in knobs.declared(v.knobs):
-            tries = ", ".join(k.text(t) for t in k.tries)
-            changes = "  [changes the arithmetic]" if k.changes_arithmetic else ""
-            print(f"  {v.name:16} {k.name:30} {k.text(k.default)} | {tries}{changes}  {k.help}")
+    for name, k in [(v.name, k) for v in VARIANTS.values() for k in knobs.declared(v.knobs)] + [
+            ("every approach", k) for k in knobs.COMMON]:
+        tries = ", ".join(k.text(t) for t in k.tries)
+        changes = "  [changes the arithmetic]" if k.changes_arithmetic else ""
+        print(f"  {name:16} {k.name:30} {k.text(k.default)} | {tries}{changes}  {k.help}")
     print("devices:")
     print(f"  cpu: {len(machine.cores)} cores available ({', '.join(map(str, machine.cores))})")
     if machine.gpus:
@@ -141,9 +141,11 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
     task = request.task_from(args, device_type).replace(**shardings[0])
     if getattr(args, "set", None):
-        task = task.replace(knobs=knobs.canonical(knobs.declared(variant.knobs), args.set, variant.name))
-        if why := knobs.misfit(knobs.declared(variant.knobs), task.options.knobs, task.for_world(args.devices)):
+        settable = knobs.settable(variant.knobs)
+        setting = knobs.canonical(settable, args.set, variant.name)
+        if why := knobs.misfit(settable, setting, task.for_world(args.devices)):  # the recipe's batch: unscaled
             raise SpecError(why)
+        task = task.with_knobs(setting)
     task.validate()
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
                    args.cores_per_slot, args.timeout, **spec_fields)
@@ -202,6 +204,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise SpecError(f"repeats must be at least 1 (got {args.repeats})")
     if args.models and (args.model or args.model_module):
         raise SpecError("--models names every model of the sweep: drop --model / --model-module")
+    if args.tune_batch and not args.tune:
+        raise SpecError("--tune-batch goes with --tune MINUTES: the batch is raced with each approach's knobs")
     tasks = [request.task_from(argparse.Namespace(**{**vars(args), "model": name.strip()}), device_type, machine)
              for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type, machine)]
     named_variants = args.variants not in ("all", "")
@@ -264,8 +268,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.tune:
         from bench.sweep import tune
 
-        tune.tune_and_say(tune.tunable(planned, most), args.out, machine, args.tune, max(3, args.repeats),
-                          args.resume, args.allow_mixed_revisions, others=planned)
+        try:
+            tune.tune_and_say(tune.tunable(planned, most), args.out, machine, args.tune, max(3, args.repeats),
+                              args.resume, args.allow_mixed_revisions, others=planned, tune_batch=args.tune_batch)
+        except tune.BudgetTooSmall as exc:
+            print(exc)  # the sweep's own runs are reported all the same
     results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
     print_table(rows, results)
     path = report.write_report(results)
@@ -304,7 +311,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from bench.analysis import report
     from bench.sweep import tune
 
-    tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions)
+    tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions,
+                      tune_batch=args.tune_batch)
     results = conclude(args.out, [], args)
     path = report.write_report(results)
     print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")

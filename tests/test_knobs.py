@@ -44,7 +44,7 @@ def test_bench_run_refuses_an_unknown_knob_in_one_line_with_exit_2(tmp_path):
                    "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith("its knobs are bucket_cap_mb, gradient_as_bucket_view, "
-                                                           "static_graph, comm_hook")
+                                                           "static_graph, comm_hook, batch_scale")
     assert not (tmp_path / "results.jsonl").exists()
 
 
@@ -212,3 +212,28 @@ def test_lightning_knobs_reach_the_ddp_fabrics_strategy_makes(tmp_path):
     finally:
         dist.destroy_process_group()
 
+
+
+def test_batch_scale_scales_the_recipes_batch_and_learning_rate_by_its_rule_and_the_key_knows_the_recipes():
+    strong = get_task("default").for_world(2)
+    doubled = strong.with_knobs("batch_scale=2.0")
+    assert (doubled.recipe.global_batch, doubled.peak_lr) == (256, pytest.approx(2 * strong.peak_lr))
+    assert doubled.for_world(2).recipe == doubled.recipe and doubled.with_knobs("").recipe == strong.recipe
+    weak = get_task("default", scaling="weak", per_device_batch=32).for_world(2)
+    halved = weak.with_knobs("batch_scale=0.5")
+    assert (halved.recipe.per_device_batch, halved.recipe.global_batch, halved.recipe.lr_scale) == (16, 32, 1.0)
+    assert halved.for_world(2).recipe == halved.recipe
+    fixed = get_task("default", lr_scaling="none").for_world(2).with_knobs("batch_scale=2.0")
+    assert (fixed.recipe.global_batch, fixed.peak_lr) == (256, get_task("default").peak_lr)  # --lr-scaling none
+    where = {"variant": "torch-ddp", "device_type": "cpu", "nodes": 1, "devices_per_node": 2}
+    key = config_key({**where, "task": doubled.to_dict()})
+    assert key.global_batch == 256 and key.shipped == config_key({**where, "task": strong.to_dict()})
+
+
+def test_a_batch_that_is_no_whole_batch_or_tune_batch_without_tune_is_one_line_and_exit_2(tmp_path):
+    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--set", "batch_scale=0.3",
+                   "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(
+        "--set batch_scale=0.3: the global batch 64 times 0.3 is not a whole number of samples")
+    result = bench("sweep", "--tune-batch", "--out", str(tmp_path), env=CPU)
+    assert result.returncode == 2 and "--tune-batch goes with --tune MINUTES" in result.stderr

@@ -180,3 +180,30 @@ def test_a_stopped_tuning_resumes_with_the_runs_it_lacks_and_ends_as_the_whole_o
 def best_line(printed: str) -> str:
     [line] = [line for line in printed.splitlines() if "torch-ddp: best" in line]
     return line
+
+
+def test_the_batch_is_raced_only_with_tune_batch_and_only_where_it_stays_whole_batches():
+    from bench.run.runspec import RunSpec
+
+    spec = RunSpec(get_variant("torch-fsdp"), get_task("quick").for_world(2), "cpu", 1, 2)
+    assert not [c for c in tune.candidates(spec) if "batch_scale" in c]
+    assert tune.candidates(spec, tune_batch=True)[-3:] == ["batch_scale=0.5", "batch_scale=2.0", "batch_scale=4.0"]
+    odd = RunSpec(get_variant("torch-fsdp"), get_task("quick", scaling="weak", per_device_batch=3).for_world(2),
+                  "cpu", 1, 2)
+    assert [c for c in tune.candidates(odd, tune_batch=True) if "batch_scale" in c] == [
+        "batch_scale=2.0", "batch_scale=4.0"]  # 1.5 samples a device is no batch
+
+
+def test_a_budget_that_cannot_hold_the_confirmation_stops_once_priced_naming_the_budget_that_does(
+        tmp_path, fake_time, capsys, monkeypatch):
+    """Confirming anyway would overrun: 2 minutes hold the short run that prices a full-length one, not 3 of its
+    defaults' full runs (the confirmation of an approach whose best is its defaults)."""
+    from bench import cli
+
+    monkeypatch.setattr(tune, "now", lambda: fake_time[0])
+    assert cli.main(["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "2",
+                     "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("error: not tuned: the confirmation (1 approaches' best and defaults, 3 full-length runs")
+    assert "more than the 2-minute budget: give --budget" in error
+    assert fake_time[0] == SHORT_S and not (tmp_path / RESULTS).exists()  # only the pricing run ran

@@ -58,3 +58,16 @@ def test_a_folder_without_knobs_has_no_such_section_and_one_with_them_its_figure
     assert "### Each approach at its best" in report and "default-fp32-strong-tuned.png" in report
     assert (tmp_path / "default-fp32-strong-tuned.png").stat().st_size > 10_000
     assert report.index("## Verdict") < report.index("### Each approach at its best")
+
+
+def test_a_tuned_batch_ranks_beside_its_recipes_and_is_a_best_only_where_its_accuracy_reaches_the_target():
+    """batch_scale=2 trains at twice the global batch: it is ranked with the runs at the recipe's batch, not apart, and
+    being a knob that changes the arithmetic it is an approach's best only at the task's target accuracy (85 %)."""
+    doubled = {"knobs": "batch_scale=2.0", "global_batch": 256}
+    [(group, [ddp, _])] = at_best(rounds(("torch-ddp", 1000.0, {}), ("deepspeed", 1100.0, {"zero_stage": 2}),
+                                         ("torch-ddp", 1600.0, {**doubled, "accuracy": 0.86})))
+    assert (ddp.setting, ddp.best["global_batch"], ddp.shipped["global_batch"]) == ("batch_scale=2.0", 256, 128)
+    assert ddp.changes_arithmetic == ["batch_scale"] and "batch 128" not in group.title
+    [(group, [zero, ddp])] = at_best(rounds(("torch-ddp", 1000.0, {}), ("deepspeed", 1100.0, {"zero_stage": 2}),
+                                            ("torch-ddp", 1600.0, {**doubled, "accuracy": 0.80})))
+    assert ddp.setting == "" and ddp.best["throughput"] < zero.best["throughput"]  # below the target: its defaults

@@ -35,7 +35,7 @@ class Tuning:
     @property
     def declared(self) -> tuple:
         variant = VARIANTS.get(self.best["variant"])
-        return knobs.declared(variant.knobs) if variant else ()
+        return knobs.settable(variant.knobs if variant else None)
 
     @property
     def knobs_changed(self) -> list[str]:

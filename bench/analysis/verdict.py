@@ -26,9 +26,10 @@ from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
 from bench.metrics import present
 from bench.results.key import RunKey
-from bench.spec import models
+from bench.spec import knobs, models
 from bench.spec.family import Family
 from bench.spec.task import preset_model
+from bench.spec.variants import VARIANTS
 from bench.status import Status
 
 # Absolute test accuracy two runs may differ by and still count as the same; `bench regress`'s default
@@ -96,6 +97,7 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     by_key = {r["key"]: r for r in records}
     models_in_order = {m: i for i, m in enumerate(dict.fromkeys(k.model for k in configs["key"]))}  # as swept
     frame = configs[GROUP_BY].assign(
+        global_batch=[k.shipped.global_batch for k in configs["key"]],  # a batch_scale setting with its recipe's
         i=range(len(records)), task_order=configs.groupby(["task", "precision", "scaling"], sort=False).ngroup(),
         setting=[(models_in_order[k.model], k.dataset, k.recipe,
                   input_pipelines.INPUT_ORDER.get(k.input, 9), k.loader_workers, k.input_mode)
@@ -129,15 +131,27 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
 
 def at_best(lines: list[dict]) -> list[dict]:
     """Each approach at its best: of its configurations that rank (its defaults and each setting of its own knobs),
-    the fastest that finished, else its defaults' line (a failure, say), in the lines' order."""
+    the fastest that finished, else its defaults' line (a failure, say), in the lines' order. A setting that changes
+    the arithmetic is a best only where its exact accuracy reaches the task's target."""
     best: dict[RunKey, dict] = {}
     for r in lines:
         base = r["key"].shipped
         held = best.get(base)
-        if held is None or (r["ok"] and (not held["ok"] or r["throughput"] > held["throughput"])):
+        eligible = r["ok"] and not misses_target(r)
+        if held is None or (eligible and (not held["ok"] or r["throughput"] > held["throughput"])):
             best[base] = r
     chosen = {id(r) for r in best.values()}
     return [r for r in lines if id(r) in chosen]
+
+
+def misses_target(line: dict) -> bool:
+    """A setting that changes the arithmetic (bench.spec.knobs) whose test accuracy is below the task's target."""
+    variant = VARIANTS.get(line["variant"])
+    settable = knobs.settable(variant.knobs if variant else None)
+    if not any(k.changes_arithmetic for k in settable if k.name in knobs.chosen(settable, line["key"].knobs)):
+        return False
+    target, accuracy = line.get("target_accuracy"), line.get("test_accuracy")
+    return not (present(target) and present(accuracy) and accuracy >= target)
 
 
 def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], several_batches: bool,

@@ -51,12 +51,41 @@ def choice(*names: str) -> Callable[[str], str]:
     return parse
 
 
+def scale(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 64:
+        raise ValueError(f"{text!r} is not a factor between 0 and 64")
+    return value
+
+
+def whole_batches(value: float, task) -> str | None:
+    """Why a batch scaled by `value` is not whole batches on every device (TaskSpec as the run's world trains it)."""
+    for name, batch in (("global", task.recipe.global_batch), ("per-device", task.recipe.per_device_batch)):
+        if batch is not None and (batch * value != int(batch * value) or batch * value < 1):
+            return f"the {name} batch {batch} times {value:g} is not a whole number of samples"
+    return None
+
+
+# Every approach's: the per-device batch, which changes the recipe (the learning rate follows it by the task's
+# rule), so `bench tune` races it only with --tune-batch.
+BATCH_SCALE = Knob(
+    "batch_scale", "the recipe's per-device batch (and global batch) times this, the learning rate scaled by the "
+    "task's rule (--lr-scaling); under --device-memory a batch that does not fit is recorded as such", scale, 1.0,
+    (0.5, 2.0, 4.0), changes_arithmetic=True, fits=whole_batches)
+COMMON = (BATCH_SCALE,)
+
+
 def declared(reference: str | None) -> tuple[Knob, ...]:
     """The knobs a variant declares ("package.module:NAME" of a tuple of Knob), () where it declares none."""
     if not reference:
         return ()
     module, name = reference.split(":")
     return getattr(importlib.import_module(module), name)
+
+
+def settable(reference: str | None) -> tuple[Knob, ...]:
+    """What `--set` takes for a variant: its own knobs, then every approach's (COMMON)."""
+    return declared(reference) + COMMON
 
 
 def canonical(knobs: tuple[Knob, ...], sets: list[str], variant: str) -> str:

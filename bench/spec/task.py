@@ -183,6 +183,13 @@ class RunOptions:
     knobs: str = ""
 
 
+def batch_scale(knobs: str) -> float:
+    """The batch_scale knob's value in a run's knobs text (bench.spec.knobs declares it), 1 where it is not set:
+    the factor its batch is of the recipe's."""
+    given = dict(pair.split("=", 1) for pair in knobs.split())
+    return float(given.get("batch_scale", 1.0))
+
+
 GROUPS = {"model": ModelSpec, "recipe": Recipe, "timing": Timing, "data": DataSpec, "options": RunOptions}
 # Every setting by its flat name (the command line's, a row's `task`): (its group, its name there). The model's
 # name is `model` flat and `model.name` in the tree.
@@ -276,12 +283,28 @@ class TaskSpec:
 
     def for_world(self, world_size: int) -> "TaskSpec":
         """The task as `world_size` devices train it: under weak scaling the global batch is the per-device
-        batch times the devices, and the learning rate follows it (linear rule, with a warm-up)."""
+        batch times the devices, and the learning rate follows it (linear rule, with a warm-up); a batch scaled
+        by the batch_scale knob moves the learning rate by the same rule."""
+        linear = self.recipe.lr_scaling == "linear"
+        knob = batch_scale(self.options.knobs) if linear else 1.0
         if self.recipe.scaling == "strong":
-            return self.replace(lr_scale=1.0)
+            return self.replace(lr_scale=knob)
         per_device = self.recipe.per_device_batch or self.recipe.global_batch
-        scale = float(world_size) if self.recipe.lr_scaling == "linear" else 1.0
-        return self.replace(global_batch=per_device * world_size, per_device_batch=per_device, lr_scale=scale)
+        scale = float(world_size) if linear else 1.0
+        return self.replace(global_batch=per_device * world_size, per_device_batch=per_device, lr_scale=scale * knob)
+
+    def with_knobs(self, text: str) -> "TaskSpec":
+        """The task with the approach's knobs set to `text` (bench.spec.knobs' canonical text). A batch_scale
+        among them multiplies the recipe's batch (the global one, and the per-device one where given), and the
+        learning rate by the task's rule; setting other knobs, or none, brings the recipe's batch back."""
+        factor = batch_scale(text) / batch_scale(self.options.knobs)
+        if factor == 1:
+            return self.replace(knobs=text)
+        linear = self.recipe.lr_scaling == "linear"
+        per_device = self.recipe.per_device_batch
+        return self.replace(knobs=text, global_batch=round(self.recipe.global_batch * factor),
+                            per_device_batch=round(per_device * factor) if per_device is not None else None,
+                            lr_scale=self.recipe.lr_scale * factor if linear else self.recipe.lr_scale)
 
     def lr_warmup_steps(self, steps_per_epoch: int) -> int:
         """The learning-rate warm-up in optimizer steps, as both frameworks' schedules count it."""

@@ -14,6 +14,7 @@ runs as shipped and the runs with knobs set apart (bench.analysis.verdict).
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from bench.results.key import config_key
 from bench.run.runspec import RunSpec
 from bench.spec import knobs
 from bench.spec.devices import Machine
-from bench.spec.task import TaskSpec
+from bench.spec.task import SpecError, TaskSpec
 from bench.status import Status
 from bench.sweep import race, resume, runner
 from bench.worker import data
@@ -49,9 +50,10 @@ def tunable(specs: list[RunSpec], world_size: int) -> list[RunSpec]:
     return list(chosen.values())
 
 
-def candidates(spec: RunSpec) -> list[str]:
-    """The settings raced for an approach: its defaults (""), then each knob's values worth trying, one at a time."""
-    declared = knobs.declared(spec.variant.knobs)
+def candidates(spec: RunSpec, tune_batch: bool = False) -> list[str]:
+    """The settings raced for an approach: its defaults (""), then each knob's values worth trying, one at a time;
+    with `tune_batch`, the per-device batch's too (it changes the recipe)."""
+    declared = knobs.declared(spec.variant.knobs) + ((knobs.BATCH_SCALE,) if tune_batch else ())
     tried = [knobs.canonical(declared, [f"{k.name}={k.text(value)}"], spec.variant.name)
              for k in declared for value in k.tries]
     full = spec.task.replace(steps_per_epoch=epoch_steps(spec.task))  # a setting fits the full-length runs too
@@ -115,6 +117,10 @@ class Tuned:
         return statistics.median(self.best_runs) / statistics.median(self.default_runs)
 
 
+class BudgetTooSmall(SpecError):
+    """The budget does not hold the confirmation: found once the defaults' short runs priced a full-length run."""
+
+
 def now() -> float:
     """The clock the budget is kept by."""
     return time.monotonic()
@@ -151,10 +157,11 @@ class Replay:
 
 def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, repeats: int,
          say: Callable[[str], None] = print, resumed: bool = False, allow_mixed_revisions: bool = False,
-         others: list[RunSpec] = ()) -> list[Tuned]:
+         others: list[RunSpec] = (), tune_batch: bool = False) -> list[Tuned]:
     """Race each approach's settings within `budget_s` seconds, then confirm its best and its defaults. `resumed`:
     the runs a stopped tuning of the same request left in `out` count as run, and their time as spent; `others`
-    are the runs of `out` that are not the tuning's (the sweep's before it)."""
+    are the runs of `out` that are not the tuning's (the sweep's before it); `tune_batch` races the per-device
+    batch too (bench.spec.knobs.BATCH_SCALE)."""
     started = now()
     searched = Replay(out / SEARCH if resumed else None, allow_mixed_revisions)
     confirmed = Replay(out if resumed else None, allow_mixed_revisions)
@@ -164,14 +171,14 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
         return now() - started + searched.seconds + confirmed.seconds
 
     by_variant = {approach_name(spec): spec for spec in specs}
-    raced = {name: candidates(spec) for name, spec in by_variant.items()}
+    raced = {name: candidates(spec, tune_batch) for name, spec in by_variant.items()}
     say(f"tuning {', '.join(f'{n} ({len(c)} settings)' for n, c in raced.items())} within {budget_s / 60:g} min: "
         f"each approach's defaults first, then as many settings as the budget holds, raced in short runs of "
         f"{SHORT_WINDOWS} windows; then each approach's best and its defaults, {repeats} full-length runs each")
 
     def short_run(name: str, setting: str) -> ResultRow:
         spec = by_variant[name]
-        [row] = searched.run([dataclasses.replace(spec, task=short(spec.task).replace(knobs=setting))],
+        [row] = searched.run([dataclasses.replace(spec, task=short(spec.task).with_knobs(setting))],
                              out / SEARCH, machine)
         return row
 
@@ -187,6 +194,17 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
         full_s.append(full_length_s(row, short(spec.task), spec.task))
     short_cost, full_cost = max(short_s), max(full_s)
     reserve = race.confirmation_s(len(by_variant), full_cost, repeats)
+    if spent() + reserve > budget_s:
+        # Confirming anyway would overrun the budget by itself: stop, with the budget that holds it.
+        raise BudgetTooSmall(
+            f"not tuned: the confirmation ({len(by_variant)} approaches' best and defaults, {repeats} full-length "
+            f"runs each, about {full_cost:.0f} s a run here) needs {reserve / 60:.1f} min after the "
+            f"{spent() / 60:.1f} spent pricing it, more than the {budget_s / 60:g}-minute budget: give --budget "
+            f"{math.ceil((spent() + reserve) / 60 * 1.25)} or more (with --resume the runs made count), or fewer "
+            f"approaches")
+    say(f"priced here: a short run about {short_cost:.0f} s, a full-length one {full_cost:.0f} s; the confirmation "
+        f"keeps back {reserve / 60:.1f} min, {max(0.0, budget_s - spent() - reserve) / 60:.1f} min are left to race "
+        f"the other settings")
     # The other settings join round-robin while one short run each still fits beside the confirmation.
     waiting = {name: settings[1:] for name, settings in raced.items()}
     while any(waiting.values()):
@@ -204,7 +222,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
             state[entry.approach][entry.knobs] += windows(short_run(entry.approach, entry.knobs))
         state = race.prune(state)
     best = {name: race.leader(samples) if samples else "" for name, samples in state.items()}
-    confirm = [dataclasses.replace(by_variant[name], task=by_variant[name].task.replace(knobs=setting))
+    confirm = [dataclasses.replace(by_variant[name], task=by_variant[name].task.with_knobs(setting))
                for name in by_variant for setting in dict.fromkeys([best[name], ""])]
     rows = confirmed.run(confirm * repeats, out, machine)
     medians = {}
@@ -219,11 +237,11 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
 
 def tune_and_say(specs: list[RunSpec], out: Path, machine: Machine, budget_min: float, repeats: int,
                  resumed: bool = False, allow_mixed_revisions: bool = False,
-                 others: list[RunSpec] = ()) -> list[Tuned]:
+                 others: list[RunSpec] = (), tune_batch: bool = False) -> list[Tuned]:
     """`tune` within `budget_min` minutes, then what it found and the time it took, printed."""
     started = now()
     found = tune(specs, out, machine, 60 * budget_min, repeats, resumed=resumed,
-                 allow_mixed_revisions=allow_mixed_revisions, others=others)
+                 allow_mixed_revisions=allow_mixed_revisions, others=others, tune_batch=tune_batch)
     print(summary(found, now() - started, 60 * budget_min))
     return found
 
