@@ -307,6 +307,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         mine = {o.field for o in options.options_of(variant)}
         own = {field: None for field in options.every_option() if field not in mine}
         spec = one_run(argparse.Namespace(**{**vars(args), "variant": name, **own}), device_type, "tune")
+        try:  # every run refused before the first starts, not once the tuning reaches it
+            spec.check(machine)
+        except SpecError as exc:
+            raise SpecError(f"{name}: {exc}: tune it apart, or leave the option out") from None
         specs.append(dataclasses.replace(spec, malloc=args.malloc))
     from bench.analysis import report
     from bench.sweep import tune

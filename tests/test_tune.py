@@ -97,7 +97,11 @@ def test_an_approach_without_knobs_or_a_budget_of_nothing_is_one_line_and_exit_2
     assert cli.main(["tune", "--variants", "torch-ddp", "--task", "quick", "--budget", "5", "--allow-mixed-revisions",
                      "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: --allow-mixed-revisions goes with --resume"
-    assert not (tmp_path / RESULTS).exists()
+    # --zero-stage is deepspeed's; accelerate takes it only with its DeepSpeed plugin: refused before any run
+    assert cli.main(["tune", "--variants", "torch-ddp,deepspeed,accelerate", "--zero-stage", "2", "--devices", "2",
+                     "--task", "quick", "--budget", "5", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: accelerate: --zero-stage goes with")
+    assert not (tmp_path / RESULTS).exists() and not (tmp_path / tune.SEARCH).exists()
 
 
 def test_a_sweep_with_tune_tunes_its_approaches_with_knobs_at_the_most_devices(tmp_path, fake_time, capsys,
