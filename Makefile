@@ -1,5 +1,5 @@
 # Thin wrappers over `python -m bench`. Both `make bench` and `make test` set themselves up first.
-#   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [MODELS=a,b,...] [TUNE=MINUTES [TUNE_BATCH=1]] [ARGS=...]
+#   make bench [GPUS=2] [NODES=1] [VARIANTS=all] [TASK=default] [MODELS=a,b,...] [TUNE=MINUTES [TUNE_BATCH=1] [TUNE_COMPILE=1]] [ARGS=...]
 #   make test        the whole suite (what CI runs), on two pytest workers
 #   make test-fast   the tests that start no training run, on two pytest workers: the edit loop
 #   SETUP=none: use the current Python environment as it is (a GPU box with torch preinstalled;
@@ -94,7 +94,7 @@ test-tools:
 	  else echo "warning: $$missing missing and apt-get needs root: the tests that need them will skip"; fi; }
 
 bench: setup-bench
-	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) $(if $(MODELS),--models $(MODELS)) $(if $(TUNE),--tune $(TUNE)) $(if $(TUNE_BATCH),--tune-batch) --out $(OUT) $(ARGS)
+	$(PY) -m bench sweep --max-devices $(GPUS) --nodes $(NODES) --variants $(VARIANTS) --task $(TASK) --repeats $(REPEATS) $(if $(MODELS),--models $(MODELS)) $(if $(TUNE),--tune $(TUNE)) $(if $(TUNE_BATCH),--tune-batch) $(if $(TUNE_COMPILE),--tune-compile) --out $(OUT) $(ARGS)
 
 # Two workers, each test file on one (its module fixtures run once), the longest files first (tests/conftest.py):
 # most of a test's time is process start-up, rendezvous and timeouts, not both cores. No test asserts an absolute

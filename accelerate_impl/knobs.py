@@ -1,6 +1,7 @@
 """The knobs of Accelerate's DDP (`DistributedDataParallelKwargs`, the kwargs handler it hands to DDP in `prepare`),
 declared for tuning (bench.spec.knobs) with Accelerate's own defaults, and handed to it by accelerate_impl/train.py.
 Its FSDP and DeepSpeed plugins take none of them. No accelerate import: the harness lists them."""
+from torch_impl.knobs import CHANNELS_LAST
 from bench.spec.knobs import Knob, boolean, choice
 
 DDP = (
@@ -14,4 +15,5 @@ DDP = (
     Knob("comm_hook", "DistributedDataParallelKwargs(comm_hook=): the gradients all-reduced in bf16 or fp16 (half "
          "the bytes), or not (no: Accelerate's default)", choice("no", "bf16", "fp16"), "no", ("bf16",),
          changes_arithmetic=True),
+    CHANNELS_LAST,
 )

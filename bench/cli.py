@@ -32,11 +32,15 @@ def _add_profile_option(p: argparse.ArgumentParser) -> None:
                         "run folder's profile/ and where the step goes in the row and the report")
 
 
-def _add_tune_batch_option(p: argparse.ArgumentParser) -> None:
+def _add_opt_in_knobs(p: argparse.ArgumentParser) -> None:
+    """The knobs a tuning races only when asked (bench.spec.knobs: Knob.opt_in)."""
     p.add_argument("--tune-batch", action="store_true",
                    help="race the per-device batch too (the batch_scale knob: 0.5, 2 and 4 times the recipe's, the "
                         "learning rate by its rule): it changes the recipe, so a setting ranks only where its test "
                         "accuracy reaches the task's target; under --device-memory a batch that does not fit drops out")
+    p.add_argument("--tune-compile", action="store_true",
+                   help="race compile=true too (torch.compile / XLA): each compiled run pays its compilation, which "
+                        "the race prices from the defaults' uncompiled runs, so the budget may run over by it")
 
 
 def _add_malloc_option(p: argparse.ArgumentParser) -> None:
@@ -149,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", type=float, metavar="MINUTES",
                    help="then `bench tune` each approach with knobs at the most devices within MINUTES: the report "
                         "ranks them at their best beside as shipped")
-    _add_tune_batch_option(p)
+    _add_opt_in_knobs(p)
     p.add_argument("--resume", action="store_true",
                    help="run only what --out lacks: configurations without a finished row of this revision and task")
     p.add_argument("--allow-mixed-revisions", action="store_true",
@@ -189,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, required=True, metavar="MINUTES", help="the whole tuning's time")
     p.add_argument("--repeats", type=int, default=3,
                    help="full-length runs of each approach's best and of its defaults (default 3)")
-    _add_tune_batch_option(p)
+    _add_opt_in_knobs(p)
     p.add_argument("--resume", action="store_true",
                    help="go on with a stopped tuning of the same request in --out: its finished runs count as run, "
                         "their time as spent")

@@ -204,8 +204,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise SpecError(f"repeats must be at least 1 (got {args.repeats})")
     if args.models and (args.model or args.model_module):
         raise SpecError("--models names every model of the sweep: drop --model / --model-module")
-    if args.tune_batch and not args.tune:
-        raise SpecError("--tune-batch goes with --tune MINUTES: the batch is raced with each approach's knobs")
+    if (asked := opt_ins(args)) and not args.tune:
+        raise SpecError(f"{' '.join(asked)} goes with --tune MINUTES: raced with each approach's knobs")
     tasks = [request.task_from(argparse.Namespace(**{**vars(args), "model": name.strip()}), device_type, machine)
              for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type, machine)]
     named_variants = args.variants not in ("all", "")
@@ -270,7 +270,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         try:
             tune.tune_and_say(tune.tunable(planned, most), args.out, machine, args.tune, max(3, args.repeats),
-                              args.resume, args.allow_mixed_revisions, others=planned, tune_batch=args.tune_batch)
+                              args.resume, args.allow_mixed_revisions, others=planned, opt_ins=opt_ins(args))
         except tune.BudgetTooSmall as exc:
             print(exc)  # the sweep's own runs are reported all the same
     results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
@@ -287,6 +287,11 @@ def check_resume(args: argparse.Namespace) -> None:
     """`bench sweep` and `bench tune` take --allow-mixed-revisions only with --resume."""
     if args.allow_mixed_revisions and not args.resume:
         raise SpecError("--allow-mixed-revisions goes with --resume")
+
+
+def opt_ins(args: argparse.Namespace) -> tuple[str, ...]:
+    """The flags given of the knobs a tuning races only when asked (--tune-batch, --tune-compile)."""
+    return tuple(k.opt_in for k in knobs.COMMON if k.opt_in and getattr(args, k.opt_in[2:].replace("-", "_")))
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -316,7 +321,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from bench.sweep import tune
 
     tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions,
-                      tune_batch=args.tune_batch)
+                      opt_ins=opt_ins(args))
     results = conclude(args.out, [], args)
     path = report.write_report(results)
     print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")

@@ -1,6 +1,7 @@
 """The knobs of Lightning Fabric's DDP strategy (`DDPStrategy(**kwargs)`, which hands them to DDP), declared for
 tuning (bench.spec.knobs) at DDP's own defaults, as Fabric keeps them, and handed to it by lightning_impl/train.py.
 Fabric's strategy takes no communication hook. No Lightning import: the harness lists them."""
+from torch_impl.knobs import CHANNELS_LAST
 from bench.spec.knobs import Knob, boolean
 
 DDP = (
@@ -10,4 +11,5 @@ DDP = (
          "with no copy in and out each step (DDP's default false)", boolean, False, (True,)),
     Knob("static_graph", "DDPStrategy(static_graph=): the buckets fixed to the gradients' ready order after the first "
          "step (DDP's default false)", boolean, False, (True,)),
+    CHANNELS_LAST,
 )

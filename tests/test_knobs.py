@@ -20,7 +20,7 @@ def test_settings_are_one_canonical_text_and_read_back_typed_with_the_defaults_f
     text = knobs.canonical(ddp, ["static_graph=True", "bucket_cap_mb=100"], "torch-ddp")
     assert text == "bucket_cap_mb=100.0 static_graph=true"  # sorted by name, each value as its knob writes it
     assert knobs.values(ddp, text) == {"bucket_cap_mb": 100.0, "gradient_as_bucket_view": True, "static_graph": True,
-                                       "comm_hook": "none"}
+                                       "comm_hook": "none", "channels_last": False}
     assert knobs.chosen(ddp, text) == {"bucket_cap_mb": 100.0, "static_graph": True}
     assert knobs.values(ddp, "") == {k.name: k.default for k in ddp}
 
@@ -44,7 +44,8 @@ def test_bench_run_refuses_an_unknown_knob_in_one_line_with_exit_2(tmp_path):
                    "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith("its knobs are bucket_cap_mb, gradient_as_bucket_view, "
-                                                           "static_graph, comm_hook, batch_scale")
+                                                           "static_graph, comm_hook, channels_last, batch_scale, "
+                                                           "compile, loader_workers")
     assert not (tmp_path / "results.jsonl").exists()
 
 
@@ -237,3 +238,52 @@ def test_a_batch_that_is_no_whole_batch_or_tune_batch_without_tune_is_one_line_a
         "--set batch_scale=0.3: the global batch 64 times 0.3 is not a whole number of samples")
     result = bench("sweep", "--tune-batch", "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2 and "--tune-batch goes with --tune MINUTES" in result.stderr
+
+
+def test_compile_and_loader_workers_knobs_set_their_task_options_and_the_key_knows_them_shipped():
+    where = {"variant": "torch-ddp", "device_type": "cpu", "nodes": 1, "devices_per_node": 2}
+    shipped = get_task("quick", input="files").for_world(2)
+    tuned = shipped.with_knobs("compile=true loader_workers=2")
+    assert (tuned.options.compile, tuned.data.loader_workers) == (True, 2)
+    assert tuned.with_knobs("").options == shipped.options and tuned.with_knobs("").data == shipped.data
+    key = config_key({**where, "task": tuned.to_dict()})
+    assert (key.compile, key.loader_workers) == (True, 2)
+    assert key.shipped == config_key({**where, "task": shipped.to_dict()})
+    settable = knobs.settable(VARIANTS["torch-ddp"].knobs)
+    assert knobs.misfit(settable, "loader_workers=2", get_task("quick")) == (  # memory input: no files to decode
+        "--set loader_workers=2: --input memory reads no files: the loader workers decode files (--input files or s3)")
+    assert knobs.misfit(settable, "compile=true", get_task("quick", compile=True)) == (
+        "--set compile=true: the task sets --compile itself: drop it to tune it")
+
+
+def test_compile_is_raced_only_with_tune_compile_and_where_the_approach_compiles_loader_workers_only_on_files():
+    from bench.sweep import tune
+
+    ddp = RunSpec(get_variant("torch-ddp"), get_task("quick").for_world(2), "cpu", 1, 2)
+    assert not [c for c in tune.candidates(ddp) if c.startswith(("compile", "loader_workers"))]
+    assert "compile=true" in tune.candidates(ddp, ("--tune-compile",))
+    zero = RunSpec(get_variant("deepspeed"), get_task("quick", zero_stage=2).for_world(2), "cpu", 1, 2)
+    assert "compile=true" not in tune.candidates(zero, ("--tune-compile",))  # deepspeed does not compile here
+    files = RunSpec(get_variant("torch-ddp"), get_task("quick", input="files").for_world(2), "cpu", 1, 2)
+    assert [c for c in tune.candidates(files) if c.startswith("loader_workers")] == ["loader_workers=1",
+                                                                                     "loader_workers=2"]
+
+
+def test_channels_last_reaches_every_pytorch_rank_through_the_audits_variable(monkeypatch):
+    import torch
+
+    from bench.run.launch import fast_path_environment
+    from torch_impl import data
+
+    for name in ("torch-ddp", "torch-fsdp", "lightning", "accelerate"):
+        assert "channels_last" in [k.name for k in knobs.declared(VARIANTS[name].knobs)]
+    with pytest.raises(SpecError, match="tf-mirrored has no knob 'channels_last'"):
+        knobs.canonical(knobs.settable(VARIANTS["tf-mirrored"].knobs), ["channels_last=true"], "tf-mirrored")
+    spec = RunSpec(get_variant("torch-ddp"), get_task("quick", knobs="channels_last=true").for_world(2), "cpu", 1, 2)
+    environment = fast_path_environment(spec)
+    assert environment["DTBENCH_CHANNELS_LAST"] == "1"  # the CPU fast path leaves it off; the knob turns it on
+    monkeypatch.setenv("DTBENCH_CHANNELS_LAST", environment["DTBENCH_CHANNELS_LAST"])
+    assert data.memory_format(torch.device("cpu")) == torch.channels_last  # how the rank places model and input
+    shipped = RunSpec(get_variant("torch-ddp"), get_task("quick").for_world(2), "cpu", 1, 2)
+    assert "DTBENCH_CHANNELS_LAST" not in fast_path_environment(shipped) or \
+        fast_path_environment(shipped)["DTBENCH_CHANNELS_LAST"] == "0"

@@ -23,25 +23,27 @@ def test_a_setting_is_dropped_only_once_its_interval_lies_below_the_leaders():
 
 def test_the_race_stops_when_every_approach_has_one_setting_left():
     settled = {"torch-ddp": {"bucket_cap_mb=100.0": windows(1300)}, "deepspeed": {"": windows(900)}}
-    assert race.next_round(settled, spent_s=0, budget_s=3600, short_run_s=10, full_run_s=60) == []
+    full = {"torch-ddp": 60, "deepspeed": 60}
+    assert race.next_round(settled, spent_s=0, budget_s=3600, short_run_s=10, full_runs_s=full) == []
     racing = {**settled, "deepspeed": {"": windows(900), "overlap_comm=true": windows(905, seed=5)}}
-    assert race.next_round(racing, 0, 3600, 10, 60) == [race.Entry("deepspeed", ""),
-                                                        race.Entry("deepspeed", "overlap_comm=true")]
+    assert race.next_round(racing, 0, 3600, 10, full) == [race.Entry("deepspeed", ""),
+                                                          race.Entry("deepspeed", "overlap_comm=true")]
 
 
 def test_a_round_that_would_eat_into_the_confirmation_is_not_run():
     racing = {"torch-ddp": {"": windows(1000), "static_graph=true": windows(1010, seed=6)}}
-    confirm = race.confirmation_s(approaches=1, full_run_s=60)  # best and default, 3 full runs each
-    assert confirm == 360
-    assert race.next_round(racing, spent_s=0, budget_s=confirm + 20, short_run_s=10, full_run_s=60)
-    assert race.next_round(racing, spent_s=1, budget_s=confirm + 20, short_run_s=10, full_run_s=60) == []
+    confirm = race.confirmation_s([60])  # best and default, 3 full runs each
+    assert confirm == 360 and race.confirmation_s([60, 30]) == 540  # each approach at its own full run's cost
+    full = {"torch-ddp": 60}
+    assert race.next_round(racing, spent_s=0, budget_s=confirm + 20, short_run_s=10, full_runs_s=full)
+    assert race.next_round(racing, spent_s=1, budget_s=confirm + 20, short_run_s=10, full_runs_s=full) == []
 
 
 def test_a_simulated_race_keeps_to_its_budget_and_finds_the_best_setting():
     """Settings 2 % apart per step of a bucket size, each short run 8 noisy windows: raced round after round."""
     truth = {"torch-ddp": {"": 1000, "bucket_cap_mb=1.0": 820, "bucket_cap_mb=5.0": 960, "bucket_cap_mb=100.0": 1150},
              "deepspeed": {"": 800, "overlap_comm=true": 805, "reduce_bucket_size=500000": 600}}
-    budget, short, full = 1200.0, 12.0, 60.0
+    budget, short, full = 1200.0, 12.0, {"torch-ddp": 60.0, "deepspeed": 60.0}
     state = {a: {k: [] for k in settings} for a, settings in truth.items()}
     spent, seed = 0.0, 0
     while entries := race.next_round(state, spent, budget, short, full):
@@ -50,7 +52,7 @@ def test_a_simulated_race_keeps_to_its_budget_and_finds_the_best_setting():
             state[entry.approach][entry.knobs] += windows(truth[entry.approach][entry.knobs], spread=0.05, seed=seed)
             spent += short
         state = race.prune(state)
-    assert spent + race.confirmation_s(len(truth), full) <= budget
+    assert spent + race.confirmation_s(full.values()) <= budget
     assert race.leader(state["torch-ddp"]) == "bucket_cap_mb=100.0" and len(state["torch-ddp"]) == 1
     # ZeRO's 0.6 % apart: not told apart by the noise, both kept for the confirmation to judge; the slow one out
     assert set(state["deepspeed"]) == {"", "overlap_comm=true"}

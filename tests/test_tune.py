@@ -42,7 +42,7 @@ def test_the_settings_raced_are_the_defaults_then_each_knobs_values_one_at_a_tim
 
     spec = RunSpec(get_variant("torch-ddp-static"), get_task("quick"), "cpu", 1, 2)
     assert tune.candidates(spec) == ["", "bucket_cap_mb=1.0", "bucket_cap_mb=5.0", "bucket_cap_mb=100.0",
-                                     "gradient_as_bucket_view=false", "comm_hook=bf16_compress"]
+                                     "gradient_as_bucket_view=false", "comm_hook=bf16_compress", "channels_last=true"]
     cut = tune.short(get_task("quick"))
     assert (cut.recipe.epochs, cut.timing.windows, cut.recipe.steps_per_epoch) == (1, 3, 2 + 3 * 4)
 
@@ -79,11 +79,11 @@ def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tm
                      "--budget", str(budget_min), "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert fake_time[0] <= 60 * budget_min  # every short run and the confirmation within the budget
-    assert "torch-ddp: best bucket_cap_mb=100.0 (1.30x its defaults, 3 and 3 full runs; 7 of its 7 settings" in printed
+    assert "torch-ddp: best bucket_cap_mb=100.0 (1.30x its defaults, 3 and 3 full runs; 8 of its 8 settings" in printed
     confirmed = load(tmp_path)
     assert sorted(confirmed["task.knobs"].fillna("")) == [""] * 3 + ["bucket_cap_mb=100.0"] * 3
     search = load(tmp_path / tune.SEARCH)
-    assert set(search["task.windows"]) == {tune.SHORT_WINDOWS} and len(search) >= 7  # every setting ran short
+    assert set(search["task.windows"]) == {tune.SHORT_WINDOWS} and len(search) >= 8  # every setting ran short
     assert (tmp_path / RESULTS).exists() and verdict.TUNED in (tmp_path / "report.md").read_text()
 
 
@@ -191,10 +191,10 @@ def test_the_batch_is_raced_only_with_tune_batch_and_only_where_it_stays_whole_b
 
     spec = RunSpec(get_variant("torch-fsdp"), get_task("quick").for_world(2), "cpu", 1, 2)
     assert not [c for c in tune.candidates(spec) if "batch_scale" in c]
-    assert tune.candidates(spec, tune_batch=True)[-3:] == ["batch_scale=0.5", "batch_scale=2.0", "batch_scale=4.0"]
+    assert tune.candidates(spec, ("--tune-batch",))[-3:] == ["batch_scale=0.5", "batch_scale=2.0", "batch_scale=4.0"]
     odd = RunSpec(get_variant("torch-fsdp"), get_task("quick", scaling="weak", per_device_batch=3).for_world(2),
                   "cpu", 1, 2)
-    assert [c for c in tune.candidates(odd, tune_batch=True) if "batch_scale" in c] == [
+    assert [c for c in tune.candidates(odd, ("--tune-batch",)) if "batch_scale" in c] == [
         "batch_scale=2.0", "batch_scale=4.0"]  # 1.5 samples a device is no batch
 
 

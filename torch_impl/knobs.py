@@ -17,8 +17,14 @@ COMM_HOOK = Knob(
     "torch.distributed.algorithms.ddp_comm_hooks.default_hooks)", choice("none", "bf16_compress", "fp16_compress"),
     "none", ("bf16_compress",), changes_arithmetic=True)
 
-DDP = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, STATIC_GRAPH, COMM_HOOK)
-DDP_STATIC = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, COMM_HOOK)
+# Every PyTorch approach's (the harness sets the fast-path audit's variable, bench.run.launch).
+CHANNELS_LAST = Knob(
+    "channels_last", "the model and its input in NHWC memory (torch.channels_last): PyTorch's fast path for "
+    "convolutions on CUDA, dtbench's there; on a CPU its gain comes and goes with the CPU (the fast-path audit), "
+    "dtbench's default off", boolean, False, (True,))
+
+DDP = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, STATIC_GRAPH, COMM_HOOK, CHANNELS_LAST)
+DDP_STATIC = (BUCKET_CAP_MB, GRADIENT_AS_BUCKET_VIEW, COMM_HOOK, CHANNELS_LAST)
 
 RESHARD_AFTER_FORWARD = Knob(
     "reshard_after_forward", "fully_shard(reshard_after_forward=) on each block: free its gathered parameters after "
@@ -29,4 +35,4 @@ SHARD_UNIT = Knob(
     "wraps a transformer's blocks), or the whole model as one unit (fewer, larger collectives; every parameter "
     "gathered at once)", choice("block", "model"), "block", ("model",))
 
-FSDP = (RESHARD_AFTER_FORWARD, SHARD_UNIT)
+FSDP = (RESHARD_AFTER_FORWARD, SHARD_UNIT, CHANNELS_LAST)

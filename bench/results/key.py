@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from bench.spec import options
-from bench.spec.task import batch_scale
+from bench.spec.task import FLAT_DEFAULTS, batch_scale, knob_options
 from bench.spec.variants import VARIANTS
 
 OWN_LAUNCHERS = ("local", "torchrun")  # engines that are the variant's own launcher: not named in labels
@@ -60,10 +60,11 @@ class RunKey(NamedTuple):
     @property
     def shipped(self) -> "RunKey":
         """The same configuration as shipped: the same approach, engine, stage ... with none of its own knobs set,
-        at the recipe's batch where the batch_scale knob scaled it."""
+        at the recipe's batch where the batch_scale knob scaled it, eager where the compile knob compiled it."""
         factor = batch_scale(self.knobs)
         return self._replace(knobs="", global_batch=round(self.global_batch / factor),
-                             per_device_batch=round(self.per_device_batch / factor))
+                             per_device_batch=round(self.per_device_batch / factor),
+                             **{name: FLAT_DEFAULTS[name] for name in knob_options(self.knobs)})
 
     @property
     def budget(self) -> str:

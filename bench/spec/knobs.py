@@ -26,6 +26,9 @@ class Knob:
     # Why a value does not fit a task (TaskSpec), None where it does: Keras' steps_per_execution must divide the
     # timing windows.
     fits: Callable[[object, object], str | None] | None = None
+    # The `bench tune` flag that races it ("": raced by default): a knob that changes the recipe, or whose every
+    # run pays a cost the race cannot price from the defaults' (a compilation).
+    opt_in: str = ""
 
     def text(self, value) -> str:
         """The canonical text of a value (what the run key and the row hold); None: a default the framework
@@ -66,13 +69,36 @@ def whole_batches(value: float, task) -> str | None:
     return None
 
 
-# Every approach's: the per-device batch, which changes the recipe (the learning rate follows it by the task's
-# rule), so `bench tune` races it only with --tune-batch.
+def unset_option(flag: str, field: str, group: str) -> Callable[[object, object], str | None]:
+    """A knob that sets a task option fits only a task that leaves that option as shipped."""
+    def fits(value, task) -> str | None:
+        given = getattr(getattr(task, group), field)
+        shown = flag if given is True else f"{flag} {given}"
+        return f"the task sets {shown} itself: drop it to tune it" if given else None
+    return fits
+
+
+def reads_files(value, task) -> str | None:
+    if not task.reads_files:
+        return f"--input {task.data.input} reads no files: the loader workers decode files (--input files or s3)"
+    return unset_option("--loader-workers", "loader_workers", "data")(value, task)
+
+
+# Every approach's (TaskSpec.with_knobs applies them). The per-device batch changes the recipe (the learning rate
+# follows it by the task's rule), so `bench tune` races it only with --tune-batch; a compiled run pays its
+# compilation in every run, which the race prices from uncompiled ones, so only with --tune-compile.
 BATCH_SCALE = Knob(
     "batch_scale", "the recipe's per-device batch (and global batch) times this, the learning rate scaled by the "
     "task's rule (--lr-scaling); under --device-memory a batch that does not fit is recorded as such", scale, 1.0,
-    (0.5, 2.0, 4.0), changes_arithmetic=True, fits=whole_batches)
-COMMON = (BATCH_SCALE,)
+    (0.5, 2.0, 4.0), changes_arithmetic=True, fits=whole_batches, opt_in="--tune-batch")
+COMPILE = Knob(
+    "compile", "--compile: torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; the compilation, in the "
+    "untimed first steps, lengthens every run", boolean, False, (True,),
+    fits=unset_option("--compile", "compile", "options"), opt_in="--tune-compile")
+LOADER_WORKERS = Knob(
+    "loader_workers", "--loader-workers: the file pipeline's parallel decoders (DataLoader worker processes, "
+    "tf.data map threads), their cores taken from the slot's", int, 0, (1, 2), fits=reads_files)
+COMMON = (BATCH_SCALE, COMPILE, LOADER_WORKERS)
 
 
 def declared(reference: str | None) -> tuple[Knob, ...]:

@@ -183,11 +183,25 @@ class RunOptions:
     knobs: str = ""
 
 
+def knob_texts(knobs: str) -> dict[str, str]:
+    """A run's knobs text ("batch_scale=2.0 compile=true", bench.spec.knobs' canonical form) by name."""
+    return dict(pair.split("=", 1) for pair in knobs.split())
+
+
 def batch_scale(knobs: str) -> float:
     """The batch_scale knob's value in a run's knobs text (bench.spec.knobs declares it), 1 where it is not set:
     the factor its batch is of the recipe's."""
-    given = dict(pair.split("=", 1) for pair in knobs.split())
-    return float(given.get("batch_scale", 1.0))
+    return float(knob_texts(knobs).get("batch_scale", 1.0))
+
+
+# Every approach's knobs that set a task option (bench.spec.knobs declares them): set, the option takes the knob's
+# value; the option as shipped is its default (a knob does not fit a task that sets the option itself).
+KNOB_OPTIONS = {"compile": lambda text: text == "true", "loader_workers": int}
+
+
+def knob_options(knobs: str) -> dict[str, object]:
+    """The task options a run's knobs set, typed: {"compile": True}."""
+    return {name: parse(text) for name, text in knob_texts(knobs).items() if (parse := KNOB_OPTIONS.get(name))}
 
 
 GROUPS = {"model": ModelSpec, "recipe": Recipe, "timing": Timing, "data": DataSpec, "options": RunOptions}
@@ -296,15 +310,17 @@ class TaskSpec:
     def with_knobs(self, text: str) -> "TaskSpec":
         """The task with the approach's knobs set to `text` (bench.spec.knobs' canonical text). A batch_scale
         among them multiplies the recipe's batch (the global one, and the per-device one where given), and the
-        learning rate by the task's rule; setting other knobs, or none, brings the recipe's batch back."""
+        learning rate by the task's rule; compile and loader_workers set their task options; setting other knobs,
+        or none, brings the recipe's batch and the options as shipped back."""
+        options = {**{name: FLAT_DEFAULTS[name] for name in knob_options(self.options.knobs)}, **knob_options(text)}
         factor = batch_scale(text) / batch_scale(self.options.knobs)
         if factor == 1:
-            return self.replace(knobs=text)
+            return self.replace(knobs=text, **options)
         linear = self.recipe.lr_scaling == "linear"
         per_device = self.recipe.per_device_batch
         return self.replace(knobs=text, global_batch=round(self.recipe.global_batch * factor),
                             per_device_batch=round(per_device * factor) if per_device is not None else None,
-                            lr_scale=self.recipe.lr_scale * factor if linear else self.recipe.lr_scale)
+                            lr_scale=self.recipe.lr_scale * factor if linear else self.recipe.lr_scale, **options)
 
     def lr_warmup_steps(self, steps_per_epoch: int) -> int:
         """The learning-rate warm-up in optimizer steps, as both frameworks' schedules count it."""

@@ -7,6 +7,7 @@ The budget keeps back what the confirmation costs: each approach's best and its 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from bench.results.stats import median_interval
 
@@ -37,18 +38,20 @@ def dropped(samples: dict[str, list[float]]) -> set[str]:
     return {knobs for knobs, values in samples.items() if knobs != best and interval(values)[1] < floor}
 
 
-def confirmation_s(approaches: int, full_run_s: float, repeats: int = 3) -> float:
-    """What confirming costs: each approach's best and default, full length, `repeats` times each."""
-    return approaches * 2 * repeats * full_run_s
+def confirmation_s(full_runs_s: Iterable[float], repeats: int = 3) -> float:
+    """What confirming costs: each approach's best and default, full length, `repeats` times each, at each
+    approach's own full-length run's cost."""
+    return 2 * repeats * sum(full_runs_s)
 
 
 def next_round(race: dict[str, dict[str, list[float]]], spent_s: float, budget_s: float, short_run_s: float,
-               full_run_s: float, repeats: int = 3) -> list[Entry]:
+               full_runs_s: dict[str, float], repeats: int = 3) -> list[Entry]:
     """The short runs of the next round: one for every setting still racing in an approach with more than one
     left. [] when the race is over: every approach is down to one setting, or the round would eat into what
-    the confirmation needs. `race` holds each approach's settings that are still in, with their throughputs."""
+    the confirmation needs. `race` holds each approach's settings that are still in, with their throughputs;
+    `full_runs_s` each approach's full-length run's cost."""
     entries = [Entry(approach, knobs) for approach, samples in race.items() if len(samples) > 1 for knobs in samples]
-    left = budget_s - confirmation_s(len(race), full_run_s, repeats) - spent_s
+    left = budget_s - confirmation_s([full_runs_s[approach] for approach in race], repeats) - spent_s
     return entries if entries and len(entries) * short_run_s <= left else []
 
 

@@ -50,10 +50,12 @@ def tunable(specs: list[RunSpec], world_size: int) -> list[RunSpec]:
     return list(chosen.values())
 
 
-def candidates(spec: RunSpec, tune_batch: bool = False) -> list[str]:
-    """The settings raced for an approach: its defaults (""), then each knob's values worth trying, one at a time;
-    with `tune_batch`, the per-device batch's too (it changes the recipe)."""
-    declared = knobs.declared(spec.variant.knobs) + ((knobs.BATCH_SCALE,) if tune_batch else ())
+def candidates(spec: RunSpec, opt_ins: tuple[str, ...] = ()) -> list[str]:
+    """The settings raced for an approach: its defaults (""), then each knob's values worth trying, one at a time:
+    its own knobs and every approach's (bench.spec.knobs.COMMON), a knob with an opt-in flag only where `opt_ins`
+    names it (--tune-batch: the batch changes the recipe), compile only where the approach compiles."""
+    declared = tuple(k for k in knobs.settable(spec.variant.knobs) if (not k.opt_in or k.opt_in in opt_ins)
+                     and (k is not knobs.COMPILE or spec.variant.compiles))
     tried = [knobs.canonical(declared, [f"{k.name}={k.text(value)}"], spec.variant.name)
              for k in declared for value in k.tries]
     full = spec.task.replace(steps_per_epoch=epoch_steps(spec.task))  # a setting fits the full-length runs too
@@ -157,11 +159,11 @@ class Replay:
 
 def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, repeats: int,
          say: Callable[[str], None] = print, resumed: bool = False, allow_mixed_revisions: bool = False,
-         others: list[RunSpec] = (), tune_batch: bool = False) -> list[Tuned]:
+         others: list[RunSpec] = (), opt_ins: tuple[str, ...] = ()) -> list[Tuned]:
     """Race each approach's settings within `budget_s` seconds, then confirm its best and its defaults. `resumed`:
     the runs a stopped tuning of the same request left in `out` count as run, and their time as spent; `others`
-    are the runs of `out` that are not the tuning's (the sweep's before it); `tune_batch` races the per-device
-    batch too (bench.spec.knobs.BATCH_SCALE)."""
+    are the runs of `out` that are not the tuning's (the sweep's before it); `opt_ins` the flags of the knobs raced
+    only when asked (--tune-batch, --tune-compile)."""
     started = now()
     searched = Replay(out / SEARCH if resumed else None, allow_mixed_revisions)
     confirmed = Replay(out if resumed else None, allow_mixed_revisions)
@@ -171,7 +173,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
         return now() - started + searched.seconds + confirmed.seconds
 
     by_variant = {approach_name(spec): spec for spec in specs}
-    raced = {name: candidates(spec, tune_batch) for name, spec in by_variant.items()}
+    raced = {name: candidates(spec, opt_ins) for name, spec in by_variant.items()}
     say(f"tuning {', '.join(f'{n} ({len(c)} settings)' for n, c in raced.items())} within {budget_s / 60:g} min: "
         f"each approach's defaults first, then as many settings as the budget holds, raced in short runs of "
         f"{SHORT_WINDOWS} windows; then each approach's best and its defaults, {repeats} full-length runs each")
@@ -186,23 +188,25 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
         return list(row.throughput["windows"]) if row.status == Status.OK and row.throughput else []
 
     state: dict[str, dict[str, list[float]]] = {}
-    short_s, full_s = [], []
+    short_s, full_s = [], {}
     for name, spec in by_variant.items():
         row = short_run(name, "")
         state[name] = {"": windows(row)}
         short_s.append(row.wall_s or 0.0)
-        full_s.append(full_length_s(row, short(spec.task), spec.task))
-    short_cost, full_cost = max(short_s), max(full_s)
-    reserve = race.confirmation_s(len(by_variant), full_cost, repeats)
+        full_s[name] = full_length_s(row, short(spec.task), spec.task)
+    short_cost = max(short_s)
+    reserve = race.confirmation_s(full_s.values(), repeats)
     if spent() + reserve > budget_s:
         # Confirming anyway would overrun the budget by itself: stop, with the budget that holds it.
         raise BudgetTooSmall(
             f"not tuned: the confirmation ({len(by_variant)} approaches' best and defaults, {repeats} full-length "
-            f"runs each, about {full_cost:.0f} s a run here) needs {reserve / 60:.1f} min after the "
+            f"runs each, {min(full_s.values()):.0f}-{max(full_s.values()):.0f} s a run here) needs "
+            f"{reserve / 60:.1f} min after the "
             f"{spent() / 60:.1f} spent pricing it, more than the {budget_s / 60:g}-minute budget: give --budget "
             f"{math.ceil((spent() + reserve) / 60 * 1.25)} or more (with --resume the runs made count), or fewer "
             f"approaches")
-    say(f"priced here: a short run about {short_cost:.0f} s, a full-length one {full_cost:.0f} s; the confirmation "
+    say(f"priced here: a short run up to {short_cost:.0f} s, a full-length one {min(full_s.values()):.0f}-"
+        f"{max(full_s.values()):.0f} s; the confirmation "
         f"keeps back {reserve / 60:.1f} min, {max(0.0, budget_s - spent() - reserve) / 60:.1f} min are left to race "
         f"the other settings")
     # The other settings join round-robin while one short run each still fits beside the confirmation.
@@ -217,7 +221,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     state = {name: {k: v for k, v in samples.items() if v} for name, samples in state.items()}
     ran = {name: len(samples) for name, samples in state.items()}
     state = race.prune(state)
-    while entries := race.next_round(state, spent(), budget_s, short_cost, full_cost, repeats):
+    while entries := race.next_round(state, spent(), budget_s, short_cost, full_s, repeats):
         for entry in entries:
             state[entry.approach][entry.knobs] += windows(short_run(entry.approach, entry.knobs))
         state = race.prune(state)
@@ -237,11 +241,11 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
 
 def tune_and_say(specs: list[RunSpec], out: Path, machine: Machine, budget_min: float, repeats: int,
                  resumed: bool = False, allow_mixed_revisions: bool = False,
-                 others: list[RunSpec] = (), tune_batch: bool = False) -> list[Tuned]:
+                 others: list[RunSpec] = (), opt_ins: tuple[str, ...] = ()) -> list[Tuned]:
     """`tune` within `budget_min` minutes, then what it found and the time it took, printed."""
     started = now()
     found = tune(specs, out, machine, 60 * budget_min, repeats, resumed=resumed,
-                 allow_mixed_revisions=allow_mixed_revisions, others=others, tune_batch=tune_batch)
+                 allow_mixed_revisions=allow_mixed_revisions, others=others, opt_ins=opt_ins)
     print(summary(found, now() - started, 60 * budget_min))
     return found
 
