@@ -354,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
-    for chatty in ("botocore", "boto3", "s3transfer", "urllib3"):  # where they found credentials, each call
+    # Where they found credentials, each call; every font's score while a figure is drawn.
+    for chatty in ("botocore", "boto3", "s3transfer", "urllib3", "matplotlib"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     stop_on_signals()
     try:

@@ -65,3 +65,14 @@ def test_fashion_mnist_with_a_wrong_file_is_refused(tmp_path):
         (tmp_path / f"{stem}.gz").write_bytes(gzip.compress(payload))
     with pytest.raises(SpecError, match="fails its checksum"):
         data.read_fashion_mnist(str(tmp_path))
+
+
+def test_a_bundled_dataset_is_cached_in_its_own_shape_whatever_size_the_model_takes(tmp_path, monkeypatch):
+    """A fresh cache prepared for `--task quick --image-size 32 --channels 3` (the model resizes on the device):
+    refused before, as a shape mismatch, wherever the cache did not hold the dataset yet."""
+    from bench.spec.task import get_task
+    from bench.worker import data
+
+    monkeypatch.setenv("DTBENCH_CACHE", str(tmp_path))
+    folder = data.prepare(get_task("quick", image_size=32, channels=3))
+    assert data.load(folder)["train_x"].shape[1:] == (8, 8, 1)

@@ -284,3 +284,16 @@ def test_no_legend_of_a_whole_sweep_holds_more_than_ten_entries_or_two_alike(tmp
     for name, entries in legends:
         assert len(entries) <= 10, (name, len(entries))
         assert len(set(entries)) == len(entries), (name, entries)
+
+
+def test_v_logs_dtbenchs_own_steps_not_every_fonts_score_while_the_figures_are_drawn(tmp_path):
+    """-v sets DEBUG for every logger: matplotlib's font manager then printed ~40 lines of scores a figure."""
+    from helpers import bench
+    from test_verdict import run
+
+    store = ResultStore(tmp_path)
+    for row in (run("torch-ddp", 1000.0), run("deepspeed", 800.0, zero_stage=2)):
+        store.append(row.to_dict())
+    done = bench("report", "-v", str(tmp_path))
+    assert done.returncode == 0 and (tmp_path / "report.md").exists()
+    assert "findfont" not in done.stdout + done.stderr

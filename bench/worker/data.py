@@ -23,7 +23,7 @@ import numpy as np
 
 from bench import REPO_ROOT
 from bench.worker import imagefolder
-from bench.spec.task import SpecError, TaskSpec
+from bench.spec.task import DATASET_SHAPES, SpecError, TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +216,11 @@ def _prepare_arrays(task: TaskSpec) -> Path:
         return folder
     arrays = _read_source(task)
     x_shape = arrays["train_x"].shape[1:]
-    if x_shape != (task.model.image_size, task.model.image_size, task.model.channels):
+    # A bundled dataset is cached in its own shape whatever size the model takes (it resizes on the device).
+    side, channels, _ = DATASET_SHAPES.get(task.data.dataset, (task.model.image_size, task.model.channels, None))
+    if x_shape != (side, side, channels):
         raise SpecError(f"dataset {task.data.dataset} has images of shape {x_shape}, task {task.name} expects "
-                        f"{(task.model.image_size, task.model.image_size, task.model.channels)}: fix image_size/channels")
+                        f"{(side, side, channels)}: fix image_size/channels")
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     files = {}
