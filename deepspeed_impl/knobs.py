@@ -2,7 +2,6 @@
 (bench.spec.knobs) and written into the run's config by deepspeed_impl/launch.py. A knob left at its default is
 not written: the config stays as DeepSpeed (and dtbench, for the reduction bucket) sets it. No DeepSpeed import."""
 from bench.spec.knobs import Knob, boolean
-from torch_impl.knobs import CHANNELS_LAST
 
 # ZeRO's gradient-reduction bucket, in elements: DDP's (torch's default bucket_cap_mb, 25 MiB) of fp32 gradients.
 # DeepSpeed's default (5e8 elements, 2 GB in fp32) is allocated whole whatever the model (stages 1 and 2: at every
@@ -39,4 +38,4 @@ PERSISTENCE_THRESHOLD = Knob(
     lambda text: int(float(text)), 0, (100_000, 1_000_000))
 
 ZERO = (REDUCE_BUCKET_SIZE, ALLGATHER_BUCKET_SIZE, OVERLAP_COMM, CONTIGUOUS_GRADIENTS, PREFETCH_BUCKET_SIZE,
-        PERSISTENCE_THRESHOLD, CHANNELS_LAST)
+        PERSISTENCE_THRESHOLD)  # no channels_last: ZeRO flattens the parameters into one buffer

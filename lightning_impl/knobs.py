@@ -4,12 +4,13 @@ Fabric's strategy takes no communication hook. No Lightning import: the harness 
 from torch_impl.knobs import CHANNELS_LAST
 from bench.spec.knobs import Knob, boolean
 
-DDP = (
+# What DDPStrategy(**kwargs) takes; channels_last reaches the rank through the harness (bench.run.launch).
+STRATEGY = (
     Knob("bucket_cap_mb", "DDPStrategy(bucket_cap_mb=): the gradients are all-reduced in buckets of this many MiB "
          "(DDP's default 25)", float, 25.0, (1.0, 5.0, 100.0)),
     Knob("gradient_as_bucket_view", "DDPStrategy(gradient_as_bucket_view=): the gradients are views into the buckets, "
          "with no copy in and out each step (DDP's default false)", boolean, False, (True,)),
     Knob("static_graph", "DDPStrategy(static_graph=): the buckets fixed to the gradients' ready order after the first "
          "step (DDP's default false)", boolean, False, (True,)),
-    CHANNELS_LAST,
 )
+DDP = STRATEGY + (CHANNELS_LAST,)

@@ -16,7 +16,7 @@ from lightning_fabric.strategies import DDPStrategy
 
 from bench.spec import knobs
 from bench.worker import Worker
-from lightning_impl.knobs import DDP as KNOBS
+from lightning_impl.knobs import STRATEGY
 from torch_impl import data
 from torch_impl import train as loop
 from torch_impl.model import build_model
@@ -33,7 +33,7 @@ def train(spec_path: str) -> dict:
         set_threads(worker.pin())
         # Everything from `fabric run` (its LT_* environment); with knobs set, the strategy from here (Fabric refuses
         # both). The group exists after this.
-        settings = knobs.chosen(KNOBS, worker.task.options.knobs)
+        settings = knobs.chosen(STRATEGY, worker.task.options.knobs)
         fabric = Fabric(strategy=DDPStrategy(**settings)) if settings else Fabric()
         rank, world_size, device = loop.join_process_group(worker)
         if device != fabric.device:

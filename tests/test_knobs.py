@@ -197,10 +197,10 @@ def test_lightning_knobs_reach_the_ddp_fabrics_strategy_makes(tmp_path):
     from lightning_fabric.strategies import DDPStrategy
     from torch import nn
 
-    from lightning_impl.knobs import DDP
+    from lightning_impl.knobs import STRATEGY
 
     def wrapped(text: str):
-        settings = knobs.chosen(DDP, text)  # as lightning_impl/train.py hands them to Fabric
+        settings = knobs.chosen(STRATEGY, text)  # as lightning_impl/train.py hands them to Fabric
         strategy = DDPStrategy(accelerator=CPUAccelerator(), parallel_devices=[torch.device("cpu")], **settings)
         return strategy.setup_module(nn.Linear(4, 2))
 
@@ -208,7 +208,7 @@ def test_lightning_knobs_reach_the_ddp_fabrics_strategy_makes(tmp_path):
     try:
         shipped = wrapped("")
         assert shipped.bucket_bytes_cap == 25 * 2**20 and not shipped.gradient_as_bucket_view
-        tuned = wrapped("bucket_cap_mb=5.0 gradient_as_bucket_view=true static_graph=true")
+        tuned = wrapped("bucket_cap_mb=5.0 channels_last=true gradient_as_bucket_view=true static_graph=true")
         assert tuned.bucket_bytes_cap == 5 * 2**20 and tuned.gradient_as_bucket_view and tuned.static_graph
     finally:
         dist.destroy_process_group()
@@ -275,8 +275,10 @@ def test_channels_last_reaches_every_pytorch_rank_through_the_audits_variable(mo
     from bench.run.launch import fast_path_environment
     from torch_impl import data
 
-    for name in ("torch-ddp", "torch-fsdp", "lightning", "accelerate"):
+    for name in ("torch-ddp", "torch-ddp-static", "lightning", "accelerate"):
         assert "channels_last" in [k.name for k in knobs.declared(VARIANTS[name].knobs)]
+    for name in ("torch-fsdp", "deepspeed"):  # their parameters must stay contiguous: the knob would reach nothing
+        assert "channels_last" not in [k.name for k in knobs.declared(VARIANTS[name].knobs)]
     with pytest.raises(SpecError, match="tf-mirrored has no knob 'channels_last'"):
         knobs.canonical(knobs.settable(VARIANTS["tf-mirrored"].knobs), ["channels_last=true"], "tf-mirrored")
     spec = RunSpec(get_variant("torch-ddp"), get_task("quick", knobs="channels_last=true").for_world(2), "cpu", 1, 2)

@@ -211,3 +211,11 @@ def test_a_budget_that_cannot_hold_the_confirmation_stops_once_priced_naming_the
     assert error.startswith("error: not tuned: the confirmation (1 approaches' best and defaults, 3 full-length runs")
     assert "more than the 2-minute budget: give --budget" in error
     assert fake_time[0] == SHORT_S and not (tmp_path / RESULTS).exists()  # only the pricing run ran
+
+
+def test_the_summary_counts_the_settings_that_ran_and_those_that_did_not_fit():
+    """ZeRO-2 under 1.25 GiB a rank (results/tune-cpu): 13 settings, 12 ran, none fitted; it once read "0 raced"."""
+    found = [tune.Tuned("deepspeed (ZeRO-2)", "", 13, 12, [], [], settings_unfinished=12)]
+    assert tune.summary(found, 60.0, 120.0).splitlines()[-1] == (
+        "  deepspeed (ZeRO-2): best its defaults (not measured, 0 and 0 full runs; 12 of its 13 settings raced in the "
+        "budget, 12 of them unfinished: did not fit or failed)")

@@ -17,7 +17,8 @@ COMM_HOOK = Knob(
     "torch.distributed.algorithms.ddp_comm_hooks.default_hooks)", choice("none", "bf16_compress", "fp16_compress"),
     "none", ("bf16_compress",), changes_arithmetic=True)
 
-# Every PyTorch approach's (the harness sets the fast-path audit's variable, bench.run.launch).
+# The PyTorch approaches' whose parameters may be channels_last (not FSDP2's or ZeRO's, which need them
+# contiguous); the harness sets the fast-path audit's variable for the ranks (bench.run.launch).
 CHANNELS_LAST = Knob(
     "channels_last", "the model and its input in NHWC memory (torch.channels_last): PyTorch's fast path for "
     "convolutions on CUDA, dtbench's there; on a CPU its gain comes and goes with the CPU (the fast-path audit), "
@@ -35,4 +36,4 @@ SHARD_UNIT = Knob(
     "wraps a transformer's blocks), or the whole model as one unit (fewer, larger collectives; every parameter "
     "gathered at once)", choice("block", "model"), "block", ("model",))
 
-FSDP = (RESHARD_AFTER_FORWARD, SHARD_UNIT, CHANNELS_LAST)
+FSDP = (RESHARD_AFTER_FORWARD, SHARD_UNIT)  # no channels_last: FSDP2 refuses channels_last parameters

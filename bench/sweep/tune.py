@@ -110,6 +110,7 @@ class Tuned:
     settings_raced: int  # those the budget held (a short run each at least)
     default_runs: list[float]
     best_runs: list[float]
+    settings_unfinished: int = 0  # of those raced: did not fit the device memory, or failed
 
     @property
     def gain(self) -> float | None:
@@ -218,8 +219,9 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
                 state[name][setting] = windows(short_run(name, setting))
             else:
                 waiting[name] = []
-    state = {name: {k: v for k, v in samples.items() if v} for name, samples in state.items()}
     ran = {name: len(samples) for name, samples in state.items()}
+    unfinished = {name: sum(not v for v in samples.values()) for name, samples in state.items()}
+    state = {name: {k: v for k, v in samples.items() if v} for name, samples in state.items()}
     state = race.prune(state)
     while entries := race.next_round(state, spent(), budget_s, short_cost, full_s, repeats):
         for entry in entries:
@@ -236,7 +238,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
             medians.setdefault((key.shipped.series, key.knobs), []).append(row.throughput["median"])
     # Where the defaults are best, their runs are the best's too ("" is their setting).
     return [Tuned(name, best[name], len(raced[name]), ran[name], medians.get((name, ""), []),
-                  medians.get((name, best[name]), [])) for name in by_variant]
+                  medians.get((name, best[name]), []), unfinished[name]) for name in by_variant]
 
 
 def tune_and_say(specs: list[RunSpec], out: Path, machine: Machine, budget_min: float, repeats: int,
@@ -256,5 +258,7 @@ def summary(found: list[Tuned], spent_s: float, budget_s: float) -> str:
         gain = f"{t.gain:.2f}x its defaults" if t.gain is not None else "not measured"
         best = t.best or "its defaults"
         lines.append(f"  {t.variant}: best {best} ({gain}, {len(t.best_runs)} and {len(t.default_runs)} full runs; "
-                     f"{t.settings_raced} of its {t.settings} settings raced in the budget)")
+                     f"{t.settings_raced} of its {t.settings} settings raced in the budget"
+                     + (f", {t.settings_unfinished} of them unfinished: did not fit or failed" if t.settings_unfinished
+                        else "") + ")")
     return "\n".join(lines)
