@@ -189,13 +189,13 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
         return list(row.throughput["windows"]) if row.status == Status.OK and row.throughput else []
 
     state: dict[str, dict[str, list[float]]] = {}
-    short_s, full_s = [], {}
+    short_s, full_s = {}, {}
     for name, spec in by_variant.items():
         row = short_run(name, "")
         state[name] = {"": windows(row)}
-        short_s.append(row.wall_s or 0.0)
+        short_s[name] = row.wall_s or 0.0
         full_s[name] = full_length_s(row, short(spec.task), spec.task)
-    short_cost = max(short_s)
+    short_cost = max(short_s.values())
     reserve = race.confirmation_s(full_s.values(), repeats)
     if spent() + reserve > budget_s:
         # Confirming anyway would overrun the budget by itself: stop, with the budget that holds it.
@@ -214,7 +214,7 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
     waiting = {name: settings[1:] for name, settings in raced.items()}
     while any(waiting.values()):
         for name in list(waiting):
-            if waiting[name] and spent() + short_cost <= budget_s - reserve:
+            if waiting[name] and spent() + short_s[name] <= budget_s - reserve:  # its own short run's cost
                 setting = waiting[name].pop(0)
                 state[name][setting] = windows(short_run(name, setting))
             else:
