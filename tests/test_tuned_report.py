@@ -71,3 +71,21 @@ def test_a_tuned_batch_ranks_beside_its_recipes_and_is_a_best_only_where_its_acc
     [(group, [zero, ddp])] = at_best(rounds(("torch-ddp", 1000.0, {}), ("deepspeed", 1100.0, {"zero_stage": 2}),
                                             ("torch-ddp", 1600.0, {**doubled, "accuracy": 0.80})))
     assert ddp.setting == "" and ddp.best["throughput"] < zero.best["throughput"]  # below the target: its defaults
+
+
+def test_a_tuning_whose_defaults_all_won_says_what_it_raced_from_its_search_folder(tmp_path):
+    """Its confirmation ran the defaults only (no knob in the ranked rows): the section says what the short runs
+    in search/ tried, never ranking them."""
+    store, search = ResultStore(tmp_path), ResultStore(tmp_path / "search")
+    for row in rounds(("torch-ddp", 1000.0, {}), ("deepspeed", 800.0, {"zero_stage": 2})):
+        store.append(row.to_dict())
+    for row in (run("torch-ddp", 990.0), run("torch-ddp", 950.0, knobs="bucket_cap_mb=1.0"),
+                run("deepspeed", 790.0, zero_stage=2)):
+        search.append(row.to_dict())
+    report = write_report(Folder.read(tmp_path)).read_text()
+    section = report[report.index("### Each approach at its best"):]
+    assert "in every approach its defaults won the race" in section
+    assert "| torch-ddp " in section and "bucket_cap_mb=1.0 (950)" in section and "| deepspeed (ZeRO-2) " in section
+    assert report.index("## Verdict") < report.index("### Each approach at its best")
+    store.append(run("torch-ddp", 1100.0, repeat=9, knobs="bucket_cap_mb=100.0").to_dict())  # a setting won
+    assert "its defaults won the race" not in write_report(Folder.read(tmp_path)).read_text()

@@ -71,6 +71,7 @@ def build(folder: Folder) -> list[Block]:
     blocks += (model_pairs.section(configs) + over_time.section(runs, directory) + checkpoints.section(runs)
                + fast_path.section(folder.audit)
                + machine.sections(folder.peaks, microbenchmark, collectives.fits(collectives.load(directory))))
+    blocks += tuned.search_section(directory, configs)  # a tuning whose defaults all won: what it raced
     if len(configs):
         blocks.append(Block("notes", footnotes(configs)))
     return blocks + project.section(folder)  # after every measured figure and its notes

@@ -8,6 +8,7 @@ the search's short runs live in their own folder (OUT/search) and are never here
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -15,7 +16,9 @@ from bench.analysis.repeats import Ratio, Runs, ratio
 from bench.analysis.verdict import Group, join_words, name_in_group
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
-from bench.results.key import RunKey
+from bench.results import ResultStore
+from bench.results.jsonl import SEARCH
+from bench.results.key import RunKey, config_key
 from bench.spec import knobs
 from bench.spec.variants import VARIANTS
 
@@ -135,3 +138,30 @@ def label(t: Tuning) -> str:
     """The approach as the table and the figure name it: its series as shipped."""
     return name_in_group(t.shipped) if t.shipped is not None else t.best["key"].shipped.series
 
+
+
+def search_section(directory: Path, configs: pd.DataFrame) -> list[Block]:
+    """A tuning whose confirmation holds no setting of a knob (each approach's defaults won its race, so only they
+    were confirmed): what it raced, from its short runs in OUT/search, as context (they are never ranked)."""
+    if not len(configs) or not (directory / SEARCH / "results.jsonl").exists() or any(k.knobs for k in configs["key"]):
+        return []
+    raced: dict[str, dict[str, float | None]] = {}
+    for row in ResultStore(directory / SEARCH).dicts():
+        key = config_key(row)
+        median = (row.get("throughput") or {}).get("median") if row.get("status") == "ok" else None
+        held = raced.setdefault(key.shipped.series, {}).get(key.knobs)
+        raced[key.shipped.series][key.knobs] = max(v for v in (held, median, 0.0) if v is not None) or None
+    lines = []
+    for approach, settings in raced.items():
+        others = {k: v for k, v in settings.items() if k}
+        best = max(others, key=lambda k: others[k] or 0.0) if others else None
+        lines.append({"approach": approach, "settings raced": len(settings),
+                      "did not finish": sum(v is None for v in settings.values()),
+                      "defaults (short run, samples/s)": fmt(settings.get(""), ",.0f"),
+                      "best other setting (short run)": f"{best} ({fmt(others[best], ',.0f')})" if best else "-"})
+    return [heading("Each approach at its best", 3), text(
+        f"`bench tune` raced these settings in short runs (`{SEARCH}/`, never ranked), and in every approach its "
+        "defaults won the race, so the confirmation ran the defaults only: each approach as shipped is its best "
+        "measured here, and the ranking above is both. A short run is three timed windows: a setting it placed "
+        "below the defaults may still win at full length, which only a longer budget would tell."),
+        Block("table", pd.DataFrame(lines))]

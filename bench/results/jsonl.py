@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.interrupt import held
 
 RESULTS = "results.jsonl"  # a results folder's rows
+SEARCH = "search"  # bench tune's short runs, a results folder of their own inside the tuned one: never ranked
 log = logging.getLogger(__name__)
 _warned: set[tuple[Path, int]] = set()
 

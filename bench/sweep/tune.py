@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.results import ResultRow
+from bench.results.jsonl import SEARCH
 from bench.results.key import config_key
 from bench.run.runspec import RunSpec
 from bench.spec import knobs
@@ -31,7 +32,6 @@ from bench.sweep import race, resume, runner
 from bench.worker import data
 
 SHORT_WINDOWS = 3
-SEARCH = "search"
 
 
 def approach_name(spec: RunSpec) -> str:
