@@ -47,7 +47,7 @@ class Tuning:
 
     @property
     def changes_arithmetic(self) -> list[str]:
-        return [k.name for k in self.declared if k.name in self.knobs_changed and k.changes_arithmetic]
+        return knobs.changing_arithmetic(self.declared, self.setting)
 
 
 def tunings(group: Group, configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Tuning]:
@@ -145,12 +145,15 @@ def search_section(directory: Path, configs: pd.DataFrame) -> list[Block]:
     were confirmed): what it raced, from its short runs in OUT/search, as context (they are never ranked)."""
     if not len(configs) or not (directory / SEARCH / "results.jsonl").exists() or any(k.knobs for k in configs["key"]):
         return []
-    raced: dict[str, dict[str, float | None]] = {}
+    raced: dict[str, dict[str, float | None]] = {}  # approach -> setting -> its best short run (None: none finished)
     for row in ResultStore(directory / SEARCH).dicts():
         key = config_key(row)
+        settings = raced.setdefault(key.shipped.series, {})
         median = (row.get("throughput") or {}).get("median") if row.get("status") == "ok" else None
-        held = raced.setdefault(key.shipped.series, {}).get(key.knobs)
-        raced[key.shipped.series][key.knobs] = max(v for v in (held, median, 0.0) if v is not None) or None
+        if median is not None:
+            settings[key.knobs] = max(median, settings.get(key.knobs) or 0.0)
+        else:
+            settings.setdefault(key.knobs, None)
     lines = []
     for approach, settings in raced.items():
         others = {k: v for k, v in settings.items() if k}

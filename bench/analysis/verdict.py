@@ -147,8 +147,7 @@ def at_best(lines: list[dict]) -> list[dict]:
 def misses_target(line: dict) -> bool:
     """A setting that changes the arithmetic (bench.spec.knobs) whose test accuracy is below the task's target."""
     variant = VARIANTS.get(line["variant"])
-    settable = knobs.settable(variant.knobs if variant else None)
-    if not any(k.changes_arithmetic for k in settable if k.name in knobs.chosen(settable, line["key"].knobs)):
+    if not knobs.changing_arithmetic(knobs.settable(variant.knobs if variant else None), line["key"].knobs):
         return False
     target, accuracy = line.get("target_accuracy"), line.get("test_accuracy")
     return not (present(target) and present(accuracy) and accuracy >= target)

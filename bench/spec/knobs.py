@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from bench.spec.task import SpecError
+from bench.spec.task import SpecError, knob_texts
 
 
 @dataclass(frozen=True)
@@ -138,13 +138,18 @@ def canonical(knobs: tuple[Knob, ...], sets: list[str], variant: str) -> str:
 
 def chosen(knobs: tuple[Knob, ...], text: str) -> dict[str, object]:
     """The knobs a run whose task holds `text` set, typed (none set: {})."""
-    given = dict(pair.split("=", 1) for pair in text.split())
+    given = knob_texts(text)
     return {k.name: k.parse(given[k.name]) for k in knobs if k.name in given}
 
 
 def values(knobs: tuple[Knob, ...], text: str) -> dict[str, object]:
     """Every knob's value for a run whose task holds `text`: its setting, else its default."""
     return {**{k.name: k.default for k in knobs}, **chosen(knobs, text)}
+
+
+def changing_arithmetic(knobs: tuple[Knob, ...], text: str) -> list[str]:
+    """The knobs a run's settings set that change the arithmetic, not only the speed."""
+    return [name for name in chosen(knobs, text) if next(k for k in knobs if k.name == name).changes_arithmetic]
 
 
 def misfit(knobs: tuple[Knob, ...], text: str, task) -> str | None:

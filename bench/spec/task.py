@@ -312,15 +312,15 @@ class TaskSpec:
         among them multiplies the recipe's batch (the global one, and the per-device one where given), and the
         learning rate by the task's rule; compile and loader_workers set their task options; setting other knobs,
         or none, brings the recipe's batch and the options as shipped back."""
-        options = {**{name: FLAT_DEFAULTS[name] for name in knob_options(self.options.knobs)}, **knob_options(text)}
+        changes = {"knobs": text, **{name: FLAT_DEFAULTS[name] for name in knob_options(self.options.knobs)},
+                   **knob_options(text)}
         factor = batch_scale(text) / batch_scale(self.options.knobs)
-        if factor == 1:
-            return self.replace(knobs=text, **options)
-        linear = self.recipe.lr_scaling == "linear"
-        per_device = self.recipe.per_device_batch
-        return self.replace(knobs=text, global_batch=round(self.recipe.global_batch * factor),
-                            per_device_batch=round(per_device * factor) if per_device is not None else None,
-                            lr_scale=self.recipe.lr_scale * factor if linear else self.recipe.lr_scale, **options)
+        if factor != 1:
+            per_device = self.recipe.per_device_batch
+            changes.update(global_batch=round(self.recipe.global_batch * factor),
+                           per_device_batch=round(per_device * factor) if per_device is not None else None,
+                           lr_scale=self.recipe.lr_scale * (factor if self.recipe.lr_scaling == "linear" else 1.0))
+        return self.replace(**changes)
 
     def lr_warmup_steps(self, steps_per_epoch: int) -> int:
         """The learning-rate warm-up in optimizer steps, as both frameworks' schedules count it."""
