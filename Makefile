@@ -100,10 +100,15 @@ bench: setup-bench
 # most of a test's time is process start-up, rendezvous and timeouts, not both cores. No test asserts an absolute
 # time; the timeouts tests wait on leave room for a machine running two at once. TEST_WORKERS=0 runs them one by one.
 TEST_WORKERS ?= 2
+# Bytecode written: an environment that forbids it (many container images do) makes every worker compile and
+# rewrite the tests anew, seconds each time.
+test test-fast: export PYTHONDONTWRITEBYTECODE =
 test: setup test-tools
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(ARGS)
 
-# Two workers: these tests start no training run, so they share the cores without timing anything.
+# Two workers: these tests start no training run, so they share the cores without timing anything. The generated
+# input tries a third of the examples `make test` does (Hypothesis's usual split of a dev and a CI profile).
+test-fast: export DTBENCH_GENERATED_EXAMPLES ?= 20
 test-fast: setup test-tools
 	$(PY) -m pytest -m "not slow" -n 2 $(ARGS)
 

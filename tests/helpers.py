@@ -2,11 +2,16 @@
 building result rows with fixed figures."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 from bench.results import ResultRow
@@ -19,6 +24,42 @@ def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subproce
     """Run `python -m bench ARGS` as a user would, from the repo root."""
     return subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`bench(*args)` inside this process: for a command that starts no process of its own (a refusal, a report, a
+    plan), where a subprocess's start and imports are most of the test. Its exit code, and what it printed and logged,
+    come back as `bench` returns them; the environment, directory, logging and signal handlers are put back after."""
+    from bench import cli as command_line
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_dir = dict(os.environ), os.getcwd()
+    root = logging.getLogger()
+    saved_logging = (root.handlers[:], root.level, {name: logging.getLogger(name).level for name in
+                                                    ("bench", "botocore", "boto3", "s3transfer", "urllib3", "matplotlib")})
+    saved_signals = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    os.environ.update(env or {})
+    os.chdir(REPO)
+    root.handlers = []  # so that main's basicConfig logs to this call's stderr, as a fresh process's would
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = command_line.main(list(args))
+            except SystemExit as exit_:  # argparse's refusals
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            except Exception:  # noqa: BLE001 - what the interpreter would print, and its exit status
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_dir)
+        root.handlers, root.level = saved_logging[0], saved_logging[1]
+        for name, level in saved_logging[2].items():
+            logging.getLogger(name).setLevel(level)
+        for signum, handler in saved_signals.items():
+            signal.signal(signum, handler)
+    return subprocess.CompletedProcess(["bench", *args], code or 0, out.getvalue(), err.getvalue())
 
 
 def bench_with_own_shm(*args: str, env: dict | None = None, timeout: float = 600

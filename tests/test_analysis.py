@@ -4,7 +4,7 @@ import pytest
 from bench.results import allreduce
 from bench.studies import microbench
 from bench.spec import devices
-from helpers import CPU, bench, configurations, rows
+from helpers import CPU, bench, cli, configurations, rows
 
 
 @pytest.mark.slow
@@ -30,8 +30,8 @@ def test_independent_run_is_the_no_sync_bound(out):
 
 
 def test_independent_mode_is_refused_where_it_does_not_exist(out):
-    result = bench("run", "--variant", "tf-mirrored", "--devices", "2", "--independent", "--task", "quick",
-                   "--out", str(out), env=CPU)
+    result = cli("run", "--variant", "tf-mirrored", "--devices", "2", "--independent", "--task", "quick",
+                 "--out", str(out), env=CPU)
     assert result.returncode == 2 and "no independent" in result.stderr
 
 

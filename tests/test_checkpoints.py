@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.worker import FAULT_ENV
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, cli, rows
 
 # Each checkpoint code path once: torch-single saves as torch-ddp does (one TorchCheckpoint of the unwrapped
 # model), tf-single as tf-mirrored (one loop, another strategy), tf-multiworker-fit as tf-mirrored-fit (Keras'
@@ -44,17 +44,17 @@ def test_resume_from_another_configuration_is_refused_in_one_line(tmp_path):
     (run_dir / "checkpoint" / "checkpoint.pt").write_bytes(b"x")
     (run_dir / "spec.json").write_text('{"variant": "torch-ddp", "world_size": 2, "nodes": 1, "device_type": "cpu", '
                                        '"task": {"name": "quick", "epochs": 3}}')
-    refused = bench("run", "--variant", "torch-ddp", "--devices", "1", "--task", "quick", "--checkpoint-every-epoch",
-                    "--resume-from", str(run_dir), "--out", str(tmp_path), env=CPU)
+    refused = cli("run", "--variant", "torch-ddp", "--devices", "1", "--task", "quick", "--checkpoint-every-epoch",
+                  "--resume-from", str(run_dir), "--out", str(tmp_path), env=CPU)
     assert refused.returncode == 2
     [line] = refused.stderr.strip().splitlines()
     assert line.startswith(f"error: --resume-from {run_dir} trained another configuration") and "world_size 2" in line
-    nothing = bench("run", "--variant", "torch-ddp", "--task", "quick", "--resume-from", str(tmp_path / "runs"),
-                    "--out", str(tmp_path), env=CPU)
+    nothing = cli("run", "--variant", "torch-ddp", "--task", "quick", "--resume-from", str(tmp_path / "runs"),
+                  "--out", str(tmp_path), env=CPU)
     assert nothing.returncode == 2 and "not a run folder" in nothing.stderr
     (run_dir / "spec.json").unlink()
     (run_dir / "spec.json").mkdir()  # there, but no file to read
-    unreadable = bench("run", "--variant", "torch-ddp", "--task", "quick", "--checkpoint-every-epoch", "--resume-from",
-                       str(run_dir), "--out", str(tmp_path), env=CPU)
+    unreadable = cli("run", "--variant", "torch-ddp", "--task", "quick", "--checkpoint-every-epoch", "--resume-from",
+                     str(run_dir), "--out", str(tmp_path), env=CPU)
     assert unreadable.returncode == 2 and len(unreadable.stderr.strip().splitlines()) == 1
     assert "its spec.json cannot be read (Is a directory)" in unreadable.stderr

@@ -1,7 +1,7 @@
 """Bad input: a one-line error naming the fix, exit code 2, and nothing written."""
 import pytest
 
-from helpers import bench
+from helpers import bench, cli
 
 
 @pytest.mark.parametrize("args,message", [
@@ -18,7 +18,7 @@ from helpers import bench
     (["sweep", "--task", "quick", "--variants", "torch-ddp,bogus"], "unknown variant 'bogus'"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(out, args, message):
-    result = bench(*args, "--out", str(out), env={"CUDA_VISIBLE_DEVICES": ""})
+    result = cli(*args, "--out", str(out), env={"CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0]
@@ -26,7 +26,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(out, args, message):
 
 
 def test_list_shows_variants_tasks_knobs_and_devices_and_takes_v_after_the_command():
-    result = bench("list", "-v")
+    result = cli("list", "-v")
     assert result.returncode == 0
     for word in ("torch-ddp", "torch-dp", "quick", "default", "mnist-cnn", "resnet50", "cores available",
                  "bucket_cap_mb", "reduce_bucket_size", "bytes_per_pack"):

@@ -8,7 +8,7 @@ import pytest
 
 from bench.analysis import compare
 from bench.results import ResultStore
-from helpers import REPO, bench, result_row
+from helpers import REPO, cli, result_row
 
 XEON = {"cpu_model": "Intel(R) Xeon(R) Gold 6338 CPU", "cores_available": 8, "python": "3.11.7",
         "libraries": {"torch": "2.5.0"}}
@@ -131,8 +131,8 @@ def test_a_price_per_machine_gives_samples_per_dollar_and_recorded_energy_its_co
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
     (tmp_path / "empty").mkdir()
-    result = bench("compare", *[a.replace("{empty}", str(tmp_path / "empty")) for a in args],
-                   "--out", str(tmp_path / "out"))
+    result = cli("compare", *[a.replace("{empty}", str(tmp_path / "empty")) for a in args],
+                 "--out", str(tmp_path / "out"))
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("error: ") and message in errors[0]
@@ -140,7 +140,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, message):
 
 
 def test_the_committed_cpu_and_h100_references_side_by_side(tmp_path):
-    result = bench("compare", "results/reference-cpu", "results/reference-h100-default", "--out", str(tmp_path))
+    result = cli("compare", "results/reference-cpu", "results/reference-h100-default", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "compare.md").read_text()
     assert text in result.stdout

@@ -9,7 +9,7 @@ from bench.results import ResultStore
 from bench.sweep import plan, preview
 from bench.spec.task import get_task
 from bench.spec.variants import VARIANTS
-from helpers import bench, result_row
+from helpers import cli, result_row
 
 EIGHT = preview.assumed_machine(8, tuple(range(16)))
 
@@ -81,8 +81,8 @@ def test_torchrun_ranks_of_one_run_meet_at_one_address(tmp_path):
 
 def test_the_issue_command_prints_the_plan_and_runs_nothing(tmp_path):
     out = tmp_path / "out"
-    result = bench("sweep", "--dry-run", "--assume-gpus", "8", "--max-devices", "8", "--nodes", "2",
-                   "--variants", "all", "--out", str(out))
+    result = cli("sweep", "--dry-run", "--assume-gpus", "8", "--max-devices", "8", "--nodes", "2",
+                 "--variants", "all", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "8 GPUs (assumed" in result.stdout and "Nothing is started" in result.stdout
     assert "accelerate_config_node1.json: {" in result.stdout and "TF_CONFIG=" in result.stdout
@@ -95,8 +95,8 @@ def test_an_earlier_results_folder_gives_an_estimate(tmp_path):
     for wall in (30.0, 50.0, 40.0):
         store.append(result_row("torch-ddp", 1, task={"name": "quick", "global_batch": 64, "precision": "fp32"},
                                 wall_s=wall, engine="torchrun"))
-    result = bench("sweep", "--dry-run", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick",
-                   "--device-type", "cpu", "--no-analysis", "--scaling", "strong", "--out", str(tmp_path))
+    result = cli("sweep", "--dry-run", "--variants", "torch-ddp", "--max-devices", "2", "--task", "quick",
+                 "--device-type", "cpu", "--no-analysis", "--scaling", "strong", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     # world 1 by its own rows (median 40 s), world 2 by the same variant's: the reference holds no quick-task row
     assert "Estimate: 1 min for 2 runs" in result.stdout and "1 by their own configuration" in result.stdout
@@ -109,13 +109,13 @@ def test_an_earlier_results_folder_gives_an_estimate(tmp_path):
 ])
 def test_bad_assumptions_are_one_line_and_exit_2(tmp_path, args, message):
     dry = [] if "add --dry-run" in message else ["--dry-run"]
-    result = bench("sweep", *dry, *args, "--out", str(tmp_path))
+    result = cli("sweep", *dry, *args, "--out", str(tmp_path))
     assert result.returncode == 2 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_the_default_on_gpus_is_resnet50_at_224_px_in_bf16_with_its_projected_time(tmp_path):
-    result = bench("sweep", "--dry-run", "--assume-gpus", "8", "--max-devices", "8", "--out", str(tmp_path / "out"))
+    result = cli("sweep", "--dry-run", "--assume-gpus", "8", "--max-devices", "8", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Task default-gpu: resnet50 at 224 px, bf16, 256 images a device, sized to the GPUs' memory: 80 GB" in out
@@ -127,7 +127,7 @@ def test_the_default_on_gpus_is_resnet50_at_224_px_in_bf16_with_its_projected_ti
 
 
 def test_the_default_on_a_cpu_stays_the_small_cnn(tmp_path):
-    result = bench("sweep", "--dry-run", "--max-devices", "2", "--device-type", "cpu", "--out", str(tmp_path / "out"))
+    result = cli("sweep", "--dry-run", "--max-devices", "2", "--device-type", "cpu", "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert "Task default: small-cnn at 28 px, fp32, 128 images a device; 2 epochs of fashion-mnist" in result.stdout
     assert "default-gpu" not in result.stdout

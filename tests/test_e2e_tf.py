@@ -8,7 +8,7 @@ import pytest
 
 from bench.run.processes import processes_of_run
 from bench.worker import kernels
-from helpers import CPU, REPO, bench, rows
+from helpers import CPU, REPO, bench, cli, rows
 
 
 @pytest.mark.slow
@@ -49,8 +49,8 @@ def test_as_shipped_leaves_tensorflow_on_its_own_default(out):
 
 
 def test_tf_worker_per_node_layout_is_not_applicable_on_cpu(out):
-    result = bench("run", "--variant", "tf-multiworker-node", "--devices", "2", "--task", "quick",
-                   "--device-type", "cpu", "--out", str(out), env=CPU)
+    result = cli("run", "--variant", "tf-multiworker-node", "--devices", "2", "--task", "quick",
+                 "--device-type", "cpu", "--out", str(out), env=CPU)
     assert result.returncode == 2 and "gives a worker one CPU device" in result.stderr
 
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from bench.run.processes import RUN_ID_ENV, processes_of_run
-from helpers import REPO, bench, bench_with_own_shm, rows
+from helpers import REPO, bench, bench_with_own_shm, cli, rows
 from listening import ListenerWatch
 
 
@@ -167,15 +167,15 @@ def test_a_run_that_ends_well_leaves_dev_shm_as_it_found_it_under_every_engine()
       "--master-port", "29500"), "drop --node-rank"),
 ])
 def test_engine_requests_that_cannot_run_are_refused(args, message, out):
-    result = bench("run", *args, "--task", "quick", "--out", str(out))
+    result = cli("run", *args, "--task", "quick", "--out", str(out))
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert rows(out) == []
 
 
 def test_a_sweep_naming_a_variant_no_engine_runs_is_refused(out):
-    result = bench("sweep", "--variants", "torch-ddp,tf-mirrored", "--engine", "torchrun,ray", "--max-devices", "1",
-                   "--task", "quick", "--no-analysis", "--out", str(out))
+    result = cli("sweep", "--variants", "torch-ddp,tf-mirrored", "--engine", "torchrun,ray", "--max-devices", "1",
+                 "--task", "quick", "--no-analysis", "--out", str(out))
     assert result.returncode == 2
     assert "tf-mirrored runs only under its own launcher: --engine ray runs torch-ddp, accelerate" in result.stderr
     assert rows(out) == []

@@ -15,7 +15,7 @@ import pytest
 
 from bench.run.processes import kill_all_of_run, processes_of_run
 from bench.run.reaper import named_semaphores
-from helpers import CPU, REPO, bench, rows
+from helpers import CPU, REPO, bench, cli, rows
 
 # Still training when the harness is stopped, however fast the machine (40 epochs took 3 s on an idle one).
 LONG = ["--task", "quick", "--epochs", "1000", "--timeout", "300"]
@@ -217,8 +217,8 @@ def test_resume_across_revisions_is_refused_unless_allowed(tmp_path):
     from helpers import result_row
 
     ResultStore(tmp_path).append(result_row("torch-single", git_sha="0" * 40))
-    refused = bench("sweep", "--variants", "torch-single", "--max-devices", "1", "--task", "quick",
-                    "--no-analysis", "--resume", "--out", str(tmp_path), "--timeout", "1", env=CPU)
+    refused = cli("sweep", "--variants", "torch-single", "--max-devices", "1", "--task", "quick",
+                  "--no-analysis", "--resume", "--out", str(tmp_path), "--timeout", "1", env=CPU)
     assert refused.returncode == 2
     assert refused.stderr.strip().startswith("error: --resume:") and len(refused.stderr.strip().splitlines()) == 1
     assert "--allow-mixed-revisions" in refused.stderr

@@ -17,7 +17,7 @@ from bench.spec.task import SpecError
 from bench.status import Status
 from bench.studies import gpu_check
 from bench.studies.gpu_check import Finished, Outcome, Step
-from helpers import CPU, REPO, bench
+from helpers import CPU, REPO, cli
 
 APPROACHES = {"torch-single", "torch-dp", "torch-ddp", "torch-fsdp", "deepspeed", "lightning", "accelerate"}
 
@@ -82,7 +82,7 @@ def test_only_picks_groups_or_steps_and_refuses_other_names(tmp_path):
 
 
 def test_dry_run_prints_every_command_with_its_estimate_and_exits_0_without_a_gpu():
-    done = bench("gpu-check", "--dry-run", env=CPU, timeout=120)
+    done = cli("gpu-check", "--dry-run", env=CPU)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     steps = gpu_check.plan(gpu_check.default_out(None))
@@ -94,7 +94,7 @@ def test_dry_run_prints_every_command_with_its_estimate_and_exits_0_without_a_gp
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_2():
-    done = bench("gpu-check", env=CPU, timeout=120)
+    done = cli("gpu-check", env=CPU)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [done.stderr.strip()] and done.stderr.startswith("error: no GPU here")
 
@@ -280,8 +280,8 @@ def test_a_second_call_with_only_keeps_the_other_steps_earlier_outcomes(tmp_path
 
 
 def test_bench_audit_without_a_switch_for_the_device_is_one_line_and_exit_2(tmp_path):
-    done = bench("audit", "--framework", "tensorflow", "--device-type", "cuda", "--task", "quick", "--out",
-                 str(tmp_path), env=CPU, timeout=120)
+    done = cli("audit", "--framework", "tensorflow", "--device-type", "cuda", "--task", "quick", "--out",
+               str(tmp_path), env=CPU)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: no fast-path switch of tensorflow is audited on cuda: see FAST_PATH_SWITCHES in bench/spec/variants.py"]
 

@@ -14,7 +14,7 @@ from bench.sweep import plan
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.analysis.folder import Folder
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, cli, rows
 from tests.listening import is_loopback, listeners_of
 
 
@@ -130,7 +130,7 @@ def test_an_s3_prefix_lists_and_decodes_as_the_folder_it_was_uploaded_from(s3_se
     (["--input", "files", "--loader-workers", "1", "--engine", "dask"], "cannot start DataLoader workers"),
 ])
 def test_input_options_are_checked_before_anything_starts(tmp_path, args, message):
-    result = bench("run", "--variant", "torch-ddp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)
+    result = cli("run", "--variant", "torch-ddp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert message in line
@@ -174,7 +174,7 @@ def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secre
 
 
 def test_export_to_s3_refuses_a_prefix_that_already_holds_objects(s3_server, s3_sample):
-    result = bench("data", "export-images", "--task", "quick", s3_sample[0], env=s3_server.env())
+    result = cli("data", "export-images", "--task", "quick", s3_sample[0], env=s3_server.env())
     assert result.returncode == 2
     assert "already holds objects: export under a new prefix" in result.stderr
 

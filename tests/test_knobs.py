@@ -12,7 +12,7 @@ from bench.run.runspec import RunSpec
 from bench.spec import knobs
 from bench.spec.task import SpecError, get_task
 from bench.spec.variants import VARIANTS, get_variant
-from helpers import CPU, REPO, bench
+from helpers import CPU, REPO, cli
 
 
 def test_settings_are_one_canonical_text_and_read_back_typed_with_the_defaults_filled_in():
@@ -40,8 +40,8 @@ def test_an_unknown_knob_or_value_is_one_line_naming_the_knobs(variant, sets, wo
 
 
 def test_bench_run_refuses_an_unknown_knob_in_one_line_with_exit_2(tmp_path):
-    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--set", "buckets=5",
-                   "--out", str(tmp_path), env=CPU)
+    result = cli("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--set", "buckets=5",
+                 "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith("its knobs are bucket_cap_mb, gradient_as_bucket_view, "
                                                            "static_graph, comm_hook, channels_last, batch_scale, "
@@ -51,8 +51,8 @@ def test_bench_run_refuses_an_unknown_knob_in_one_line_with_exit_2(tmp_path):
 
 def test_a_setting_that_does_not_fit_the_task_is_refused_by_bench_run_and_never_raced(tmp_path):
     """Keras calls back once an execution: steps_per_execution must divide the warm-up and the windows."""
-    result = bench("run", "--variant", "tf-multiworker-fit", "--devices", "2", "--task", "quick",
-                   "--set", "steps_per_execution=4", "--out", str(tmp_path), env=CPU)
+    result = cli("run", "--variant", "tf-multiworker-fit", "--devices", "2", "--task", "quick",
+                 "--set", "steps_per_execution=4", "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].endswith(
         "--set steps_per_execution=4: it must divide --warmup-steps 2")
@@ -156,6 +156,7 @@ def printed_by(probe: str):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_multiworker_knobs_reach_tensorflows_communication_options():
     probe = ("import json; from bench.spec import knobs; from tf_impl.knobs import MULTIWORKER; "
              "from tf_impl.strategies import communication_options as c; "
@@ -165,6 +166,7 @@ def test_multiworker_knobs_reach_tensorflows_communication_options():
     assert printed_by(probe) == [["RING", 0], ["NCCL", 0], ["AUTO", 4194304]]
 
 
+@pytest.mark.slow
 def test_mirrored_knob_reaches_the_strategys_cross_device_ops():
     """Two logical CPU devices, as tf-mirrored makes them."""
     probe = ("import json, tensorflow as tf; from bench.spec import knobs; from tf_impl.knobs import MIRRORED; "
@@ -178,6 +180,7 @@ def test_mirrored_knob_reaches_the_strategys_cross_device_ops():
     assert printed_by(probe) == ["CollectiveAllReduce", "HierarchicalCopyAllReduce"]
 
 
+@pytest.mark.slow
 def test_accelerate_knobs_reach_the_ddp_kwargs_its_prepare_hands_ddp():
     probe = ("import json; from accelerate import Accelerator; from bench.spec import knobs; "
              "from accelerate_impl.knobs import DDP; from accelerate_impl.train import ddp_kwargs; "
@@ -232,11 +235,11 @@ def test_batch_scale_scales_the_recipes_batch_and_learning_rate_by_its_rule_and_
 
 
 def test_a_batch_that_is_no_whole_batch_or_tune_batch_without_tune_is_one_line_and_exit_2(tmp_path):
-    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--set", "batch_scale=0.3",
-                   "--out", str(tmp_path), env=CPU)
+    result = cli("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--set", "batch_scale=0.3",
+                 "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2 and result.stderr.strip().splitlines()[-1].endswith(
         "--set batch_scale=0.3: the global batch 64 times 0.3 is not a whole number of samples")
-    result = bench("sweep", "--tune-batch", "--out", str(tmp_path), env=CPU)
+    result = cli("sweep", "--tune-batch", "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2 and "--tune-batch goes with --tune MINUTES" in result.stderr
 
 

@@ -10,7 +10,7 @@ from bench.run.runspec import RunSpec
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.run.processes import processes_of_run
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, cli, rows
 
 
 def fake_runs(largest_per_device: int, other_failure_at: int | None = None):
@@ -75,8 +75,8 @@ def test_the_cap_itself_is_probed_and_a_start_above_it_starts_at_it():
 
 
 def test_on_a_cpu_the_search_needs_a_device_memory(tmp_path):
-    result = bench("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(tmp_path),
-                   env=CPU)
+    result = cli("maxbatch", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(tmp_path),
+                 env=CPU)
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert "--device-memory" in line

@@ -8,7 +8,7 @@ from torch import nn
 
 from bench.metrics import memory as memory_metric
 from bench.analysis.folder import Folder
-from helpers import CPU, bench, result_row, rows
+from helpers import CPU, bench, cli, result_row, rows
 
 
 def test_model_state_counts_parameters_gradients_and_momentum_once_each():
@@ -111,7 +111,7 @@ def test_the_report_compares_each_ranks_model_state_with_one_devices(tmp_path):
     (["--engine", "ray"], "torch-fsdp runs only under its own launcher"),
 ])
 def test_what_torch_fsdp_does_not_do_is_refused_in_one_line(tmp_path, args, message):
-    result = bench("run", "--variant", "torch-fsdp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)
+    result = cli("run", "--variant", "torch-fsdp", "--task", "quick", "--out", str(tmp_path), *args, env=CPU)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert message in line

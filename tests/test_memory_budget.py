@@ -9,7 +9,7 @@ from bench.metrics import memory
 from bench.results import ResultStore, load
 from bench.analysis import aggregate
 from bench.status import Status
-from helpers import CPU, bench, rows
+from helpers import CPU, cli, rows
 from test_report import TASK, row
 
 MODEL = "timm:vit_base_patch16_224"
@@ -98,8 +98,8 @@ def test_a_run_that_does_not_fit_is_done_for_resume_and_leaves_the_sweep_exit_0(
 
 @pytest.mark.parametrize("value", ["0", "-1"])
 def test_a_budget_that_is_no_memory_is_refused_in_one_line(tmp_path, value):
-    done = bench("run", "--variant", "torch-ddp", "--task", "quick", "--device-memory", value, "--out", str(tmp_path),
-                 env=CPU)
+    done = cli("run", "--variant", "torch-ddp", "--task", "quick", "--device-memory", value, "--out", str(tmp_path),
+               env=CPU)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "--device-memory" in done.stderr and "GiB" in done.stderr
 

@@ -7,7 +7,7 @@ from bench.analysis.verdict import verdict_lines
 from bench.results import ResultStore, load
 from bench.analysis import aggregate
 from bench.analysis.folder import Folder
-from helpers import CPU, bench
+from helpers import CPU, cli
 from test_report import row as report_row
 
 def folder(tmp_path):
@@ -50,11 +50,11 @@ def test_the_verdict_states_the_winners_cost_when_priced(tmp_path):
 
 def test_bench_report_takes_the_price_and_refuses_a_price_that_is_not_one(tmp_path):
     folder(tmp_path)
-    result = bench("report", str(tmp_path), "--price-per-device-hour", "3.6", env=CPU)
+    result = cli("report", str(tmp_path), "--price-per-device-hour", "3.6", env=CPU)
     assert result.returncode == 0, result.stderr
     assert "$ / M samples" in result.stdout and "$0.333 per million samples" in result.stdout
     assert "$ / M samples" in (tmp_path / "report.html").read_text()
-    refused = bench("report", str(tmp_path), "--price-per-device-hour", "-2", env=CPU)
+    refused = cli("report", str(tmp_path), "--price-per-device-hour", "-2", env=CPU)
     assert refused.returncode == 2 and "above 0" in refused.stderr.strip().splitlines()[-1]
 
 

@@ -6,7 +6,7 @@ import pytest
 from bench.spec import models
 from bench.spec.family import Family
 from bench.spec.variants import VARIANTS, get_variant
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, cli, rows
 
 TORCH_APPROACHES = [v.name for v in VARIANTS.values() if v.family is Family.TORCH and v.in_default_sweep]
 
@@ -190,7 +190,7 @@ def test_the_seeds_presets_carry_their_recipes_and_train_small_on_a_cpu():
     (["--model", "timm:resnet18", "--head-dropout", "1.5"], "--head-dropout 1.5 must be at least 0 and below 1"),
 ])
 def test_a_head_dropout_the_model_cannot_take_is_one_line_and_exit_2(tmp_path, args, words):
-    done = bench("run", "--variant", "torch-ddp", "--task", "quick", *args, "--out", str(tmp_path), env=CPU)
+    done = cli("run", "--variant", "torch-ddp", "--task", "quick", *args, "--out", str(tmp_path), env=CPU)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"error: {done.stderr.split('error: ')[1]}"
                                                                          .strip()]
     assert words in done.stderr

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from helpers import CPU, REPO, bench, rows
+from helpers import CPU, REPO, bench, cli, rows
 from bench.studies.netns import two_hosts, why_no_namespaces
 
 NO_NAMESPACES = why_no_namespaces()
@@ -73,8 +73,8 @@ def test_an_interface_this_host_lacks_is_refused(tmp_path):
 
 
 def test_ifname_alone_is_refused(tmp_path):
-    done = bench("run", "--variant", "torch-ddp", "--devices", "2", "--ifname", "lo", "--task", "quick",
-                 "--out", str(tmp_path), env=CPU)
+    done = cli("run", "--variant", "torch-ddp", "--devices", "2", "--ifname", "lo", "--task", "quick",
+               "--out", str(tmp_path), env=CPU)
     assert done.returncode == 2 and "--ifname names a real multi-host run's interface" in done.stderr
 
 
@@ -105,6 +105,7 @@ def test_hosts_that_disagree_are_refused_on_every_host(tmp_path):
     assert left == [] and all(rows(tmp_path / d) == [] for d in ("a0", "b0"))
 
 
+@pytest.mark.slow
 @needs_namespaces
 def test_a_host_that_never_joins_fails_the_run_naming_it(tmp_path):
     with two_hosts(subnet=81) as (h0, _):
@@ -138,6 +139,7 @@ def test_a_host_that_dies_mid_run_ends_it_everywhere_naming_it(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_a_master_port_in_use_is_one_line_on_node_0_and_a_failure_on_the_others(tmp_path):
     """Another program holds node 0's --master-port: node 0 cannot host the meeting (exit 2, one line); node 1,
     which reached that program instead, fails (node 0 keeps the rows) saying what to check."""

@@ -10,7 +10,7 @@ import pytest
 
 from bench.spec.task import SpecError, get_task
 from bench.studies import overhead
-from helpers import CPU, REPO, bench
+from helpers import CPU, REPO, bench, cli
 from tf_impl.configure import inter_op_threads
 
 
@@ -83,6 +83,7 @@ def test_each_side_is_read_with_both_statistics_over_the_same_steps():
     assert peer["mean"] == 55.0  # the peer's own figure, as its users read it
 
 
+@pytest.mark.slow
 def test_the_peer_runs_timms_measurement_with_the_optimizer_it_is_told():
     # timm's benchmark trains with its "sgd" (Nesterov); with "momentum" it does the task's work.
     for opt, nesterov in (("momentum", False), ("sgd", True)):
@@ -116,6 +117,6 @@ def test_overhead_compares_each_frameworks_harness_with_its_plain_loop_and_timms
 
 
 def test_overhead_on_cuda_without_a_gpu_is_refused_in_one_line():
-    done = bench("overhead", "--device-type", "cuda", "--task", "quick", env=CPU, timeout=120)
+    done = cli("overhead", "--device-type", "cuda", "--task", "quick", env=CPU)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "--device-type cuda: no GPU here" in done.stderr

@@ -1,7 +1,7 @@
 """Mixed precision: bf16 runs on CPU in every variant that supports it; fp16 on CPU is refused."""
 import pytest
 
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, cli, rows
 
 
 @pytest.mark.slow
@@ -18,7 +18,7 @@ def test_bf16_on_cpu(out, variant, devices):
 
 @pytest.mark.parametrize("variant", ["torch-ddp", "accelerate", "tf-mirrored"])
 def test_fp16_on_cpu_is_refused(out, variant):
-    result = bench("run", "--variant", variant, "--task", "quick", "--precision", "fp16", "--device-type", "cpu",
-                   "--out", str(out), env=CPU)
+    result = cli("run", "--variant", variant, "--task", "quick", "--precision", "fp16", "--device-type", "cpu",
+                 "--out", str(out), env=CPU)
     assert result.returncode == 2 and "fp16 needs CUDA" in result.stderr
     assert rows(out) == []

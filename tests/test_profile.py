@@ -11,7 +11,7 @@ import pytest
 from bench.worker import StepClock
 from bench.worker.profile import CATEGORIES, PROFILED_WINDOWS, Span, partition, summary
 from bench.run.launch import MALLOC_TUNED
-from helpers import CPU, bench, rows
+from helpers import CPU, bench, cli, rows
 
 
 class RecordingProfiler:
@@ -118,8 +118,8 @@ def test_the_report_shows_where_the_profiled_step_goes(profiled):
 
 
 def test_profile_is_refused_where_it_is_not_wired(tmp_path):
-    done = bench("run", "--variant", "tf-ps", "--devices", "2", "--task", "quick", "--profile",
-                 "--out", str(tmp_path), env=CPU, timeout=120)
+    done = cli("run", "--variant", "tf-ps", "--devices", "2", "--task", "quick", "--profile",
+               "--out", str(tmp_path), env=CPU)
     assert done.returncode == 2 and "--profile is not wired for tf-ps" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 

@@ -157,11 +157,11 @@ def test_fsdp_memory_shards_the_whole_state():
 def test_bench_project_on_the_committed_reference_prints_projected_figures_and_draws_them(tmp_path):
     import shutil
 
-    from helpers import bench
+    from helpers import cli
 
     folder = tmp_path / "reference-cpu"
     shutil.copytree("results/reference-cpu", folder)
-    result = bench("project", str(folder))
+    result = cli("project", str(folder))
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.startswith("PROJECTED, not measured")
@@ -170,10 +170,10 @@ def test_bench_project_on_the_committed_reference_prints_projected_figures_and_d
     assert "tf-ps (asynchronous): asynchronous" in out and "tf-mirrored: one process drives every device" in out
     assert "fit stands in" not in out  # the reference measured all-gather and reduce-scatter too (collectives.jsonl)
     assert (folder / "projection.png").stat().st_size > 10_000
-    named = bench("project", str(folder), "--within-node", "nvlink-h100", "--network", "ib-8x400g").stdout
+    named = cli("project", str(folder), "--within-node", "nvlink-h100", "--network", "ib-8x400g").stdout
     assert "within a node of 8: nvlink-h100, all-reduce α 15.2 µs, busbw 370.8 GB/s" in named
     assert "beyond 8 devices a node: all-reduce α 36.4 µs, busbw 400 GB/s (8 InfiniBand NDR NICs" in named
-    bad = bench("project", str(folder), "--alpha-us", "5")
+    bad = cli("project", str(folder), "--alpha-us", "5")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together"]
 
@@ -181,6 +181,7 @@ def test_bench_project_on_the_committed_reference_prints_projected_figures_and_d
 def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_path):
     """report.md's last section is the projection: headed not measured, its caveat before its table, the figure
     drawn; a folder run on one device only has none."""
+    import json
     import shutil
 
     from bench.analysis import project
@@ -188,6 +189,9 @@ def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_p
 
     folder = tmp_path / "reference-cpu"
     shutil.copytree("results/reference-cpu", folder)
+    runs = (folder / "results.jsonl").read_text().splitlines(keepends=True)
+    two = [line for line in runs if json.loads(line)["variant"] in ("torch-ddp", "tf-mirrored")]  # a third the time
+    (folder / "results.jsonl").write_text("".join(two))
     report = write_report(Folder.read(folder)).read_text()
     section = report[report.index("## Projected to more devices (not measured)"):]
     assert "\n## " not in section.split("\n", 1)[1]  # the last section: no measured one after it
@@ -264,20 +268,20 @@ def test_the_interval_is_widened_by_the_projections_measured_error_beyond_one_de
 
 
 def test_bench_collectives_and_project_refuse_what_they_cannot_measure_or_mix(tmp_path):
-    from helpers import bench
+    from helpers import cli
 
-    one = bench("collectives", "--devices", "1", "--out", str(tmp_path))
+    one = cli("collectives", "--devices", "1", "--out", str(tmp_path))
     assert one.returncode == 2 and one.stderr.strip() == "error: --devices 1: a collective needs at least 2 ranks"
-    both = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path), "--alpha-us", "5",
-                 "--busbw-gbps", "1")
+    both = cli("project", "results/reference-cpu", "--between-nodes", str(tmp_path), "--alpha-us", "5",
+               "--busbw-gbps", "1")
     assert both.returncode == 2 and "name the link between nodes once" in both.stderr
-    twice = bench("project", "results/reference-cpu", "--network", "ib-8x400g", "--between-nodes", str(tmp_path))
+    twice = cli("project", "results/reference-cpu", "--network", "ib-8x400g", "--between-nodes", str(tmp_path))
     assert twice.returncode == 2 and "name the link between nodes once" in twice.stderr
-    unknown = bench("project", "results/reference-cpu", "--within-node", "nvlink-b200")
+    unknown = cli("project", "results/reference-cpu", "--within-node", "nvlink-b200")
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
         "error: --within-node 'nvlink-b200': one of nvlink-a100, nvlink-h100 (or leave it out: the links the sweep "
         "measured)"]
-    missing = bench("project", "results/reference-cpu", "--between-nodes", str(tmp_path))
+    missing = cli("project", "results/reference-cpu", "--between-nodes", str(tmp_path))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "no collective measured across nodes there: run `bench collectives" in missing.stderr
 

@@ -11,7 +11,7 @@ from bench import REPO_ROOT
 from bench.regress import compare as regress
 from bench.regress import duets as ab
 from bench.worker.turns import DUET_NOTE
-from helpers import bench, result_row
+from helpers import bench, cli, result_row
 
 TASK = {"name": "quick", "precision": "fp32", "global_batch": 64}
 
@@ -174,15 +174,15 @@ def test_cli_files_exit_codes_and_json(tmp_path):
     # Five runs a side: with three, no ordering can reach the CLI's default alpha of 0.01 (min p = 1/20).
     base.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (1000, 1010, 990, 1005, 995)))
     cur.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (700, 710, 690, 705, 695)))
-    result = bench("regress", "--baseline", str(base), "--current", str(cur), "--out", str(tmp_path / "v"))
+    result = cli("regress", "--baseline", str(base), "--current", str(cur), "--out", str(tmp_path / "v"))
     assert result.returncode == 1 and "REGRESSION" in result.stdout
     data = json.loads((tmp_path / "v" / "verdict.json").read_text())
     assert data["exit_code"] == 1 and data["regression"] is True
     check_ci_formats(tmp_path / "v", regressed=True)
-    same = bench("regress", "--baseline", str(base), "--current", str(base), "--out", str(tmp_path / "w"))
+    same = cli("regress", "--baseline", str(base), "--current", str(base), "--out", str(tmp_path / "w"))
     assert same.returncode == 0
-    missing = bench("regress", "--baseline", str(base), "--current", str(tmp_path / "none.jsonl"),
-                    "--out", str(tmp_path / "x"))
+    missing = cli("regress", "--baseline", str(base), "--current", str(tmp_path / "none.jsonl"),
+                  "--out", str(tmp_path / "x"))
     assert missing.returncode == 2
 
 
@@ -195,14 +195,14 @@ def test_stored_duets_are_judged_again_as_duets_only_when_asked_and_true(tmp_pat
         files[name] = tmp_path / f"{name}.jsonl"
         files[name].write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows))
     args = ("regress", "--baseline", str(files["baseline"]), "--current", str(files["current"]))
-    paired = bench(*args, "--duets", "--out", str(tmp_path / "p"))
+    paired = cli(*args, "--duets", "--out", str(tmp_path / "p"))
     assert paired.returncode == 1 and "paired t (5 duets)" in paired.stdout
     # Unpaired, the duets' different machine speeds hide the 10 %.
-    assert bench(*args, "--out", str(tmp_path / "u")).returncode == 0
+    assert cli(*args, "--out", str(tmp_path / "u")).returncode == 0
     plain = tmp_path / "plain.jsonl"
     plain.write_text("".join(json.dumps(run(m).to_dict()) + "\n" for m in (1000, 990, 1010, 1005, 995)))
-    refused = bench("regress", "--baseline", str(plain), "--current", str(files["current"]), "--duets",
-                    "--out", str(tmp_path / "r"))
+    refused = cli("regress", "--baseline", str(plain), "--current", str(files["current"]), "--duets",
+                  "--out", str(tmp_path / "r"))
     assert refused.returncode == 2 and "drop --duets" in refused.stderr
 
 
@@ -212,7 +212,7 @@ def test_cross_machine_comparison_warns(tmp_path):
     other = run(1000)
     other.environment = {"cpu_model": "another CPU", "cores_available": 64}
     cur.write_text(json.dumps(other.to_dict()) + "\n")
-    result = bench("regress", "--baseline", str(base), "--current", str(cur), "--out", str(tmp_path / "v"))
+    result = cli("regress", "--baseline", str(base), "--current", str(cur), "--out", str(tmp_path / "v"))
     assert "WARNING: the baseline comes from another machine" in result.stderr
 
 
@@ -266,7 +266,7 @@ def test_calibrate_measures_the_check_on_duets_of_one_tree(tmp_path):
 
 
 def test_unknown_revision_is_a_clear_error(tmp_path):
-    result = bench("regress", "--against", "no-such-rev", "--out", str(tmp_path / "ab"))
+    result = cli("regress", "--against", "no-such-rev", "--out", str(tmp_path / "ab"))
     assert result.returncode == 2 and "cannot check out 'no-such-rev'" in result.stderr
 
 

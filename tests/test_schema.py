@@ -6,7 +6,7 @@ import pytest
 
 from bench.results.row import ResultRow
 from bench.results.schema import row_schema
-from helpers import REPO, bench
+from helpers import REPO, cli
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -14,7 +14,7 @@ jsonschema = pytest.importorskip("jsonschema")
 def test_the_published_schema_is_the_one_the_row_generates_and_bench_schema_prints_it():
     assert json.loads((REPO / "docs" / "row.schema.json").read_text()) == row_schema(), \
         "docs/row.schema.json is stale: python -m bench schema > docs/row.schema.json"
-    printed = bench("schema")
+    printed = cli("schema")
     assert printed.returncode == 0 and json.loads(printed.stdout) == row_schema()
 
 

@@ -9,7 +9,7 @@ import pytest
 from bench.run.processes import processes_of_run
 from bench.analysis.folder import Folder
 from tests.listening import ListenerWatch
-from helpers import CPU, bench, bench_with_own_shm, rows
+from helpers import CPU, bench, bench_with_own_shm, cli, rows
 
 # DeepSpeed's CPU all-reduce segments of this user's runs on loopback (deepspeed_impl.launch.deepspeed)
 DEEPSPEED_SEGMENTS = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_*"
@@ -31,7 +31,7 @@ DEEPSPEED_SEGMENTS = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_127.0.0
     (["--variant", "tf-ps", "--input", "files"], "tf-ps reads the in-memory input only"),
 ])
 def test_bad_sharding_options_are_one_line_and_exit_2(tmp_path, args, message):
-    result = bench("run", *args, "--task", "quick", "--out", str(tmp_path), env=CPU)
+    result = cli("run", *args, "--task", "quick", "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert message in line
@@ -39,14 +39,14 @@ def test_bad_sharding_options_are_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_a_sweep_refuses_a_zero_stage_nothing_in_it_takes(tmp_path):
-    result = bench("sweep", "--variants", "accelerate,torch-ddp", "--zero-stage", "3", "--task", "quick", "--dry-run",
-                   "--out", str(tmp_path), env=CPU)
+    result = cli("sweep", "--variants", "accelerate,torch-ddp", "--zero-stage", "3", "--task", "quick", "--dry-run",
+                 "--out", str(tmp_path), env=CPU)
     assert result.returncode == 2 and "--zero-stage goes with deepspeed" in result.stderr
 
 
 def test_a_sweep_runs_deepspeed_at_each_zero_stage_from_its_own_config_file(tmp_path):
-    result = bench("sweep", "--variants", "deepspeed,lightning", "--max-devices", "2", "--task", "quick",
-                   "--dry-run", "--no-analysis", "--out", str(tmp_path), env=CPU)
+    result = cli("sweep", "--variants", "deepspeed,lightning", "--max-devices", "2", "--task", "quick",
+                 "--dry-run", "--no-analysis", "--out", str(tmp_path), env=CPU)
     assert result.returncode == 0, result.stderr
     text = result.stdout
     for stage in (1, 2, 3):

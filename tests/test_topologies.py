@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from bench.hosts.loopback import free_port
-from helpers import CPU, REPO, bench, rows
+from helpers import CPU, REPO, bench, cli, rows
 
 
 @pytest.mark.slow
@@ -59,8 +59,8 @@ def test_two_hosts_on_loopback(tmp_path, variant):
 
 
 def test_multi_host_needs_a_shared_port(out):
-    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--nnodes", "2", "--node-rank", "1",
-                   "--task", "quick", "--out", str(out), env=CPU)
+    result = cli("run", "--variant", "torch-ddp", "--devices", "2", "--nnodes", "2", "--node-rank", "1",
+                 "--task", "quick", "--out", str(out), env=CPU)
     assert result.returncode == 2 and "--master-port" in result.stderr
 
 

@@ -20,7 +20,7 @@ from bench.results.frame import frame
 from bench.spec.peaks import dense_peak, matmul_precision
 from bench.spec.task import get_task
 from bench.worker.clock import StepClock
-from helpers import CPU, REPO, bench, result_row
+from helpers import CPU, REPO, bench, cli, result_row
 
 KERAS_FLOPS = """
 import json, sys
@@ -111,8 +111,8 @@ def test_fraction_of_the_measured_peak_matches_the_slot():
 
 def test_compile_is_refused_where_no_compiler_can_build_it(out):
     no_compiler = {**CPU, "PATH": os.path.dirname(sys.executable)}
-    result = bench("run", "--variant", "torch-single", "--task", "quick", "--compile", "--out", str(out),
-                   env=no_compiler)
+    result = cli("run", "--variant", "torch-single", "--task", "quick", "--compile", "--out", str(out),
+                 env=no_compiler)
     assert result.returncode == 2 and "--compile needs a C++ compiler" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (out / "results.jsonl").exists()
 
