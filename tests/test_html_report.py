@@ -1,5 +1,5 @@
 """report.html: one self-contained page, checked in a real browser (Debian's Chromium driven by Playwright)
-on the results folder of a real tiny sweep."""
+on the committed CPU reference (every approach, 1 and 2 slots), its report written by this code."""
 import re
 from pathlib import Path
 
@@ -9,7 +9,7 @@ from bench.analysis import report
 from bench.analysis import aggregate
 from bench.results import ResultStore, load
 from bench.analysis.folder import Folder
-from helpers import CPU, bench
+from helpers import REPO
 from test_report import row
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -40,12 +40,14 @@ def test_the_page_carries_everything_it_shows(tmp_path):
     assert page.count('<tr class="main') == 3 and page.count('<tr class="twin') == 1  # the bound under its run
 
 
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("sweep")
-    result = bench("sweep", "--task", "quick", "--variants", "torch-ddp,torch-single", "--max-devices", "2",
-                   "--out", str(out), env=CPU)
-    assert result.returncode == 0, result.stderr
+@pytest.fixture
+def swept(tmp_path) -> Path:
+    """The reference's rows in a folder of the test's own, its report as this code writes it."""
+    import shutil
+
+    out = tmp_path / "reference-cpu"
+    shutil.copytree(REPO / "results" / "reference-cpu", out)
+    report.write_report(Folder.read(out))
     return out
 
 
@@ -66,7 +68,7 @@ def test_the_report_in_a_browser(swept, tmp_path):
             page.goto((swept / "report.html").as_uri())
             assert page.locator("h2").first.inner_text() == "Verdict"
             verdict = page.locator("ul.verdict").inner_text()
-            assert "1 CPU slot, quick task" in verdict and "torch-ddp" in verdict and "2 CPU slots" in verdict
+            assert "1 CPU slot, default task" in verdict and "torch-ddp" in verdict and "2 CPU slots" in verdict
             table = page.locator("table.results").first
             assert table.locator("tr.main").count() == main_rows
             # Whole rows: two configurations share a variant name, so names alone can read the same both ways.
@@ -75,9 +77,16 @@ def test_the_report_in_a_browser(swept, tmp_path):
             throughput.locator("button").click()
             ascending = rows_shown()
             throughput.locator("button").click()
-            assert rows_shown() == ascending[::-1] != ascending
+            descending = rows_shown()
+            measured = lambda rows: [r for r in rows if r.split("\t")[3] == "ok"]  # noqa: E731
+            assert measured(descending) == measured(ascending)[::-1] != measured(ascending)
+            # A row without the figure (torch-dp on 2 slots is not applicable) stays below the measured, both ways.
+            assert descending[len(measured(descending)):] == ascending[len(measured(ascending)):] != []
             assert throughput.get_attribute("aria-sort") == "descending"
-            assert table.locator("td[title*='95 %']").count() > 0  # intervals on hover
+            # On hover: each throughput's range over its 3 runs, the intervals of the figures drawn from it.
+            measured_rows = table.locator("tbody tr:not(.skipped)").count()  # twins too; not torch-dp's n/a
+            assert measured_rows > main_rows and table.locator("td[title*='range over runs']").count() == measured_rows
+            assert table.locator("td[title^='interval']").count() > 0
             page.locator("input.filter").first.fill("torch-single")
             assert table.locator("tbody.group:visible").count() == 1
             page.locator("input.filter").first.fill("")
@@ -88,7 +97,7 @@ def test_the_report_in_a_browser(swept, tmp_path):
             box = page.locator("div.headline").bounding_box()
             assert box and box["y"] >= 0 and box["y"] + box["height"] <= 800, box
             assert page.locator("div.headline p").count() == 2  # one a device count
-            assert page.locator("div.headline p").first.inner_text().startswith("1 CPU slot, quick task")
+            assert page.locator("div.headline p").first.inner_text().startswith("1 CPU slot, default task")
             page.screenshot(path=str(tmp_path / "first-screen.png"))
         finally:
             browser.close()
