@@ -12,7 +12,10 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import warnings
 from pathlib import Path
+
+import pytest
 
 from bench.results import ResultRow
 
@@ -28,38 +31,61 @@ def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subproce
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`bench(*args)` inside this process: for a command that starts no process of its own (a refusal, a report, a
-    plan), where a subprocess's start and imports are most of the test. Its exit code, and what it printed and logged,
-    come back as `bench` returns them; the environment, directory, logging and signal handlers are put back after."""
+    plan), where a subprocess's start and imports are most of the test. Its exit code, and what it printed, logged
+    and warned, come back as `bench` returns them; the environment, directory, logging, signal handlers and boto3's
+    default session are put back after. A command that gets as far as starting a run fails the test: use bench()."""
     from bench import cli as command_line
+    from bench.interrupt import STOP_SIGNALS
+    from bench.run import execute
+    from bench.sweep import runner
+
+    def no_run(*_, **__):
+        raise AssertionError(f"`bench {' '.join(args)}` started a run inside the test's process: call bench()")
 
     out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_dir = dict(os.environ), os.getcwd()
     root = logging.getLogger()
-    saved_logging = (root.handlers[:], root.level, {name: logging.getLogger(name).level for name in
-                                                    ("bench", "botocore", "boto3", "s3transfer", "urllib3", "matplotlib")})
-    saved_signals = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    os.environ.update(env or {})
-    os.chdir(REPO)
-    root.handlers = []  # so that main's basicConfig logs to this call's stderr, as a fresh process's would
+    chatty = ("bench", "botocore", "boto3", "s3transfer", "urllib3", "matplotlib")
+    saved_logging = (root.handlers[:], root.level, {name: logging.getLogger(name).level for name in chatty})
+    saved_signals = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    # boto3's default session caches the credentials of the environment it first saw: none after, as before
+    saved_session = sys.modules["boto3"].DEFAULT_SESSION if "boto3" in sys.modules else None
+    code = 1
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = command_line.main(list(args))
-            except SystemExit as exit_:  # argparse's refusals
-                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            except Exception:  # noqa: BLE001 - what the interpreter would print, and its exit status
-                traceback.print_exc()
-                code = 1
+        with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+            for name, value in (env or {}).items():
+                patch.setenv(name, value)
+            patch.chdir(REPO)
+            patch.setattr(runner, "run_all", no_run)
+            patch.setattr(execute, "execute", no_run)
+            warnings.simplefilter("default")  # a fresh interpreter's filters: these four it does not show
+            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", hidden)
+            root.handlers = []  # so that main's basicConfig logs to this call's stderr, as a fresh process's would
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = command_line.main(list(args)) or 0
+                except SystemExit as exit_:  # argparse's refusals
+                    code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                except AssertionError:
+                    raise
+                except Exception:  # noqa: BLE001 - what the interpreter would print, and its exit status
+                    traceback.print_exc()
+                    code = 1
+            err.writelines(warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in caught)
+    except BaseException:
+        sys.__stderr__.write(out.getvalue() + err.getvalue())  # what it printed before the test stopped
+        raise
     finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        os.chdir(saved_dir)
         root.handlers, root.level = saved_logging[0], saved_logging[1]
         for name, level in saved_logging[2].items():
             logging.getLogger(name).setLevel(level)
         for signum, handler in saved_signals.items():
             signal.signal(signum, handler)
-    return subprocess.CompletedProcess(["bench", *args], code or 0, out.getvalue(), err.getvalue())
+        if "boto3" in sys.modules:
+            sys.modules["boto3"].DEFAULT_SESSION = saved_session
+    if code - 128 in STOP_SIGNALS and "interrupted by" in err.getvalue():
+        os.kill(os.getpid(), code - 128)  # a Ctrl-C during the call stops the session, as it would have
+    return subprocess.CompletedProcess(["bench", *args], code, out.getvalue(), err.getvalue())
 
 
 def bench_with_own_shm(*args: str, env: dict | None = None, timeout: float = 600

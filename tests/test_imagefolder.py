@@ -5,7 +5,7 @@ import pytest
 
 from bench.worker import data, imagefolder
 from bench.spec.task import SpecError, get_task
-from helpers import CPU, bench, cli, rows
+from helpers import CPU, bench, rows
 
 
 def folder_of(root, splits=("train", "test"), classes=(("cat", 30), ("dog", 220)), count=3, size=(20, 14)):
@@ -98,8 +98,9 @@ def test_bad_folders_exit_2_from_the_cli(tmp_path, problem):
             (root / "test" / "bird").mkdir()
         else:
             (root / "test" / "cat" / "7.png").write_bytes(b"\x89PNG broken")
-    result = cli("run", "--variant", "torch-single", "--task", "quick", "--dataset", "imagefolder",
-                 "--data-dir", str(root), "--out", str(tmp_path / "out"), env=CPU)
+    # A corrupt image is found where the run reads its data, inside execute: a process of its own.
+    result = bench("run", "--variant", "torch-single", "--task", "quick", "--dataset", "imagefolder",
+                   "--data-dir", str(root), "--out", str(tmp_path / "out"), env=CPU)
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert {"no classes": "no class subfolders", "empty class": "bird holds no images",
