@@ -23,6 +23,8 @@ from bench.studies.gpu_check import DEFAULT_BUDGET_S
 
 log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
+# Kept to warnings under -v: where they found credentials, each call; every font's score while a figure is drawn.
+CHATTY_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "matplotlib")
 FAMILY_CHOICES = ("both", *(family.value for family in Family))  # --framework of overhead and audit
 
 
@@ -354,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
-    # Where they found credentials, each call; every font's score while a figure is drawn.
-    for chatty in ("botocore", "boto3", "s3transfer", "urllib3", "matplotlib"):
+    for chatty in CHATTY_LOGGERS:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     stop_on_signals()
     try:

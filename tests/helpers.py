@@ -29,6 +29,10 @@ def bench(*args: str, env: dict | None = None, timeout: float = 600) -> subproce
                           env={**os.environ, **(env or {})}, timeout=timeout)
 
 
+class StartedARun(AssertionError):
+    """A command run by cli() got as far as starting a run."""
+
+
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`bench(*args)` inside this process: for a command that starts no process of its own (a refusal, a report, a
     plan), where a subprocess's start and imports are most of the test. Its exit code, and what it printed, logged
@@ -40,16 +44,15 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     from bench.sweep import runner
 
     def no_run(*_, **__):
-        raise AssertionError(f"`bench {' '.join(args)}` started a run inside the test's process: call bench()")
+        raise StartedARun(f"`bench {' '.join(args)}` started a run inside the test's process: call bench()")
 
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
-    chatty = ("bench", "botocore", "boto3", "s3transfer", "urllib3", "matplotlib")
-    saved_logging = (root.handlers[:], root.level, {name: logging.getLogger(name).level for name in chatty})
+    saved_logging = (root.handlers[:], root.level, {name: logging.getLogger(name).level
+                                                    for name in ("bench", *command_line.CHATTY_LOGGERS)})
     saved_signals = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     # boto3's default session caches the credentials of the environment it first saw: none after, as before
     saved_session = sys.modules["boto3"].DEFAULT_SESSION if "boto3" in sys.modules else None
-    code = 1
     try:
         with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
             for name, value in (env or {}).items():
@@ -66,7 +69,7 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                     code = command_line.main(list(args)) or 0
                 except SystemExit as exit_:  # argparse's refusals
                     code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-                except AssertionError:
+                except StartedARun:
                     raise
                 except Exception:  # noqa: BLE001 - what the interpreter would print, and its exit status
                     traceback.print_exc()
