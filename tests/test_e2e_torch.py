@@ -1,5 +1,7 @@
 """End to end on CPU: real processes, real launchers, the quick task."""
 
+import shutil
+
 import pytest
 
 from bench.run.processes import processes_of_run
@@ -23,11 +25,28 @@ def assert_good_row(row, variant, world):
     assert row["command"] and row["git_sha"] is not None
 
 
-@pytest.mark.slow
-def test_ddp_on_two_processes(out):
-    result = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
+SWEPT = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
+    v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp"))]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """A sweep end to end over every TensorFlow variant and the PyTorch ones of each kind (the replicated, the
+    sharded, the single-process), 1 and 2 slots: its folder and the command's output, shared by this file's tests
+    (each run is mostly its frameworks' start-up). Every other PyTorch approach sweeps in test_models (a timm
+    model, 1 and 2 slots) and test_sharded_variants (each ZeRO stage, FSDP and Fabric against DDP)."""
+    out = tmp_path_factory.mktemp("swept")
+    result = bench("sweep", "--task", "quick", "--variants", ",".join(SWEPT), "--max-devices", "2",
+                   "--no-analysis", "--out", str(out), env=CPU, timeout=1400)
     assert result.returncode == 0, result.stderr
-    [row] = rows(out)
+    return out, result
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_ddp_on_two_processes(swept):
+    out, _ = swept
+    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == ("torch-ddp", 2)]
     assert_good_row(row, "torch-ddp", 2)
     assert row["launcher"] == "torchrun" and row["environment"]["backend"] == "gloo"
     # Each rank pinned to its own core.
@@ -36,25 +55,18 @@ def test_ddp_on_two_processes(out):
 
 
 @pytest.mark.slow
-def test_dp_on_one_cpu_slot_says_so(out):
-    result = bench("run", "--variant", "torch-dp", "--devices", "1", "--task", "quick", "--out", str(out), env=CPU)
-    assert result.returncode == 0, result.stderr
-    [row] = rows(out)
+@pytest.mark.timeout(1500)
+def test_dp_on_one_cpu_slot_says_so(swept):
+    out, _ = swept
+    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == ("torch-dp", 1)]
     assert_good_row(row, "torch-dp", 1)
     assert any("plain module" in note for note in row["notes"])
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
-    """A sweep end to end over every TensorFlow variant and the PyTorch ones of each kind (the replicated, the
-    sharded, the single-process), 1 and 2 slots. Every other PyTorch approach sweeps in test_models (a timm
-    model, 1 and 2 slots) and test_sharded_variants (each ZeRO stage and Fabric against DDP)."""
-    variants = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
-        v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp"))]
-    result = bench("sweep", "--task", "quick", "--variants", ",".join(variants), "--max-devices", "2",
-                   "--no-analysis", "--out", str(out), env=CPU, timeout=1400)
-    assert result.returncode == 0, result.stderr
+def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(swept):
+    out, result = swept
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
     assert not any(r["independent"] for r in rows(out))  # --no-analysis: no no-sync runs
     derived = {(k.variant, k.world_size): e for k, e in zip(*configurations(out, "scaling_efficiency"))}
@@ -62,7 +74,7 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
     assert by_key[("torch-fsdp", 2)]["status"] == "ok" and by_key[("torch-fsdp", 2)]["test_accuracy"] > 0.5
     assert all(r["status"] == "ok" for r in rows(out) if r["variant"] != "torch-dp"), \
         [(r["variant"], r["error"]) for r in rows(out) if r["status"] != "ok"]
-    assert {r["variant"] for r in rows(out)} == set(variants)
+    assert {r["variant"] for r in rows(out)} == set(SWEPT)
     assert by_key[("torch-dp", 2)]["status"] == "skipped"
     assert "not applicable" in by_key[("torch-dp", 2)]["error"]
     assert (out / "results.csv").exists() and (out / "report.md").exists()
@@ -74,10 +86,10 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(out):
 
 
 @pytest.mark.slow
-def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(out):
-    ok = bench("run", "--variant", "torch-ddp", "--devices", "1", "--task", "quick", "--out", str(out), env=CPU)
-    assert ok.returncode == 0
-    first_line = (out / "results.jsonl").read_text()
+@pytest.mark.timeout(1500)
+def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(swept, out):
+    shutil.copytree(swept[0], out)  # the earlier rows: the sweep's
+    earlier, kept = (out / "results.jsonl").read_text(), len(rows(out))
 
     crash = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out),
                   env={**CPU, "DTBENCH_FAULT": "crash:rank=1:step=3"})
@@ -97,7 +109,7 @@ def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(out):
     stacks = sorted(p.name for p in (out / "runs" / row["run_id"] / "stacks").iterdir())
     assert stacks == ["rank0.txt", "rank1.txt"]
     assert not (out / "runs" / rows(out)[0]["run_id"] / "stacks").exists()  # the run that ended: none kept
-    assert (out / "results.jsonl").read_text().startswith(first_line)
-    assert [r["status"] for r in rows(out)] == ["ok", "failed", "timeout"]
+    assert (out / "results.jsonl").read_text().startswith(earlier)
+    assert [r["status"] for r in rows(out)[kept:]] == ["failed", "timeout"]
     # Nothing of the hung run is left behind.
     assert processes_of_run(row["run_id"]) == []
