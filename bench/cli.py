@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+import bench
 from bench import commands, install, metrics
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.metrics.cost import price
@@ -110,9 +111,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    # `dtbench` where the installed command runs it, else `python -m bench` (the two take the same commands).
-    prog = "dtbench" if Path(sys.argv[0]).name == "dtbench" else "python -m bench"
-    parser = Parser(prog=prog, description=__doc__)
+    parser = Parser(prog=bench.command(), description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=f"dtbench {install.version()}")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench import metrics
+from bench import command, metrics
 from bench.sweep import plan
 from bench.run.runspec import RunSpec
 from bench.spec import devices, knobs, models, options
@@ -403,7 +403,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Several machines' results folders side by side (bench.analysis.compare): compare.md and compare.html."""
     folders = [Path(d) for d in args.dirs]
     if len(folders) < 2:
-        raise SpecError("bench compare needs two or more results folders, one per machine: e.g. python -m bench "
+        raise SpecError(f"{command()} compare needs two or more results folders, one per machine: e.g. {command()} "
                         "compare results/reference-cpu results/reference-h100-default")
     twice = [str(d) for d in folders if sum(d.resolve() == other.resolve() for other in folders) > 1]
     if twice:
@@ -491,7 +491,7 @@ def export_images(args: argparse.Namespace) -> int:
     from bench.worker import data, imagefolder, s3
 
     if len(args.tasks) != 2:
-        raise SpecError("usage: python -m bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
+        raise SpecError(f"usage: {command()} data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
     target = args.tasks[1]
     remote = target.startswith("s3://")
     if remote and s3.holds_objects(target):
@@ -522,7 +522,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         log.info("downloaded to %s", data.download_fashion_mnist())
     elif args.install and not data.install_fashion_mnist():
         log.warning("could not install Debian's dataset-fashion-mnist (needs apt-get and root or sudo): "
-                    "the default task will need --data-dir or `python -m bench data --download`")
+                    f"the default task will need --data-dir or `{command()} data --download`")
     failed = 0
     for name in args.tasks:
         try:

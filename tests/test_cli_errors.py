@@ -42,3 +42,12 @@ def test_the_version_is_the_distributions():
     # A missing extra's hint is a pip command with dtbench's own pins, which works wherever the user stands
     hint = install.hint("mlflow")
     assert hint.startswith("pip install ") and "'mlflow>=3.17'" in hint and "dtbench[" not in hint
+
+
+@pytest.mark.parametrize("argv0, typed", [("/venv/bin/dtbench", "dtbench"), ("/repo/bench/__main__.py", "python -m bench")])
+def test_a_hint_names_the_command_the_user_typed(monkeypatch, out, argv0, typed):
+    """`dtbench` after an install (a pipx user has no `python` that imports bench), `python -m bench` from it."""
+    monkeypatch.setattr("sys.argv", [argv0])
+    result = cli("run", "--variant", "torch-nope", "--task", "quick", "--out", str(out))
+    assert result.returncode == 2 and f"(see `{typed} list`)" in result.stderr
+    assert cli("compare", "results/reference-cpu").stderr.count(f"{typed} compare ") == 2

@@ -19,6 +19,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
+from bench import command
 from bench.spec.family import Family
 
 BUILT_IN = ("small-cnn", "mnist-cnn", "databricks-cnn", "resnet50")
@@ -80,7 +81,7 @@ def parse(model: str) -> ModelName:
         return ModelName(OWN, name)
     if source not in LIBRARIES or not name:
         raise ModelNameError(f"unknown model {model!r}: choose one of {', '.join(BUILT_IN)}, a model both frameworks "
-                             "build (`python -m bench list`), a library's model as timm:NAME, torchvision:NAME or "
+                             f"build (`{command()} list`), a library's model as timm:NAME, torchvision:NAME or "
                              "keras:NAME (e.g. timm:resnet18), or --model-module")
     if name.startswith(REMOTE_PREFIXES):
         raise ModelNameError(f"{model}: fetches its config or weights from a hub; dtbench downloads nothing: name "

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
+from bench import command
 from bench.spec import models
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -433,7 +434,7 @@ class TaskSpec:
                             "pick a task with a dataset (e.g. --task default)")
         if self.data.input == "s3" and not (self.data.data_url or "").startswith("s3://"):
             raise SpecError("--input s3 reads an image folder from object storage: pass --data-url "
-                            "s3://BUCKET/PREFIX (fill it with `python -m bench data export-images --task T s3://...`)")
+                            f"s3://BUCKET/PREFIX (fill it with `{command()} data export-images --task T s3://...`)")
         if self.data.data_url and self.data.input != "s3":
             raise SpecError(DATA_URL_WITHOUT_S3)
 
@@ -514,7 +515,7 @@ def preset_model(name: str) -> str:
 def get_task(name: str, **overrides) -> TaskSpec:
     """A preset with command-line overrides (None means 'keep the preset's value')."""
     if name not in PRESETS:
-        raise SpecError(f"unknown task {name!r}: choose one of {', '.join(PRESETS)} (see `python -m bench list`)")
+        raise SpecError(f"unknown task {name!r}: choose one of {', '.join(PRESETS)} (see `{command()} list`)")
     task = PRESETS[name].replace(**{k: v for k, v in overrides.items() if v is not None})
     task.validate()
     return task

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from bench import command
 from bench.spec.family import Family
 from bench.spec.task import SpecError
 
@@ -244,7 +245,7 @@ def check_engine(name: str) -> None:
 
 def get_variant(name: str) -> Variant:
     if name not in VARIANTS:
-        raise SpecError(f"unknown variant {name!r}: choose one of {', '.join(VARIANTS)} (see `python -m bench list`)")
+        raise SpecError(f"unknown variant {name!r}: choose one of {', '.join(VARIANTS)} (see `{command()} list`)")
     return VARIANTS[name]
 
 
