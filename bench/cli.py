@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command == "data" and not any(e.startswith("-") for e in extra):
-        args.tasks += extra  # `data export-images --task T DIR`: DIR after the options
+        args.tasks = [*args.tasks, *extra]  # `data export-images --task T DIR`: DIR after the options
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")

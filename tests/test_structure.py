@@ -92,7 +92,8 @@ def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
     found = modules()
     loaded = ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models", "bench.spec.family")
     for name in loaded:
-        assert imports_of(name, found[name], set(found)) <= {"bench.spec", *loaded}, name
+        assert imports_of(name, found[name], set(found)) <= {"bench", "bench.spec", *loaded}, name
+    assert imports_of("bench", found["bench"], set(found)) == set()  # the package's own module: none either
 
 
 def test_the_approaches_reach_the_harness_through_its_launch_api_only():
