@@ -78,12 +78,12 @@ def test_report_and_compare_fold_each_folder_once(tmp_path, counted):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("repeats", [3, 13])
-def test_with_mlflow_a_sweep_still_folds_once(tmp_path, counted, capsys, monkeypatch, repeats):
+def test_with_mlflow_a_sweep_still_folds_once(tmp_path, counted, capsys, monkeypatch, repeats, mlflow_store):
     """Each run is logged as it ends; the figures derived from the whole folder once, at the end (one query and
     one batch a run), not the folder refolded after every run."""
     pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store()
     sweep(tmp_path / "out", repeats, "--mlflow", uri)
     assert counted["folds"] == 1 + capsys.readouterr().out.count("provisional answer")
 

@@ -118,7 +118,8 @@ def test_mlflow_without_its_extra_is_refused_before_anything_runs(monkeypatch):
         tracking.require()
 
 
-def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_saved_one(tmp_path, monkeypatch):
+def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_saved_one(tmp_path, monkeypatch,
+                                                                                         mlflow_store):
     """The harness's half, with no framework: a saved folder becomes the MLflow run's logged model (what MLflow 3's
     Models tab lists, with the row's metrics), in the SQLite store's folder (not ./mlruns where the harness runs);
     a failed run or one without a model logs none. The run folder's copy is left as saved (model_bytes)."""
@@ -134,7 +135,7 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
     (model / "MLmodel").write_text("flavors:\n  pytorch: {}\n  python_function: {}\n")
     (model / "data" / "weights").write_bytes(b"0" * 10)
     saved = sorted((p.relative_to(model), p.read_bytes()) for p in model.rglob("*") if p.is_file())
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store()
     for name, fields in (("saved", {"model_bytes": 23}), ("failed", {"status": "failed", "model_bytes": 23}),
                          ("none", {})):
         tracking.log_row(uri, result_row(run_id=name, **fields), model)
@@ -157,7 +158,8 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
     assert (tmp_path / "mlruns").is_dir() and not (tmp_path.parent / "mlruns").exists()
 
 
-def test_a_model_that_cannot_be_logged_is_marked_failed_and_the_runs_figures_are_kept(tmp_path, monkeypatch):
+def test_a_model_that_cannot_be_logged_is_marked_failed_and_the_runs_figures_are_kept(tmp_path, monkeypatch,
+                                                                                      mlflow_store):
     import mlflow
 
     from bench.sweep import tracking
@@ -167,7 +169,7 @@ def test_a_model_that_cannot_be_logged_is_marked_failed_and_the_runs_figures_are
     model = tmp_path / "model"
     model.mkdir()
     (model / "MLmodel").write_text("flavors: [unclosed\n")  # a torn MLmodel file
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_store()
     tracking.log_row(uri, result_row(run_id="torn", model_bytes=23), model)
     mlflow.set_tracking_uri(uri)
     [run] = mlflow.search_runs(experiment_names=["dtbench"], output_format="list")
@@ -187,7 +189,8 @@ def test_rows_from_before_the_model_was_logged_still_load():
     assert ResultRow.from_dict(old).model_bytes is None
 
 
-def test_mlflows_own_variables_name_the_store_and_the_experiment_and_a_given_uri_wins(tmp_path, monkeypatch):
+def test_mlflows_own_variables_name_the_store_and_the_experiment_and_a_given_uri_wins(tmp_path, monkeypatch,
+                                                                                     mlflow_store):
     """`--mlflow` alone logs to MLFLOW_TRACKING_URI, into MLFLOW_EXPERIMENT_NAME; a URI given wins. Runs made from
     their specs in this process (nothing trained)."""
     pytest.importorskip("mlflow")
@@ -200,7 +203,7 @@ def test_mlflows_own_variables_name_the_store_and_the_experiment_and_a_given_uri
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert cli.main(["run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path / "none"),
                      "--mlflow"]) == 2  # no URI anywhere: one line naming the fix
-    from_env, given = f"sqlite:///{tmp_path / 'env.db'}", f"sqlite:///{tmp_path / 'given.db'}"
+    from_env, given = mlflow_store("env.db"), mlflow_store("given.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", from_env)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "team-benchmarks")
     assert cli.main(["run", "--variant", "torch-single", "--task", "quick", "--out", str(tmp_path / "a"),
