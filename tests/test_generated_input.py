@@ -9,6 +9,7 @@ milliseconds."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -65,8 +66,9 @@ def stopped():
     patch.undo()
 
 
+@functools.cache
 def _options(command: str) -> list:
-    parser = cli.build_parser()
+    parser = cli.build_parser()  # once a command: a generated example draws its options from them
     [commands] = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
     return [a for a in commands.choices[command]._actions if a.option_strings and a.dest not in ("help", "out")]
 
