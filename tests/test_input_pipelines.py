@@ -3,10 +3,12 @@ order as the in-memory input, from a folder and from a real S3-compatible server
 refused in one line, before anything starts, with no secret in the output."""
 import dataclasses
 import os
+import threading
 
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader, Dataset
 
 from bench.results.key import config_key
 from bench.worker import data, imagefolder
@@ -39,6 +41,50 @@ def test_the_file_pipeline_draws_the_in_memory_batches():
     assert len(pairs) == len(loader) > 5
     for (images, labels), (want_images, want_labels) in pairs:
         assert images.dtype == torch.uint8 and torch.equal(images, want_images) and torch.equal(labels, want_labels)
+
+
+HELD = threading.Lock()  # held by another thread of the "rank" while its loader starts its worker
+
+
+class LockedSamples(Dataset):
+    """Samples that take HELD: a worker that inherited it held waits forever, as the soak's did."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, index: int) -> int:
+        with HELD:
+            return index
+
+
+def test_a_loader_worker_never_inherits_a_lock_another_thread_of_the_rank_holds(monkeypatch):
+    """The soak's hang (results/soak-cpu): a rank's DataLoader worker that never ran a line of Python, the
+    rank's other threads running. A worker forked from the rank while one of them holds a lock waits for it
+    forever; ours start from a forkserver and read every sample. The forked control proves the test can fail."""
+    from torch_impl import data as torch_data
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with HELD:
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    held.wait()
+    try:
+        options = torch_data.loader_options(LockedSamples(), workers=1, pin_memory=False)
+        assert options["multiprocessing_context"].get_start_method() == "forkserver"
+        assert list(DataLoader(LockedSamples(), batch_size=None, timeout=120, **options)) == [0, 1, 2, 3]
+        # The forked worker waits for HELD forever: its loader's shutdown gives it 0.2 s, not 5, before the kill.
+        monkeypatch.setattr(torch.utils.data._utils, "MP_STATUS_CHECK_INTERVAL", 0.2)
+        forked = DataLoader(LockedSamples(), batch_size=None, num_workers=1, timeout=3, multiprocessing_context="fork")
+        with pytest.raises(RuntimeError, match="timed out"):
+            list(forked)
+    finally:
+        release.set()
+        holder.join()
 
 
 def test_a_val_split_folder_read_as_files_holds_out_what_memory_holds_out(tmp_path):

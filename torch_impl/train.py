@@ -196,7 +196,8 @@ def fast_path(device: torch.device, task: TaskSpec) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = on["tf32"]       # fp32 matmuls and convolutions on TF32 tensor cores
         torch.backends.cudnn.allow_tf32 = on["tf32"]
     return {"channels_last": data.channels_last(device), **on, "pin_memory": cuda, "compile": bool(task.options.compile),
-            "persistent_workers": bool(task.data.loader_workers)}
+            "persistent_workers": bool(task.data.loader_workers),
+            "loader_start": data.LOADER_START if task.data.loader_workers else None}
 
 
 def fused(optimizer: torch.optim.Optimizer) -> bool:
