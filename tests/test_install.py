@@ -45,6 +45,9 @@ def test_an_installed_dtbench_runs_outside_its_checkout(tmp_path):
                             "--target", str(site), str(REPO)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-2000:]
     assert (site / "bench" / "cli.py").exists() and not (site / "pyproject.toml").exists()
+    [dist_info] = site.glob("dtbench-*.dist-info")
+    assert "License-Expression: Apache-2.0" in (dist_info / "METADATA").read_text()
+    assert (dist_info / "licenses" / "LICENSE").read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, **CPU, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
