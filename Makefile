@@ -52,16 +52,10 @@ else
 packages: $(STAMP) $(if $(HAS_GPU),$(TF_STAMP))
 bench-packages: $(BENCH_STAMP) $(if $(HAS_GPU),$(TF_STAMP))
 
-# Keras 2, for tf-multiworker-fit alone (Keras 3's fit fails under MultiWorkerMirroredStrategy; its launch sets
-# TF_USE_LEGACY_KERAS=1). Without its dependencies: tf-keras requires the full `tensorflow` wheel, which beside
-# tensorflow-cpu (the same code) would have two distributions write one package directory.
-TF_KERAS := tf-keras==2.21.0
-
 $(STAMP) $(BENCH_STAMP): pyproject.toml $(LOCK)
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -c $(LOCK) \
 		-e ".[$(if $(filter $(STAMP),$@),$(EXTRAS),$(BENCH_EXTRAS))]"
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -c $(LOCK) --no-deps $(TF_KERAS)
 	@rm -f $(VENV)/.installed-* && touch $@ $(BENCH_STAMP)
 
 # A GPU box: TensorFlow's GPU build in a venv of its own (its CUDA-12 cuDNN/NCCL wheels overwrite torch's CUDA-13
@@ -70,7 +64,6 @@ $(STAMP) $(BENCH_STAMP): pyproject.toml $(LOCK)
 $(TF_STAMP): pyproject.toml $(LOCK)
 	@test -x $(TF_VENV)/bin/python || $(PYTHON) -m venv $(TF_VENV)
 	$(TF_VENV)/bin/python -m pip install -q --disable-pip-version-check -e ".[tf-gpu]"
-	$(TF_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps $(TF_KERAS)
 	@rm -f $(TF_VENV)/.installed-* && touch $@
 endif
 

@@ -129,6 +129,16 @@ def test_the_harness_decides_by_the_variants_family_not_by_a_framework_names_pre
     assert hits == []
 
 
+def test_rows_of_either_tensorflow_wheel_read_back_as_tensorflow():
+    """New rows name the `tensorflow` wheel the tf extra installs; the committed ones name `tensorflow-cpu`."""
+    from bench.spec.family import Family
+    from bench.spec.variants import VARIANTS, family_of
+
+    assert {v.framework for v in VARIANTS.values() if v.family is Family.TENSORFLOW} == {"tensorflow"}
+    assert family_of("tensorflow") is family_of("tensorflow-cpu") is Family.TENSORFLOW
+    assert family_of("deepspeed") is Family.TORCH
+
+
 def test_no_rank_reads_the_run_spec_by_string_key():
     """A rank reads spec.json through bench.spec.rank_spec's dataclasses: a renamed field fails at attribute
     access, where a linter and a reader see it, not as a KeyError or a silent None inside a rank."""

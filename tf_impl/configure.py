@@ -59,7 +59,7 @@ def inter_op_threads(threads: int, peers: bool, logical_cpus: int) -> int:
 
 def require_gpus(worker: Worker, tf) -> None:
     """Asked for CUDA, train on the GPUs the harness gave this process or not at all: never on the CPU
-    beside PyTorch rows on GPUs (tensorflow-cpu, or a GPU build that cannot find its CUDA libraries)."""
+    beside PyTorch rows on GPUs (tensorflow-cpu, or a build that cannot find its CUDA libraries)."""
     given = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     seen = tf.config.list_physical_devices("GPU")
     if len(seen) < max(1, len(given)):

@@ -44,7 +44,7 @@ def save_model(task: TaskSpec, network, directory: Path) -> str:
 
 
 def tensorflow() -> str:
-    """The TensorFlow distribution this process runs (tensorflow-cpu on CPU machines, tensorflow on GPU ones)."""
+    """The TensorFlow distribution this process runs (`tensorflow`; `tensorflow-cpu` where a user installed that)."""
     for name in ("tensorflow", "tensorflow-cpu"):
         try:
             return f"{name}=={metadata.version(name)}"

@@ -108,19 +108,19 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
             options="accelerate_impl.options", knobs="accelerate_impl.knobs:DDP"),
-    Variant("tf-mirrored", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored",
+    Variant("tf-mirrored", Family.TENSORFLOW, "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored",
             single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single", knobs="tf_impl.knobs:MIRRORED"),
-    Variant("tf-multiworker", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
+    Variant("tf-multiworker", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker", single_process=False, spans_nodes=True,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
             baseline="tf-single", knobs="tf_impl.knobs:MULTIWORKER"),
-    Variant("tf-mirrored-fit", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
+    Variant("tf-mirrored-fit", Family.TENSORFLOW, "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
             single_process=True, spans_nodes=False,
             summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
             baseline="tf-single", custom_loop="tf-mirrored", knobs="tf_impl.knobs:MIRRORED"),
-    Variant("tf-multiworker-fit", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
+    Variant("tf-multiworker-fit", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
                     "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
@@ -130,14 +130,14 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             compiles=False,
             # Keras 3's fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585): tf.keras is Keras 2.
             env=(("TF_USE_LEGACY_KERAS", "1"),)),
-    Variant("tf-multiworker-node", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_CONFIG_WORKERS",
+    Variant("tf-multiworker-node", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker", single_process=False, spans_nodes=True, processes_per_node_fixed=1,
             in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
             cpu_max_per_node=1,
             cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
             baseline="tf-single"),
-    Variant("tf-ps", Family.TENSORFLOW, "tensorflow-cpu", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps",
+    Variant("tf-ps", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps",
             single_process=False, spans_nodes=True,
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
@@ -146,16 +146,23 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
     Variant("torch-single", Family.TORCH, "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True,
             spans_nodes=False, max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
-    Variant("tf-single", Family.TENSORFLOW, "tensorflow-cpu", "bench.run.launch:PYTHON", "tf_impl.single",
+    Variant("tf-single", Family.TENSORFLOW, "tensorflow", "bench.run.launch:PYTHON", "tf_impl.single",
             single_process=True, spans_nodes=False, max_devices=1,
             summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
 
 
+# TensorFlow's CPU-only wheel, which rows name from before the `tf` extra took the one `tensorflow` wheel (tf-keras
+# requires it by name). No variant records it now.
+EARLIER_TENSORFLOW_WHEEL = "tensorflow-cpu"
+
+
 def family_of(framework: str) -> Family:
     """The family of a stored row's `framework`: a row records its variant's distribution name ("torch", "deepspeed",
-    "tensorflow-cpu", ...), not its family. The harness asks Variant.family; only what reads rows back needs this.
+    "tensorflow", ...), not its family. The harness asks Variant.family; only what reads rows back needs this.
     A name no variant records counts as PyTorch's, like its wrappers'."""
+    if framework == EARLIER_TENSORFLOW_WHEEL:
+        return Family.TENSORFLOW
     return next((v.family for v in VARIANTS.values() if v.framework == framework), Family.TORCH)
 
 
