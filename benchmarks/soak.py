@@ -142,10 +142,11 @@ def role(process: psutil.Process, agents: list[int]) -> str | None:
         return None
     if process.pid in agents:
         return "harness" if process.pid == agents[0] else "node agent"
-    with contextlib.suppress(psutil.Error):
-        parent = process.parent()
-        if parent is not None and parent.cmdline() == process.cmdline() and "--spec" in command:
-            return "loader worker"  # forked by its rank
+    if "multiprocessing.forkserver" in command:  # a rank's loader workers fork from its forkserver (torch_impl.data)
+        with contextlib.suppress(psutil.Error):
+            parent = process.parent()
+            return "loader worker" if parent is not None and parent.cmdline() == process.cmdline() else "forkserver"
+        return None
     if "bench.run.reaper" in command:
         return "watchdog"
     if "bench.hosts.rendezvous" in command:
