@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from bench.run import stacks
 
 SCRIPT = textwrap.dedent("""
@@ -53,6 +55,50 @@ def test_a_rank_and_its_forked_child_each_say_where_they_waited(tmp_path):
     registered = [line.split(" ", 2)[2] for line in
                   (tmp_path / stacks.STACKS_DIR / stacks.REGISTRY).read_text().splitlines()]
     assert registered == ["earlier", "rank0", f"rank0-child{child}"]  # one fork hook, however many registrations
+
+
+LOADER_RANK = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from torch.utils.data import DataLoader, Dataset
+
+    class Waits(Dataset):
+        def __len__(self):
+            return 1
+
+        def __getitem__(self, index):
+            os.write(1, f"child {os.getpid()}\\n".encode())
+            time.sleep(600)
+
+    if __name__ == "__main__":
+        from bench.worker import stacks
+        from torch_impl import data
+
+        stacks.write_on_signal(Path(sys.argv[1]), "rank0")
+        loader = DataLoader(Waits(), batch_size=None, **data.loader_options(Waits(), workers=1, pin_memory=False))
+        os.write(1, b"rank\\n")
+        next(iter(loader))
+""")
+
+
+@pytest.mark.slow  # its loader's forkserver imports torch and torchvision: 7 s
+def test_a_loader_worker_started_from_the_forkserver_says_where_it_waited(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(LOADER_RANK)
+    rank = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": str(stacks.REPO_ROOT)})
+    try:
+        started = sorted(rank.stdout.readline().split() for _ in range(2))
+        assert started[1] == ["rank"]
+        worker = started[0][1]
+        assert stacks.ask([rank.pid], tmp_path) == 2  # the rank and its worker; never the forkserver between them
+        waited = stacks.where_they_waited(tmp_path)
+    finally:
+        subprocess.run(["pkill", "-9", "-s", str(rank.pid)])
+        rank.wait()
+        rank.stdout.close()
+    assert sorted(line.split(":")[0] for line in waited) == ["rank0", f"rank0-child{worker}"]
+    assert any(line.startswith(f"rank0-child{worker}: in __getitem__ (") for line in waited), waited
 
 
 def test_files_of_processes_never_asked_are_removed_and_an_empty_folder_with_them(tmp_path):

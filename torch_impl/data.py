@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from bench.spec.rank_spec import RankSpec
 from bench.spec.task import TaskSpec
 from bench.worker import data as cache
+from bench.worker import stacks
 from bench.worker.kernels import CHANNELS_LAST_ENV, as_shipped
 from torch_impl.fast_path import CHANNELS_LAST
 
@@ -86,7 +87,7 @@ def loader_options(dataset: Dataset, workers: int, pin_memory: bool) -> dict:
     if not workers:
         return {"pin_memory": pin_memory}
     return {"num_workers": workers, "persistent_workers": True, "pin_memory": pin_memory,
-            "multiprocessing_context": worker_start()}
+            "multiprocessing_context": worker_start(), "worker_init_fn": stacks.for_started_children()}
 
 
 def worker_start() -> multiprocessing.context.BaseContext:

@@ -1,5 +1,6 @@
-"""Where a hung run waited: on STACKS_SIGNAL every process of a rank (the rank, and each DataLoader worker or
-other child it forks) writes every thread's Python stack to a file of its own in the run's stacks/ folder.
+"""Where a hung run waited: on STACKS_SIGNAL every process of a rank (the rank, each child it forks, and each
+DataLoader worker, which starts from a forkserver and registers in its worker_init_fn) writes every thread's
+Python stack to a file of its own in the run's stacks/ folder.
 The harness asks for it just before killing a run that ran past its timeout (bench.run.stacks), and
 names the frame each process was in; the files stay in the run folder.
 
@@ -12,10 +13,12 @@ ago that would still write into its parent's file.
 from __future__ import annotations
 
 import faulthandler
+import functools
 import os
 import signal
 import socket
 from pathlib import Path
+from typing import Callable
 
 STACKS_SIGNAL = signal.SIGUSR1
 STACKS_DIR = "stacks"
@@ -32,6 +35,21 @@ def write_on_signal(run_dir: Path, name: str) -> None:
         os.register_at_fork(after_in_child=_register_child)
     _target.update(folder=folder, name=name)
     _register(folder, name)
+
+
+def for_started_children() -> Callable[[int], None] | None:
+    """What a child started by a forkserver or by spawn calls to answer STACKS_SIGNAL into a file of its own (no fork
+    hook of this process runs in it): a DataLoader's worker_init_fn. None in a process that never registered."""
+    if not _target:
+        return None
+    return functools.partial(_register_started, str(_target["folder"]), _target["name"])
+
+
+def _register_started(folder: str, name: str, worker_id: int = 0) -> None:
+    try:
+        _register(Path(folder), f"{name}-child{os.getpid()}")
+    except OSError:  # the run's folder is gone: nothing to say
+        pass
 
 
 def _register_child() -> None:
