@@ -219,6 +219,20 @@ def test_bad_s3_sources_are_one_line_and_exit_2_before_any_run_without_the_secre
     assert not (tmp_path / "results.jsonl").exists()
 
 
+def test_an_s3_server_gone_between_the_listing_and_a_read_is_one_line(monkeypatch):
+    """The soak stopped the S3 server after the check had listed the prefix, before it read the first image:
+    the sweep printed botocore's traceback. A read that cannot reach the server is one line naming the fix."""
+    from bench.spec.task import SpecError
+    from bench.worker import s3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE000000000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    with pytest.raises(SpecError, match=r"^cannot reach the S3 endpoint http://127.0.0.1:9 for "
+                                        r"s3://dtbench/quick/train/3/7.png: start the server"):
+        s3.read_object("s3://dtbench/quick", "train/3/7.png")
+
+
 def test_export_to_s3_refuses_a_prefix_that_already_holds_objects(s3_server, s3_sample):
     result = cli("data", "export-images", "--task", "quick", s3_sample[0], env=s3_server.env())
     assert result.returncode == 2

@@ -109,9 +109,15 @@ def holds_objects(url: str) -> bool:
 
 
 def read_object(url: str, key: str, s3=None) -> bytes:
-    """One object's bytes: `key` relative to the URL's prefix."""
+    """One object's bytes: `key` relative to the URL's prefix; a failure is one line naming the fix (the server
+    may go away between the listing and the read)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     bucket, prefix = split_url(url)
-    return (s3 or client()).get_object(Bucket=bucket, Key=prefix + key)["Body"].read()
+    try:
+        return (s3 or client()).get_object(Bucket=bucket, Key=prefix + key)["Body"].read()
+    except (BotoCoreError, ClientError) as exc:
+        raise SpecError(describe_error(exc, f"{url.rstrip('/')}/{key}")) from None
 
 
 def upload(directory: Path, url: str, threads: int = 16) -> int:
