@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
 
 from bench.run import stacks
@@ -82,7 +83,9 @@ LOADER_RANK = textwrap.dedent("""
 
 
 @pytest.mark.slow  # its loader's forkserver imports torch and torchvision: 7 s
-def test_a_loader_worker_started_from_the_forkserver_says_where_it_waited(tmp_path):
+def test_a_loader_worker_from_the_forkserver_says_where_it_waited_and_ends_with_its_rank(tmp_path):
+    """The worker's parent is the forkserver, not the rank: it registers for its stacks itself, and a killed rank
+    takes its workers and the server with it (torch's own check watches the parent)."""
     script = tmp_path / "rank.py"
     script.write_text(LOADER_RANK)
     rank = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
@@ -93,9 +96,15 @@ def test_a_loader_worker_started_from_the_forkserver_says_where_it_waited(tmp_pa
         worker = started[0][1]
         assert stacks.ask([rank.pid], tmp_path) == 2  # the rank and its worker; never the forkserver between them
         waited = stacks.where_they_waited(tmp_path)
+        under_rank = [p.pid for p in psutil.Process(rank.pid).children(recursive=True)]
+        assert int(worker) in under_rank and len(under_rank) >= 2  # the server, and the worker it forked
+        rank.kill()
+        rank.wait()
+        gone, alive = psutil.wait_procs([psutil.Process(pid) for pid in under_rank if psutil.pid_exists(pid)],
+                                        timeout=20)
+        assert alive == [], [p.cmdline() for p in alive]
     finally:
         subprocess.run(["pkill", "-9", "-s", str(rank.pid)])
-        rank.wait()
         rank.stdout.close()
     assert sorted(line.split(":")[0] for line in waited) == ["rank0", f"rank0-child{worker}"]
     assert any(line.startswith(f"rank0-child{worker}: in __getitem__ (") for line in waited), waited

@@ -3,9 +3,7 @@ S3, torch_impl.files) through DataLoader workers, with the same standard sampler
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
-import sys
 from typing import Iterator
 
 import numpy as np
@@ -15,12 +13,11 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 from bench.spec.rank_spec import RankSpec
 from bench.spec.task import TaskSpec
 from bench.worker import data as cache
-from bench.worker import stacks
 from bench.worker.kernels import CHANNELS_LAST_ENV, as_shipped
+from torch_impl import loader_workers
 from torch_impl.fast_path import CHANNELS_LAST
 
 EVAL_BATCH = cache.EVAL_BATCH
-LOADER_START = "forkserver"  # how DataLoader workers start (loader_options); the row records it
 
 
 class InMemoryImages(Dataset):
@@ -76,27 +73,14 @@ def load_splits(spec: RankSpec) -> tuple[Dataset, Dataset]:
 
 def loader_options(dataset: Dataset, workers: int, pin_memory: bool) -> dict:
     """In memory: whole batches fetched at once, in the loop. Files: samples decoded by `workers` worker
-    processes (0: in the loop), kept alive across epochs, each two batches ahead (PyTorch's default).
-
-    The workers start from a forkserver, not by forking the rank (Linux's default): a rank runs the process
-    group's and the intra-op pool's threads, and a child forked while one of them holds a lock waits for it
-    forever, before it runs a line of Python (the soak's hang, results/soak-cpu). The server is a fresh
-    single-threaded interpreter that imports torch once; both loaders' workers fork from it."""
+    processes (0: in the loop), kept alive across epochs, each two batches ahead (PyTorch's default), started
+    from a forkserver and ending with the rank (torch_impl.loader_workers)."""
     if isinstance(dataset, InMemoryImages):
         return {"collate_fn": whole_batch, "pin_memory": pin_memory}
     if not workers:
         return {"pin_memory": pin_memory}
     return {"num_workers": workers, "persistent_workers": True, "pin_memory": pin_memory,
-            "multiprocessing_context": worker_start(), "worker_init_fn": stacks.for_started_children()}
-
-
-def worker_start() -> multiprocessing.context.BaseContext:
-    """The forkserver context. Its server preloads what each worker would otherwise import again: the rank's
-    main module (a worker runs it as __mp_main__; every dtbench main is guarded) and the file datasets."""
-    context = multiprocessing.get_context(LOADER_START)
-    main = getattr(sys.modules["__main__"].__spec__, "name", None)  # `python -m torch_impl.ddp`; None for a path
-    context.set_forkserver_preload(["__main__", "torch_impl.files", *([main] if main else [])])
-    return context
+            "multiprocessing_context": loader_workers.context(), "worker_init_fn": loader_workers.WorkerStart()}
 
 
 def train_loader(dataset: Dataset, batch: int, rank: int, world_size: int, seed: int,

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 from bench.spec.task import TaskSpec
 from bench.worker import Worker, cpu_model, exit_now, peak_rss_mb, spec_path_from_argv
 from bench.worker.kernels import as_shipped
-from torch_impl import data, kernels, memory, mlflow_model, own_time
+from torch_impl import data, kernels, loader_workers, memory, mlflow_model, own_time
 from torch_impl.fast_path import CUDA_SWITCHES, switch_on
 from torch_impl.checkpoint import TorchCheckpoint
 from torch_impl.flops import flops_per_sample
@@ -197,7 +197,7 @@ def fast_path(device: torch.device, task: TaskSpec) -> dict:
         torch.backends.cudnn.allow_tf32 = on["tf32"]
     return {"channels_last": data.channels_last(device), **on, "pin_memory": cuda, "compile": bool(task.options.compile),
             "persistent_workers": bool(task.data.loader_workers),
-            "loader_start": data.LOADER_START if task.data.loader_workers else None}
+            "loader_start": loader_workers.START_METHOD if task.data.loader_workers else None}
 
 
 def fused(optimizer: torch.optim.Optimizer) -> bool:
