@@ -54,6 +54,8 @@ bench-packages: $(BENCH_STAMP) $(if $(HAS_GPU),$(TF_STAMP))
 
 $(STAMP) $(BENCH_STAMP): pyproject.toml $(LOCK)
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@# A venv made before the tf extra took the full tensorflow wheel: both wheels would own tensorflow/.
+	@! $(VENV)/bin/python -m pip show -q tensorflow-cpu 2>/dev/null || $(VENV)/bin/python -m pip uninstall -q -y tensorflow-cpu
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -c $(LOCK) \
 		-e ".[$(if $(filter $(STAMP),$@),$(EXTRAS),$(BENCH_EXTRAS))]"
 	@rm -f $(VENV)/.installed-* && touch $@ $(BENCH_STAMP)

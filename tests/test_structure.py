@@ -132,10 +132,11 @@ def test_the_harness_decides_by_the_variants_family_not_by_a_framework_names_pre
 def test_rows_of_either_tensorflow_wheel_read_back_as_tensorflow():
     """New rows name the `tensorflow` wheel the tf extra installs; the committed ones name `tensorflow-cpu`."""
     from bench.spec.family import Family
-    from bench.spec.variants import VARIANTS, family_of
+    from bench.spec.variants import VARIANTS, current_framework, family_of
 
     assert {v.framework for v in VARIANTS.values() if v.family is Family.TENSORFLOW} == {"tensorflow"}
     assert family_of("tensorflow") is family_of("tensorflow-cpu") is Family.TENSORFLOW
+    assert current_framework("tensorflow-cpu") == "tensorflow" == current_framework("tensorflow")
     assert family_of("deepspeed") is Family.TORCH
 
 

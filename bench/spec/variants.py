@@ -157,13 +157,16 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
 EARLIER_TENSORFLOW_WHEEL = "tensorflow-cpu"
 
 
+def current_framework(framework: str) -> str:
+    """A stored row's framework by the name today's variants record."""
+    return "tensorflow" if framework == EARLIER_TENSORFLOW_WHEEL else framework
+
+
 def family_of(framework: str) -> Family:
     """The family of a stored row's `framework`: a row records its variant's distribution name ("torch", "deepspeed",
     "tensorflow", ...), not its family. The harness asks Variant.family; only what reads rows back needs this.
     A name no variant records counts as PyTorch's, like its wrappers'."""
-    if framework == EARLIER_TENSORFLOW_WHEEL:
-        return Family.TENSORFLOW
-    return next((v.family for v in VARIANTS.values() if v.framework == framework), Family.TORCH)
+    return next((v.family for v in VARIANTS.values() if v.framework == current_framework(framework)), Family.TORCH)
 
 
 # What `bench regress` and `bench overhead` measure unless told: the approach most users start from.

@@ -23,6 +23,7 @@ from bench.results import ResultStore
 from bench.results.jsonl import read_jsonl
 from bench.results.key import config_key
 from bench.run.runspec import RunSpec
+from bench.spec.variants import current_framework
 from bench import REPO_ROOT
 from bench.status import Status
 
@@ -37,7 +38,8 @@ def _row_levels(row: dict) -> list[tuple]:
     """A stored row's levels, as _levels gives a spec's."""
     key = config_key(row)
     twin = key.input == "synthetic" or (row.get("task") or {}).get("dataset") == "synthetic"
-    return [key, (key.variant, twin), (row["framework"], key.world_size, twin), (row["framework"], twin), (twin,), ()]
+    framework = current_framework(row["framework"])
+    return [key, (key.variant, twin), (framework, key.world_size, twin), (framework, twin), (twin,), ()]
 
 
 class Forecast:
