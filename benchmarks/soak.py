@@ -142,11 +142,13 @@ def role(process: psutil.Process, agents: list[int]) -> str | None:
         return None
     if process.pid in agents:
         return "harness" if process.pid == agents[0] else "node agent"
-    if "multiprocessing.forkserver" in command:  # a rank's loader workers fork from its forkserver (torch_impl.data)
+    if "multiprocessing.forkserver" in command:  # a rank's loader workers fork from its forkserver
         with contextlib.suppress(psutil.Error):
             parent = process.parent()
             return "loader worker" if parent is not None and parent.cmdline() == process.cmdline() else "forkserver"
         return None
+    if "multiprocessing.resource_tracker" in command:  # the forkserver's: no target either
+        return "resource tracker"
     if "bench.run.reaper" in command:
         return "watchdog"
     if "bench.hosts.rendezvous" in command:

@@ -200,7 +200,7 @@ def test_a_run_after_the_peak_carries_flops_utilisation_and_input_wait(out):
     assert line["matmul_precision"] == "fp32"
     assert row["fast_path"] == {"channels_last": False, "cudnn_benchmark": False, "tf32": False,
                                 "fused_optimizer": False, "pin_memory": False, "compile": False,
-                                "persistent_workers": False}
+                                "persistent_workers": False, "loader_start": None}
     assert "### How close to the hardware" in bench("report", str(out)).stdout
 
 

@@ -69,7 +69,8 @@ class ResultRow:
     # matmuls' precision (task.precision, fast_path.tf32), the achieved FLOP/s, MFU and the fraction of the measured
     # peak from them.
     flops_per_sample: float | None = None
-    fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile
+    fast_path: dict = field(default_factory=dict)       # channels_last, cudnn_benchmark, tf32, pin_memory, compile,
+                                                        # persistent_workers, loader_start (how loader workers start)
     as_shipped: bool = False   # --as-shipped: every framework on its defaults (environment["kernels"] says what ran)
     keras: str | None = None   # TensorFlow: the Keras that ran ("keras 3.15.1"; "tf-keras 2.21.0" for tf-multiworker-fit)
     first_step_s: float | None = None                   # start to the end of step 1 (compilation, allocation; with
