@@ -48,15 +48,12 @@ def for_started_children() -> Callable[[int], None] | None:
 def _register_started(folder: str, name: str, worker_id: int = 0) -> None:
     try:
         _register(Path(folder), f"{name}-child{os.getpid()}")
-    except OSError:  # the run's folder is gone: nothing to say
+    except OSError:  # the run's folder is gone (an engine's worker process outlives its run): nothing to say
         pass
 
 
 def _register_child() -> None:
-    try:
-        _register(_target["folder"], f"{_target['name']}-child{os.getpid()}")
-    except OSError:  # the run's folder is gone (an engine's worker process outlives its run): nothing to say
-        pass
+    _register_started(str(_target["folder"]), _target["name"])
 
 
 def _register(folder: Path, name: str) -> None:
