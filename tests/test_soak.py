@@ -81,3 +81,28 @@ def test_a_closed_port_closes_its_listener_and_connections_and_no_other_port(mon
     assert other_served.recv(1) == b"x"
     for sock in (closed, client, served, kept, other_client, other_served):
         sock.close()
+
+
+def test_an_undisturbed_sweep_short_of_a_planned_run_stops_the_driver_and_is_trained_again(tmp_path, monkeypatch):
+    """Taken as the reference, a sweep whose ZeRO-1 run timed out would fail every later trial of the setup as
+    'unplanned': the driver stops, and the folder is set aside so that the next one trains it again."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import soak
+
+    setup = soak.Setup("deepspeed", "two fake nodes", "files")
+    folder = tmp_path / "reference" / "deepspeed-two-fake-nodes-files"
+    folder.mkdir(parents=True)
+
+    def row(status: str, stage: int) -> str:
+        return json.dumps({"variant": "deepspeed", "task": {"zero_stage": stage}, "nodes": 2, "world_size": 2,
+                           "status": status})
+
+    (folder / "results.jsonl").write_text("\n".join([row("timeout", 1), row("ok", 2), row("ok", 3)]) + "\n")
+    driver = soak.Soak(tmp_path, 40, None, None)
+    with pytest.raises(SystemExit, match="left a planned run without an ok row"):
+        soak.reference(driver, setup)
+    [aside] = (tmp_path / "reference").iterdir()
+    assert aside.name.startswith("deepspeed-two-fake-nodes-files.failed-")
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("\n".join(row("ok", stage) for stage in (1, 2, 3)) + "\n")
+    assert sorted(soak.reference(driver, setup)) == [("deepspeed", stage, 2, 2) for stage in (1, 2, 3)]
