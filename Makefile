@@ -101,11 +101,13 @@ test test-fast: export PYTHONDONTWRITEBYTECODE =
 test: setup test-tools
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(ARGS)
 
-# Two workers: these tests start no training run, so they share the cores without timing anything. The generated
-# input tries a third of the examples `make test` does (Hypothesis's usual split of a dev and a CI profile).
+# Two workers: these tests start no training run, so they share the cores without timing anything. A worker whose
+# queue is empty takes tests from the other's (worksteal), rather than idling while the other finishes its share.
+# The generated input tries a third of the examples `make test` does (Hypothesis's usual split of a dev and a CI
+# profile).
 test-fast: export DTBENCH_GENERATED_EXAMPLES ?= 20
 test-fast: setup test-tools
-	$(PY) -m pytest -m "not slow" -n 2 $(ARGS)
+	$(PY) -m pytest -m "not slow" -n 2 --dist worksteal $(ARGS)
 
 report:
 	$(PY) -m bench report $(OUT)
