@@ -17,19 +17,23 @@ TORCH = """
 import json, sys, torch
 from bench.spec.task import TaskSpec
 from torch_impl.recipe import make_optimizer, make_scheduler
-task, spe, epochs = TaskSpec.from_dict(json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
-model = torch.nn.Linear(1, 1, bias=False)
-torch.nn.init.constant_(model.weight, 1.0)
-optimizer = make_optimizer(model, task)
-scheduler = make_scheduler(optimizer, task, spe, epochs)
-rates, weights = [], []
-for step in range(spe * epochs):
-    rates.append(optimizer.param_groups[0]["lr"])
-    model.weight.grad = 0.5 * model.weight.detach() + 0.1 * (step % 7) - 0.2
-    optimizer.step()
-    scheduler.step()
-    weights.append(model.weight.item())
-print(json.dumps([rates, weights]))
+spe, epochs = int(sys.argv[2]), int(sys.argv[3])
+
+def trajectory(task):
+    model = torch.nn.Linear(1, 1, bias=False)
+    torch.nn.init.constant_(model.weight, 1.0)
+    optimizer = make_optimizer(model, task)
+    scheduler = make_scheduler(optimizer, task, spe, epochs)
+    rates, weights = [], []
+    for step in range(spe * epochs):
+        rates.append(optimizer.param_groups[0]["lr"])
+        model.weight.grad = 0.5 * model.weight.detach() + 0.1 * (step % 7) - 0.2
+        optimizer.step()
+        scheduler.step()
+        weights.append(model.weight.item())
+    return rates, weights
+
+print(json.dumps([trajectory(TaskSpec.from_dict(task)) for task in json.loads(sys.argv[1])]))
 """
 
 TENSORFLOW = """
@@ -38,23 +42,26 @@ import tensorflow as tf
 from tf_impl.keras_flavour import LEGACY, keras
 from bench.spec.task import TaskSpec
 from tf_impl.recipe import make_optimizer
-task, spe, epochs = TaskSpec.from_dict(json.loads(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
-optimizer = make_optimizer(task, spe, epochs)
-weight = tf.Variable([[1.0]]) if LEGACY else keras.Variable([[1.0]])
+spe, epochs = int(sys.argv[2]), int(sys.argv[3])
 
-def rate():
+def rate(optimizer):
     if not LEGACY:
         return float(optimizer.learning_rate)
     # Keras 2's `learning_rate` is the rate its last step took: read the schedule at the coming step.
     schedule = optimizer._learning_rate
     return float(schedule(optimizer.iterations) if callable(schedule) else schedule)
 
-rates, weights = [], []
-for step in range(spe * epochs):
-    rates.append(rate())
-    optimizer.apply_gradients([(0.5 * weight + 0.1 * (step % 7) - 0.2, weight)])
-    weights.append(float(weight.numpy()[0][0]))
-print(json.dumps([rates, weights]))
+def trajectory(task):
+    optimizer = make_optimizer(task, spe, epochs)
+    weight = tf.Variable([[1.0]]) if LEGACY else keras.Variable([[1.0]])
+    rates, weights = [], []
+    for step in range(spe * epochs):
+        rates.append(rate(optimizer))
+        optimizer.apply_gradients([(0.5 * weight + 0.1 * (step % 7) - 0.2, weight)])
+        weights.append(float(weight.numpy()[0][0]))
+    return rates, weights
+
+print(json.dumps([trajectory(TaskSpec.from_dict(task)) for task in json.loads(sys.argv[1])]))
 """
 
 RECIPES = {
@@ -69,32 +76,47 @@ RECIPES = {
 }
 
 
-def trajectory(script: str, task: dict, env: dict | None = None) -> tuple[list[float], list[float]]:
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(task), str(STEPS_PER_EPOCH), str(EPOCHS)],
+def tasks() -> list[dict]:
+    """Each recipe's task, in RECIPES' order: its changes to the quick task, at its world size."""
+    found = []
+    for changes in map(dict, RECIPES.values()):
+        world = changes.pop("world", 1)
+        found.append(get_task("quick", epochs=EPOCHS, **changes).for_world(world).to_dict())
+    return found
+
+
+def trajectories(script: str, env: dict | None = None) -> dict[str, tuple[list[float], list[float]]]:
+    """Every recipe's rates and weights, by name, from one process of the framework (its start is most of it)."""
+    out = subprocess.run([sys.executable, "-c", script, json.dumps(tasks()), str(STEPS_PER_EPOCH), str(EPOCHS)],
                          cwd=REPO, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(REPO),
                                                                                      "TF_CPP_MIN_LOG_LEVEL": "3",
                                                                                      "CUDA_VISIBLE_DEVICES": "",
                                                                                      **(env or {})})
     assert out.returncode == 0, out.stderr[-2000:]
-    rates, weights = json.loads(out.stdout.strip().splitlines()[-1])
-    return rates, weights
+    return dict(zip(RECIPES, json.loads(out.stdout.strip().splitlines()[-1])))
 
 
 # Keras 3, and Keras 2 (tf-keras) as tf-multiworker-fit's launch selects it.
 KERAS = {"keras 3": {}, "keras 2": {"TF_USE_LEGACY_KERAS": "1"}}
 
 
+@pytest.fixture(scope="module")
+def torch_trained():
+    return trajectories(TORCH)
+
+
+@pytest.fixture(scope="module")
+def tf_trained():
+    return {flavour: trajectories(TENSORFLOW, env) for flavour, env in KERAS.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("keras", KERAS)
 @pytest.mark.parametrize("name", RECIPES)
-def test_torch_and_tensorflow_train_the_same_recipe_step_by_step(name, keras):
+def test_torch_and_tensorflow_train_the_same_recipe_step_by_step(name, keras, torch_trained, tf_trained):
     """The same learning rate at every step, and the same weight after it (the optimizers' updates, weight
     decay and momentum under a changing rate included), read from each framework's optimizer."""
-    changes = dict(RECIPES[name])
-    world = changes.pop("world", 1)
-    task = get_task("quick", epochs=EPOCHS, **changes).for_world(world).to_dict()
-    (torch_rates, torch_weights), (tf_rates, tf_weights) = trajectory(TORCH, task), \
-        trajectory(TENSORFLOW, task, KERAS[keras])
+    (torch_rates, torch_weights), (tf_rates, tf_weights) = torch_trained[name], tf_trained[keras][name]
     assert len(torch_rates) == len(tf_rates) == STEPS_PER_EPOCH * EPOCHS
     assert tf_rates == pytest.approx(torch_rates, rel=1e-5, abs=1e-9)
     assert tf_weights == pytest.approx(torch_weights, rel=1e-4, abs=1e-6)
