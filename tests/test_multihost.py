@@ -11,14 +11,12 @@ import time
 
 import pytest
 
-from helpers import CPU, REPO, bench, cli, rows
+from helpers import CPU, REPO, SHORT, bench, cli, rows
 from bench.studies.netns import two_hosts, why_no_namespaces
 
 NO_NAMESPACES = why_no_namespaces()
 needs_namespaces = pytest.mark.skipif(NO_NAMESPACES is not None, reason=str(NO_NAMESPACES))
 PORT = "29561"
-# An epoch of 40 steps, 3 windows timed: the evaluation still reads every test image.
-SHORT = ("--steps-per-epoch", "40", "--warmup-steps", "4", "--window-steps", "8", "--windows", "3")
 
 
 def agent(host, node_rank: int, master: str, out, *extra: str, variant: str = "torch-ddp") -> subprocess.Popen:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import CPU, REPO, rows
+from helpers import CPU, REPO, SHORT, rows
 from bench.studies.netns import two_hosts, why_no_namespaces
 from slurm import slurm_cluster, why_no_slurm
 
@@ -36,7 +36,7 @@ def submit(cluster, out, variant: str, *extra: str) -> str:
 
 @pytest.mark.parametrize("variant", ["torch-ddp", "tf-multiworker"])
 def test_the_sbatch_example_trains_across_the_allocation(cluster, tmp_path, variant):
-    job = submit(cluster, tmp_path, variant)
+    job = submit(cluster, tmp_path, variant, *SHORT)
     state = cluster.wait_for(job, ENDED, timeout_s=400)
     log = (tmp_path / f"job-{job}.log").read_text()
     assert state == "COMPLETED", log[-3000:]
