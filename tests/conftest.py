@@ -16,7 +16,7 @@ from filelock import FileLock
 # `make test` hands each file whole to the next free worker in collection order (--dist loadfile
 # --no-loadscope-reorder), so the longest first leaves the short ones to even out the end, instead of one worker
 # finishing a long file alone (xdist's own order is by number of tests). The others keep their order after them.
-LONGEST_FIRST = ("test_models.py", "test_engines.py", "test_checkpoints.py", "test_multihost.py", "test_e2e_torch.py",
+LONGEST_FIRST = ("test_models.py", "test_engines.py", "test_checkpoints.py", "test_multihost.py", "test_e2e_sweep.py",
                  "test_faults.py", "test_input_pipelines.py", "test_soak.py", "test_sharded_variants.py",
                  "test_overhead.py", "test_tracking.py", "test_topologies.py", "test_maxbatch.py", "test_slurm.py",
                  "test_regress.py", "test_html_report.py", "test_utilisation.py", "test_timeseries.py",

@@ -12,25 +12,6 @@ from helpers import CPU, REPO, bench, cli, rows
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["tf-mirrored", "tf-multiworker"])
-def test_tf_variant_on_two_replicas(out, variant):
-    result = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", "--out", str(out), env=CPU)
-    assert result.returncode == 0, result.stderr
-    [row] = rows(out)
-    assert row["status"] == "ok", row["error"]
-    assert row["world_size"] == 2 and row["environment"]["replicas"] == 2
-    assert row["eval_samples"] == 397 and row["test_accuracy"] > 0.3
-    assert row["throughput"]["median"] > 0 and row["framework_version"].startswith("2.")
-    assert row["host_cpu_ms_per_sample"] > 0  # TensorFlow's step runs on the clock's process too
-    if variant == "tf-multiworker":
-        assert "TF_CONFIG=" in row["command"] and row["command"].count("tf_impl.multiworker") == 2
-    if kernels.is_x86():  # TensorFlow on its fast path here: oneDNN, whatever TensorFlow's default for this CPU
-        assert row["environment"]["kernels"]["onednn"] is True and row["fast_path"]["onednn"] is True
-        assert row["environment"]["kernels"]["onednn_switch"] == "1" and "TF_ENABLE_ONEDNN_OPTS=1" in row["command"]
-    assert row["environment"]["kernels"]["cpu_isa"] == kernels.instruction_sets()
-
-
-@pytest.mark.slow
 def test_as_shipped_leaves_tensorflow_on_its_own_default(out):
     """--as-shipped: oneDNN as TensorFlow decides for this CPU (off on an AVX2-only x86), and the row says so."""
     result = bench("run", "--variant", "tf-single", "--task", "quick", "--as-shipped", "--out", str(out), env=CPU)

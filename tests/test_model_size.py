@@ -23,6 +23,10 @@ def test_a_sweep_over_models_draws_throughput_against_size_and_names_the_crossov
               row("torch-ddp", "timm:vit_base_patch16_224", 20.0), row("torch-fsdp", "timm:vit_base_patch16_224", 40.0)):
         store.append(r)
     text = report.write_report(Folder.read(tmp_path)).read_text()
+    # Each model its own answer, as each task has.
+    for model, answer in (("small-cnn at 8 px", "torch-ddp (8,000"), ("timm:resnet18", "torch-ddp (600"),
+                          ("timm:vit_base_patch16_224", "torch-fsdp (80 ")):
+        assert f"**2 CPU slots, quick task ({model}), fp32, strong scaling: use {answer}" in text, model
     assert "### Throughput against model size" in text
     assert "(1) On 2 devices, torch-fsdp overtakes torch-ddp between 11.2 M and 86.0 M parameters." in text
     assert (tmp_path / "quick-fp32-strong-model-size.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,10 +1,12 @@
-"""End to end on CPU: real processes, real launchers, the quick task."""
+"""End to end on CPU: real processes, real launchers, the quick task. One sweep over every TensorFlow variant and
+the PyTorch ones of each kind, which this file's tests read; the runs it cannot hold (a crash, a hang) beside it."""
 
 import shutil
 
 import pytest
 
 from bench.run.processes import processes_of_run
+from bench.worker import kernels
 from bench.spec.family import Family
 from bench.spec.variants import VARIANTS
 from helpers import CPU, bench, configurations, rows
@@ -83,6 +85,40 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(swept):
     provisional = result.stdout.index("provisional answer, after ")
     assert provisional < result.stdout.index("scaling eff.") and "2 CPU slots" in result.stdout[provisional:][:2000]
     assert "still to run: " in result.stdout[provisional:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("variant", ["tf-mirrored", "tf-multiworker"])
+def test_tf_variant_on_two_replicas(swept, variant):
+    [row] = [r for r in rows(swept[0]) if (r["variant"], r["world_size"]) == (variant, 2)]
+    assert row["status"] == "ok", row["error"]
+    assert row["environment"]["replicas"] == 2
+    assert row["eval_samples"] == 397 and row["test_accuracy"] > 0.3
+    assert row["throughput"]["median"] > 0 and row["framework_version"].startswith("2.")
+    assert row["host_cpu_ms_per_sample"] > 0  # TensorFlow's step runs on the clock's process too
+    if variant == "tf-multiworker":
+        assert "TF_CONFIG=" in row["command"] and row["command"].count("tf_impl.multiworker") == 2
+    if kernels.is_x86():  # TensorFlow on its fast path here: oneDNN, whatever TensorFlow's default for this CPU
+        assert row["environment"]["kernels"]["onednn"] is True and row["fast_path"]["onednn"] is True
+        assert row["environment"]["kernels"]["onednn_switch"] == "1" and "TF_ENABLE_ONEDNN_OPTS=1" in row["command"]
+    assert row["environment"]["kernels"]["cpu_isa"] == kernels.instruction_sets()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_tf_ps_trains_asynchronously_and_says_so(swept):
+    """A chief, a worker a slot and a parameter server; flagged asynchronous in the row and the table, and ended
+    with the run (tests/test_tf_ps.py kills one of them)."""
+    out, result = swept
+    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == ("tf-ps", 2)]
+    assert row["status"] == "ok" and row["asynchronous"] is True, row["error"]
+    assert row["eval_samples"] == 397 and row["test_accuracy"] >= row["task"]["target_accuracy"]
+    assert "tf-ps (asynchronous)" in result.stdout
+    assert row["environment"]["workers"] == 2 and row["environment"]["parameter_servers"] == 1
+    logs = sorted(p.name for p in (out / "runs" / row["run_id"]).glob("*.log"))
+    assert logs == ["node0-chief0.log", "node0-ps0.log", "node0-worker0.log", "node0-worker1.log"]
+    assert processes_of_run(row["run_id"]) == []  # the servers were ended with the run
 
 
 @pytest.mark.slow
