@@ -1,22 +1,11 @@
-"""The scaling analysis end to end: baselines, the no-communication bound, the all-reduce benchmark."""
+"""The scaling analysis end to end: the no-communication bound, the all-reduce benchmark (the efficiency against
+the plain single-device loop: test_e2e_sweep.py)."""
 import pytest
 
 from bench.results import allreduce
 from bench.studies import microbench
 from bench.spec import devices
-from helpers import CPU, bench, cli, configurations, rows
-
-
-@pytest.mark.slow
-def test_efficiency_against_the_plain_single_device_loop(out):
-    result = bench("sweep", "--variants", "torch-ddp,torch-single", "--max-devices", "2", "--task", "quick",
-                   "--no-analysis", "--out", str(out), env=CPU)
-    assert result.returncode == 0, result.stderr
-    by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
-    assert ("torch-single", 2) not in by_key  # a baseline runs on one device only
-    assert by_key[("torch-single", 1)]["status"] == "ok"
-    derived = {(k.variant, k.world_size): e for k, e in zip(*configurations(out, "scaling_efficiency_vs_single"))}
-    assert derived[("torch-ddp", 2)] > 0
+from helpers import CPU, bench, cli, rows
 
 
 @pytest.mark.slow

@@ -28,13 +28,13 @@ def assert_good_row(row, variant, world):
 
 
 SWEPT = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
-    v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp"))]
+    v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp", "torch-single"))]
 
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     """A sweep end to end over every TensorFlow variant and the PyTorch ones of each kind (the replicated, the
-    sharded, the single-process), 1 and 2 slots: its folder and the command's output, shared by this file's tests
+    sharded, the single-process, the plain loop), 1 and 2 slots: its folder and the command's output, shared by this file's tests
     (each run is mostly its frameworks' start-up). Every other PyTorch approach sweeps in test_models (a timm
     model, 1 and 2 slots) and test_sharded_variants (each ZeRO stage, FSDP and Fabric against DDP)."""
     out = tmp_path_factory.mktemp("swept")
@@ -85,6 +85,17 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(swept):
     provisional = result.stdout.index("provisional answer, after ")
     assert provisional < result.stdout.index("scaling eff.") and "2 CPU slots" in result.stdout[provisional:][:2000]
     assert "still to run: " in result.stdout[provisional:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_efficiency_against_the_plain_single_device_loop(swept):
+    out, _ = swept
+    by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
+    assert ("torch-single", 2) not in by_key  # a baseline runs on one device only
+    assert by_key[("torch-single", 1)]["status"] == "ok"
+    derived = {(k.variant, k.world_size): e for k, e in zip(*configurations(out, "scaling_efficiency_vs_single"))}
+    assert derived[("torch-ddp", 2)] > 0
 
 
 @pytest.mark.slow
