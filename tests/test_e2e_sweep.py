@@ -27,6 +27,9 @@ def assert_good_row(row, variant, world):
     assert row["command"] and row["git_sha"] is not None
 
 
+# Every test here reads the sweep, which one of them waits for (pytest-timeout counts a fixture's set-up).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
 SWEPT = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
     v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp", "torch-single"))]
 
@@ -44,11 +47,14 @@ def swept(tmp_path_factory):
     return out, result
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
+def swept_row(out, variant: str, world: int) -> dict:
+    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == (variant, world)]
+    return row
+
+
 def test_ddp_on_two_processes(swept):
     out, _ = swept
-    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == ("torch-ddp", 2)]
+    row = swept_row(out, "torch-ddp", 2)
     assert_good_row(row, "torch-ddp", 2)
     assert row["launcher"] == "torchrun" and row["environment"]["backend"] == "gloo"
     # Each rank pinned to its own core.
@@ -56,17 +62,13 @@ def test_ddp_on_two_processes(swept):
     assert not list((out / "runs").glob("*/tmp/torchelastic_*/*/attempt_*/*/error.json"))
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
 def test_dp_on_one_cpu_slot_says_so(swept):
     out, _ = swept
-    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == ("torch-dp", 1)]
+    row = swept_row(out, "torch-dp", 1)
     assert_good_row(row, "torch-dp", 1)
     assert any("plain module" in note for note in row["notes"])
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
 def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(swept):
     out, result = swept
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
@@ -87,8 +89,6 @@ def test_sweep_records_scaling_efficiency_and_marks_dp_not_applicable(swept):
     assert "still to run: " in result.stdout[provisional:]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
 def test_efficiency_against_the_plain_single_device_loop(swept):
     out, _ = swept
     by_key = {(r["variant"], r["world_size"]): r for r in rows(out)}
@@ -98,11 +98,9 @@ def test_efficiency_against_the_plain_single_device_loop(swept):
     assert derived[("torch-ddp", 2)] > 0
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
 @pytest.mark.parametrize("variant", ["tf-mirrored", "tf-multiworker"])
 def test_tf_variant_on_two_replicas(swept, variant):
-    [row] = [r for r in rows(swept[0]) if (r["variant"], r["world_size"]) == (variant, 2)]
+    row = swept_row(swept[0], variant, 2)
     assert row["status"] == "ok", row["error"]
     assert row["environment"]["replicas"] == 2
     assert row["eval_samples"] == 397 and row["test_accuracy"] > 0.3
@@ -116,13 +114,11 @@ def test_tf_variant_on_two_replicas(swept, variant):
     assert row["environment"]["kernels"]["cpu_isa"] == kernels.instruction_sets()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
 def test_tf_ps_trains_asynchronously_and_says_so(swept):
     """A chief, a worker a slot and a parameter server; flagged asynchronous in the row and the table, and ended
     with the run (tests/test_tf_ps.py kills one of them)."""
     out, result = swept
-    [row] = [r for r in rows(out) if (r["variant"], r["world_size"]) == ("tf-ps", 2)]
+    row = swept_row(out, "tf-ps", 2)
     assert row["status"] == "ok" and row["asynchronous"] is True, row["error"]
     assert row["eval_samples"] == 397 and row["test_accuracy"] >= row["task"]["target_accuracy"]
     assert "tf-ps (asynchronous)" in result.stdout
@@ -132,8 +128,6 @@ def test_tf_ps_trains_asynchronously_and_says_so(swept):
     assert processes_of_run(row["run_id"]) == []  # the servers were ended with the run
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1500)
 def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(swept, out):
     shutil.copytree(swept[0], out)  # the earlier rows: the sweep's
     earlier, kept = (out / "results.jsonl").read_text(), len(rows(out))
