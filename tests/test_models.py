@@ -134,13 +134,18 @@ def test_fsdp_shards_a_transformers_own_blocks(tmp_path):
     held = row["memory"]["model_state_bytes"]
     # The whole model's parameters, counted by the request's own check of the same task (a run on one slot
     # holds them all): fp32, 4 bytes each.
-    built = subprocess.run([sys.executable, "-m", "torch_impl.model", json.dumps(row["task"])], cwd=REPO,
-                           env={**os.environ, **CPU}, capture_output=True, text=True, timeout=300)
-    whole = 4 * json.loads(built.stdout.strip().splitlines()[-1])["parameters"]
+    whole = 4 * built("torch", row["task"])["parameters"]
     # Each of the two ranks holds half the parameters: the ViT's twelve blocks sharded, not one rank holding all.
     assert held["0"]["parameters"] == pytest.approx(held["1"]["parameters"], rel=0.01)
     # Within 5 %: each sharded parameter is padded to divide by the ranks (2.8 % for this ViT).
     assert held["0"]["parameters"] == pytest.approx(whole / 2, rel=0.05)
+
+
+def built(framework: str, task: dict) -> dict:
+    """The request's model check of `task` (bench.run.model_check), run in a process of the framework: its answer."""
+    done = subprocess.run([sys.executable, "-m", f"{framework}_impl.model", json.dumps(task)], cwd=REPO,
+                          env={**os.environ, **CPU}, capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run_on_two_slots(out, variant: str, *model: str) -> dict:
@@ -201,12 +206,9 @@ def test_a_head_dropout_the_model_cannot_take_is_one_line_and_exit_2(tmp_path, a
                                                  ("databricks-cnn", 28, 1)])
 def test_both_frameworks_build_a_name_they_share_to_the_same_parameter_count(model, side, channels):
     """Each framework's build, in a process of its own (timm and TensorFlow never share one)."""
-    from bench import REPO_ROOT
     from bench.spec.task import get_task
 
-    task = json.dumps(get_task("quick", model=model, image_size=side, channels=channels,
-                               head_dropout=0.5 if model != "databricks-cnn" else 0.0).to_dict())
-    counts = [json.loads(subprocess.run([sys.executable, "-m", f"{framework}_impl.model", task], cwd=REPO_ROOT,
-                                        capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-              for framework in ("torch", "tf")]
+    task = get_task("quick", model=model, image_size=side, channels=channels,
+                    head_dropout=0.5 if model != "databricks-cnn" else 0.0).to_dict()
+    counts = [built(framework, task) for framework in ("torch", "tf")]
     assert counts[0] == counts[1] and counts[0]["parameters"] > 20_000
