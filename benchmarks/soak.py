@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -96,11 +97,13 @@ class S3Images:
 @dataclass
 class Soak:
     """What every trial shares: where they write, each run's --timeout, the namespace hosts (None where this machine
-    cannot make them), the inputs' sources, and the trial under way (for the stop signals' clean-up)."""
+    cannot make them), the inputs' sources, the undisturbed sweeps (shared by drivers at once), and the trial under
+    way (for the stop signals' clean-up)."""
     out: Path
     timeout_s: int
     hosts: tuple | None
     images: Path
+    references: Path | None = None
     s3: S3Images = field(default_factory=S3Images)
     folder: Path | None = None
     agents: list[subprocess.Popen] = field(default_factory=list)
@@ -251,20 +254,24 @@ def all_ended(agents: list[subprocess.Popen], within_s: float, what: str) -> str
 
 
 def reference(soak: Soak, setup: Setup) -> dict[tuple, dict]:
-    """An undisturbed sweep of the configuration: the figures a resumed sweep must reproduce, by planned run."""
-    folder = soak.out / "reference" / "-".join(setup).replace(" ", "-")
-    if not rows(folder / "results.jsonl"):
-        err = all_ended(start(soak, folder, setup, PORTS - 1), soak.timeout_s * 4, "the undisturbed sweep")
-        (folder / "console.log").parent.mkdir(parents=True, exist_ok=True)
-        (folder / "console.log").write_text(err)
-    found = rows(folder / "results.jsonl")
-    ok = {planned(r): r for r in found if r["status"] == "ok"}
-    if not ok or len(ok) < len({planned(r) for r in found}):
-        # A reference short of a planned run would make every later trial of the setup fail as unplanned: it is
-        # kept aside for the finding, and the next driver trains it again.
-        failed = folder.with_name(f"{folder.name}.failed-{time.strftime('%Y%m%dT%H%M%S')}")
-        folder.rename(failed)
-        raise SystemExit(f"the undisturbed sweep of {setup} left a planned run without an ok row: see {failed}")
+    """An undisturbed sweep of the configuration: the figures a resumed sweep must reproduce, by planned run. Drivers
+    that share a references folder train each setup's once: the second waits for the first's."""
+    folder = (soak.references or soak.out / "reference") / "-".join(setup).replace(" ", "-")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not rows(folder / "results.jsonl"):
+            err = all_ended(start(soak, folder, setup, PORTS - 1), soak.timeout_s * 4, "the undisturbed sweep")
+            (folder / "console.log").parent.mkdir(parents=True, exist_ok=True)
+            (folder / "console.log").write_text(err)
+        found = rows(folder / "results.jsonl")
+        ok = {planned(r): r for r in found if r["status"] == "ok"}
+        if not ok or len(ok) < len({planned(r) for r in found}):
+            # A reference short of a planned run would make every later trial of the setup fail as unplanned: it
+            # is kept aside for the finding, and the next driver trains it again.
+            failed = folder.with_name(f"{folder.name}.failed-{time.strftime('%Y%m%dT%H%M%S')}")
+            folder.rename(failed)
+            raise SystemExit(f"the undisturbed sweep of {setup} left a planned run without an ok row: see {failed}")
     return ok
 
 
@@ -517,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/soak-cpu"))
+    parser.add_argument("--references", type=Path,
+                        help="the undisturbed sweeps' folder (default OUT/reference): drivers run at once on one "
+                             "machine and one commit share one, and train each setup's once")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S,
                         help=f"each run's --timeout, which a stopped process is held past (default {TIMEOUT_S}; longer "
                              "where other work shares the machine: deepspeed's runs took 29 s beside a second soak)")
@@ -534,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     soak = None
     try:
         with two_hosts as hosts:
-            soak = Soak(args.out, args.timeout, hosts, images(args.out))
+            soak = Soak(args.out, args.timeout, hosts, images(args.out), args.references)
             for number in range(len(lines), args.trials):  # each trial draws from its own seed: a rerun goes on
                 line = trial(soak, number, random.Random(f"{args.seed}-{number}"))
                 with record.open("a") as f:

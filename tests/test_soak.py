@@ -2,10 +2,12 @@
 nothing of the run is left, the store is whole, every row says why, and --resume trains to the undisturbed figures."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -101,8 +103,33 @@ def test_an_undisturbed_sweep_short_of_a_planned_run_stops_the_driver_and_is_tra
     driver = soak.Soak(tmp_path, 40, None, None)
     with pytest.raises(SystemExit, match="left a planned run without an ok row"):
         soak.reference(driver, setup)
-    [aside] = (tmp_path / "reference").iterdir()
+    [aside] = [p for p in (tmp_path / "reference").iterdir() if p.is_dir()]
     assert aside.name.startswith("deepspeed-two-fake-nodes-files.failed-")
     folder.mkdir()
     (folder / "results.jsonl").write_text("\n".join(row("ok", stage) for stage in (1, 2, 3)) + "\n")
     assert sorted(soak.reference(driver, setup)) == [("deepspeed", stage, 2, 2) for stage in (1, 2, 3)]
+
+
+def test_drivers_that_share_a_references_folder_train_each_setup_once(tmp_path, monkeypatch):
+    """Two drivers at once: the second waits for the first's undisturbed sweep and takes its figures."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import soak
+
+    trained = []
+
+    def undisturbed(_, folder, setup, port, *extra):
+        trained.append(folder)
+        time.sleep(0.5)  # the other driver asks meanwhile
+        folder.mkdir(parents=True)
+        (folder / "results.jsonl").write_text(json.dumps({"variant": setup.variant, "nodes": 1, "world_size": 2,
+                                                          "status": "ok", "test_loss": 0.5}) + "\n")
+        return []
+
+    monkeypatch.setattr(soak, "start", undisturbed)
+    setup = soak.Setup("torch-ddp", "one node", "memory")
+    drivers = [soak.Soak(tmp_path / f"seed-{seed}", 40, None, None, tmp_path / "reference") for seed in (1, 2)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        figures = list(pool.map(lambda driver: soak.reference(driver, setup), drivers))
+    assert trained == [tmp_path / "reference" / "torch-ddp-one-node-memory"]
+    assert figures[0] == figures[1] == {("torch-ddp", None, 1, 2): json.loads(
+        (trained[0] / "results.jsonl").read_text())}
