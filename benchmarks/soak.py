@@ -104,6 +104,7 @@ class Soak:
     hosts: tuple | None
     images: Path
     references: Path | None = None
+    inputs: tuple[str, ...] = INPUTS
     s3: S3Images = field(default_factory=S3Images)
     folder: Path | None = None
     agents: list[subprocess.Popen] = field(default_factory=list)
@@ -113,6 +114,12 @@ class Setup(NamedTuple):
     variant: str
     placement: str
     input: str
+    zero_stage: str = ""  # deepspeed's: one stage, or "" for a sweep of all three (on one host)
+
+    @property
+    def name(self) -> str:
+        return "-".join([self.variant, self.placement, self.input]
+                        + ([f"zero{self.zero_stage}"] if self.zero_stage else [])).replace(" ", "-")
 
 
 def start(soak: Soak, folder: Path, setup: Setup, port: int, *extra: str) -> list[subprocess.Popen]:
@@ -123,8 +130,9 @@ def start(soak: Soak, folder: Path, setup: Setup, port: int, *extra: str) -> lis
         reading = ["--input", "files", "--data-dir", str(soak.images), "--loader-workers", "1"]
     elif setup.input == "s3":
         reading, env = ["--input", "s3", "--data-url", S3Images.URL, "--loader-workers", "1"], soak.s3.ready().env()
+    stage = ["--zero-stage", setup.zero_stage] if setup.zero_stage else []
     options = ["--task", "quick", "--epochs", str(EPOCHS[setup.input]), "--devices", "2",
-               "--timeout", str(soak.timeout_s), *reading, *extra]
+               "--timeout", str(soak.timeout_s), *reading, *stage, *extra]
     output = dict(cwd=REPO_ROOT, env={**os.environ, **CPU, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                   text=True)
     if setup.placement == "two hosts":
@@ -256,7 +264,7 @@ def all_ended(agents: list[subprocess.Popen], within_s: float, what: str) -> str
 def reference(soak: Soak, setup: Setup) -> dict[tuple, dict]:
     """An undisturbed sweep of the configuration: the figures a resumed sweep must reproduce, by planned run. Drivers
     that share a references folder train each setup's once: the second waits for the first's."""
-    folder = (soak.references or soak.out / "reference") / "-".join(setup).replace(" ", "-")
+    folder = (soak.references or soak.out / "reference") / setup.name
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.with_name(folder.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -399,12 +407,15 @@ def trial(soak: Soak, number: int, rng: random.Random) -> dict:
     """One sweep, one fault."""
     placement = rng.choice(PLACEMENTS if soak.hosts else PLACEMENTS[:2])
     variant = rng.choice(ACROSS_HOSTS if placement == "two hosts" else APPROACHES)
-    source = rng.choice([i for i in INPUTS if not (i == "s3" and placement == "two hosts")])
-    setup = Setup(variant, placement, source)
+    source = rng.choice([i for i in soak.inputs if not (i == "s3" and placement == "two hosts")])
     targets = (TARGETS + (("node agent",) if placement == "two hosts" else ())
                + (("loader worker",) if source != "memory" else ()) + (("S3 server",) if source == "s3" else ()))
     faults = FAULTS if soak.hosts else tuple(f for f in FAULTS if f != "full disk")
     drawn, fault, moment = rng.choice(targets), rng.choice(faults), round(rng.uniform(0.5, 8.0), 2)
+    # One ZeRO stage a trial, or now and then a sweep of the three (its later runs not started when the fault
+    # lands); across hosts a run is of one stage.
+    stage = rng.choice(("1", "2", "3") + (("",) if placement != "two hosts" else ())) if variant == "deepspeed" else ""
+    setup = Setup(variant, placement, source, stage)
     hosts = soak.hosts if placement == "two hosts" else None
     expected = reference(soak, setup)
     folder = soak.folder = soak.out / "trials" / f"{number:04d}"
@@ -435,7 +446,7 @@ def trial(soak: Soak, number: int, rng: random.Random) -> dict:
     matched = all(ok_after[k] == 1 and all(last_ok[k][f] == e[f] for f in ("test_loss", "test_accuracy"))
                   for k, e in expected.items())
     per_run = collections.Counter(planned(r) for r in before)
-    return {"trial": number, "placement": placement, "variant": variant, "input": source,
+    return {"trial": number, "placement": placement, "variant": variant, "zero_stage": stage, "input": source,
             "nodes": 1 if placement == "one node" else 2,
             "drawn": drawn if fault != "full disk" else "results folder", "target": target, "fault": fault,
             "port": closed, "moment_s": moment, "injected": target is not None,
@@ -527,10 +538,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--references", type=Path,
                         help="the undisturbed sweeps' folder (default OUT/reference): drivers run at once on one "
                              "machine and one commit share one, and train each setup's once")
+    parser.add_argument("--inputs", default=",".join(INPUTS),
+                        help=f"the inputs drawn from, as often as each is named (default {','.join(INPUTS)}); "
+                             "the two hosts draw among those but s3")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S,
                         help=f"each run's --timeout, which a stopped process is held past (default {TIMEOUT_S}; longer "
                              "where other work shares the machine: deepspeed's runs took 29 s beside a second soak)")
     args = parser.parse_args(argv)
+    inputs = tuple(args.inputs.split(","))
+    if not set(inputs) <= set(INPUTS) or set(inputs) == {"s3"}:
+        parser.error(f"--inputs takes memory, files and s3, and memory or files among them; not {args.inputs}")
     if why := netns.why_no_namespaces():
         print(f"soak: no namespace hosts here ({why}): their trials and the full disk's are left out",
               file=sys.stderr)
@@ -544,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     soak = None
     try:
         with two_hosts as hosts:
-            soak = Soak(args.out, args.timeout, hosts, images(args.out), args.references)
+            soak = Soak(args.out, args.timeout, hosts, images(args.out), args.references, inputs)
             for number in range(len(lines), args.trials):  # each trial draws from its own seed: a rerun goes on
                 line = trial(soak, number, random.Random(f"{args.seed}-{number}"))
                 with record.open("a") as f:
