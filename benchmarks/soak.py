@@ -268,8 +268,11 @@ def reference(soak: Soak, setup: Setup) -> dict[tuple, dict]:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.with_name(folder.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not rows(folder / "results.jsonl"):
-            err = all_ended(start(soak, folder, setup, PORTS - 1), soak.timeout_s * 4, "the undisturbed sweep")
+        if not (folder / "console.log").exists():  # written once the sweep has ended: a stopped one is redone
+            shutil.rmtree(folder, ignore_errors=True)
+            soak.agents, soak.folder = start(soak, folder, setup, PORTS - 1), folder  # what a stop signal stops
+            err = all_ended(soak.agents, soak.timeout_s * 4, "the undisturbed sweep")
+            soak.agents = []
             (folder / "console.log").parent.mkdir(parents=True, exist_ok=True)
             (folder / "console.log").write_text(err)
         found = rows(folder / "results.jsonl")

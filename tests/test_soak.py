@@ -100,6 +100,7 @@ def test_an_undisturbed_sweep_short_of_a_planned_run_stops_the_driver_and_is_tra
                            "status": status})
 
     (folder / "results.jsonl").write_text("\n".join([row("timeout", 1), row("ok", 2), row("ok", 3)]) + "\n")
+    (folder / "console.log").write_text("")
     driver = soak.Soak(tmp_path, 40, None, None)
     with pytest.raises(SystemExit, match="left a planned run without an ok row"):
         soak.reference(driver, setup)
@@ -107,6 +108,7 @@ def test_an_undisturbed_sweep_short_of_a_planned_run_stops_the_driver_and_is_tra
     assert aside.name.startswith("deepspeed-two-fake-nodes-files.failed-")
     folder.mkdir()
     (folder / "results.jsonl").write_text("\n".join(row("ok", stage) for stage in (1, 2, 3)) + "\n")
+    (folder / "console.log").write_text("")
     assert sorted(soak.reference(driver, setup)) == [("deepspeed", stage, 2, 2) for stage in (1, 2, 3)]
 
 
@@ -133,3 +135,27 @@ def test_drivers_that_share_a_references_folder_train_each_setup_once(tmp_path, 
     assert trained == [tmp_path / "reference" / "torch-ddp-one-node-memory"]
     assert figures[0] == figures[1] == {("torch-ddp", None, 1, 2): json.loads(
         (trained[0] / "results.jsonl").read_text())}
+
+
+def test_an_undisturbed_sweep_stopped_before_its_end_is_trained_again(tmp_path, monkeypatch):
+    """A driver stopped while it trained a reference leaves some rows and no console: taken as it is, a sweep of
+    three ZeRO stages with only the first done would pass for a reference of one run."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import soak
+
+    def row(stage: int) -> str:
+        return json.dumps({"variant": "deepspeed", "task": {"zero_stage": stage}, "nodes": 1, "world_size": 2,
+                           "status": "ok"})
+
+    def undisturbed(_, folder, setup, port, *extra):
+        folder.mkdir(parents=True)
+        (folder / "results.jsonl").write_text("\n".join(row(stage) for stage in (1, 2, 3)) + "\n")
+        return []
+
+    monkeypatch.setattr(soak, "start", undisturbed)
+    setup = soak.Setup("deepspeed", "one node", "memory")
+    stopped = tmp_path / "reference" / setup.name
+    stopped.mkdir(parents=True)
+    (stopped / "results.jsonl").write_text(row(1) + "\n")
+    assert sorted(soak.reference(soak.Soak(tmp_path, 40, None, None), setup)) == [
+        ("deepspeed", stage, 1, 2) for stage in (1, 2, 3)]
