@@ -2,6 +2,7 @@
 the interface toward the master, never by loopback, and the row records it."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import socket
@@ -12,6 +13,7 @@ import time
 import pytest
 
 from helpers import CPU, REPO, SHORT, bench, cli, rows
+from bench.hosts.exchange import NeverJoined, Offer, meet
 from bench.studies.netns import two_hosts, why_no_namespaces
 
 NO_NAMESPACES = why_no_namespaces()
@@ -60,6 +62,42 @@ def test_an_unreachable_master_is_one_line_and_exit_2(tmp_path):
 
 
 @needs_namespaces
+def meeting(port: int) -> concurrent.futures.Future:
+    """Node 0's agent hosting a two-node meeting on loopback, in a thread; returns once it listens."""
+    offer = Offer(0, 2, "torch-ddp", "127.0.0.1", "lo", [])
+    hosted = concurrent.futures.ThreadPoolExecutor(1).submit(meet, offer, ("127.0.0.1", port), 30)
+    deadline = time.monotonic() + 10
+    while not subprocess.run(["ss", "-tlnH", f"sport = :{port}"], capture_output=True, text=True).stdout.strip():
+        assert time.monotonic() < deadline and not hosted.done(), hosted
+        time.sleep(0.05)
+    return hosted
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_host_that_leaves_the_meeting_before_saying_which_node_it_is_fails_the_run_naming_it():
+    port = free_port()
+    hosted = meeting(port)
+    socket.create_connection(("127.0.0.1", port)).close()
+    with pytest.raises(NeverJoined, match=f"the host at 127.0.0.1 left the meeting at 127.0.0.1:{port} before"):
+        hosted.result(timeout=30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="closing another socket (ss -K) needs CAP_NET_ADMIN")
+def test_the_meetings_port_closed_under_it_fails_the_run_naming_who_had_not_joined():
+    """The soak's seed 10 trial 73: `ss -K` on node 0's listener raised EINVAL out of accept(), a traceback and no
+    row; the run fails with its reason, recorded as any host that never joined."""
+    port = free_port()
+    hosted = meeting(port)
+    subprocess.run(["ss", "-K", "-t", "-a", f"( sport = :{port} )"], check=True, capture_output=True)
+    with pytest.raises(NeverJoined, match=rf"the meeting at 127.0.0.1:{port} was closed before node\(s\) \[1\] joined"):
+        hosted.result(timeout=30)
+
+
 def test_an_interface_this_host_lacks_is_refused(tmp_path):
     with two_hosts(subnet=79) as (h0, _):
         done = subprocess.run(h0.command(sys.executable, "-m", "bench", "run", "--variant", "torch-ddp", "--devices",

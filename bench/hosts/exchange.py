@@ -34,7 +34,8 @@ class Offer:
 
 
 class NeverJoined(RuntimeError):
-    """A host did not come (or node 0's agent did not answer) within the run's timeout."""
+    """A host did not come (or node 0's agent did not answer) within the run's timeout, or the meeting's port or a
+    connection to it was closed under it."""
 
 
 @dataclass
@@ -112,13 +113,17 @@ def _host(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
             while len(offers) < mine.nodes:
                 server.settimeout(max(0.01, deadline - time.monotonic()))
                 try:
-                    peer, _ = server.accept()
+                    peer, (address, *_) = server.accept()
                 except TimeoutError:
                     missing = sorted(set(range(mine.nodes)) - set(offers))
                     raise NeverJoined(f"node(s) {missing} never joined the run at {master[0]}:{master[1]} "
                                       "within its timeout: start their agents, or check their --master-addr") from None
+                except OSError as exc:  # the listener closed under it (EINVAL)
+                    missing = sorted(set(range(mine.nodes)) - set(offers))
+                    raise NeverJoined(f"the meeting at {master[0]}:{master[1]} was closed before node(s) {missing} "
+                                      f"joined ({os.strerror(exc.errno) if exc.errno else exc})") from None
                 peer.settimeout(max(0.01, deadline - time.monotonic()))
-                theirs = Offer(**json.loads(peer.makefile().readline()))
+                theirs = _offer(peer, address, master)
                 peers[theirs.node_rank if theirs.node_rank not in peers else -len(peers)] = peer
                 problem = _mismatch(mine, theirs, offers)
                 if problem:
@@ -137,6 +142,16 @@ def _host(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
                 if "offers" not in answer:
                     peer.close()
     return Session(offers, peers)
+
+
+def _offer(peer: socket.socket, address: str, master: tuple[str, int]) -> Offer:
+    """A joining agent's offer: one JSON line, unless its connection closed (or was closed) first."""
+    try:
+        return Offer(**json.loads(peer.makefile().readline()))
+    except (OSError, ValueError, TypeError) as exc:  # reset, timed out, or a line cut short
+        peer.close()
+        raise NeverJoined(f"the host at {address} left the meeting at {master[0]}:{master[1]} before saying "
+                          f"which node it is ({str(exc) or type(exc).__name__})") from None
 
 
 def _mismatch(mine: Offer, theirs: Offer, offers: dict[int, Offer]) -> str | None:
@@ -165,7 +180,7 @@ def _join(mine: Offer, master: tuple[str, int], deadline: float) -> Session:
     try:
         connection.sendall((json.dumps(asdict(mine)) + "\n").encode())
         answer = json.loads(connection.makefile().readline() or "{}")
-    except (TimeoutError, OSError) as exc:
+    except (OSError, ValueError) as exc:  # timed out, reset, or a line cut short
         connection.close()
         raise NeverJoined(f"node 0's agent at {master[0]}:{master[1]} did not answer ({exc}): check that node 0 "
                           "runs dtbench there, on a port no other program holds") from None
