@@ -14,6 +14,7 @@ import pytest
 
 from helpers import CPU, REPO, SHORT, bench, cli, rows
 from bench.hosts.exchange import NeverJoined, Offer, meet
+from bench.hosts.loopback import free_port
 from bench.studies.netns import two_hosts, why_no_namespaces
 
 NO_NAMESPACES = why_no_namespaces()
@@ -61,7 +62,6 @@ def test_an_unreachable_master_is_one_line_and_exit_2(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and rows(tmp_path) == []
 
 
-@needs_namespaces
 def meeting(port: int) -> concurrent.futures.Future:
     """Node 0's agent hosting a two-node meeting on loopback, in a thread; returns once it listens."""
     offer = Offer(0, 2, "torch-ddp", "127.0.0.1", "lo", [])
@@ -71,12 +71,6 @@ def meeting(port: int) -> concurrent.futures.Future:
         assert time.monotonic() < deadline and not hosted.done(), hosted
         time.sleep(0.05)
     return hosted
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_a_host_that_leaves_the_meeting_before_saying_which_node_it_is_fails_the_run_naming_it():
@@ -98,6 +92,7 @@ def test_the_meetings_port_closed_under_it_fails_the_run_naming_who_had_not_join
         hosted.result(timeout=30)
 
 
+@needs_namespaces
 def test_an_interface_this_host_lacks_is_refused(tmp_path):
     with two_hosts(subnet=79) as (h0, _):
         done = subprocess.run(h0.command(sys.executable, "-m", "bench", "run", "--variant", "torch-ddp", "--devices",
