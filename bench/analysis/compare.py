@@ -27,6 +27,7 @@ from bench.analysis.verdict import ranks
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block
 from bench.metrics.cost import PRICE
+from bench.results.frame import records_of
 from bench.results.jsonl import RESULTS
 from bench.results.key import RunKey, config_key, settings, settings_differ
 from bench.spec.task import SpecError
@@ -184,7 +185,7 @@ def _shown(r: dict) -> bool:
 def _fastest(column: Column, task: str) -> dict[int, dict]:
     """Per device count, the fastest synchronous configuration of the column on the task (the verdict's rule)."""
     best = {}
-    for r in column.machine.configs.to_dict("records"):
+    for r in records_of(column.machine.configs):
         if (r["ok"] and ranks(r["key"]) and (r["task"], r["device_type"], r["precision"]) == (
                 task, column.device_type, column.precision) and r["key"] in column.machine.measured):
             if r["world_size"] not in best or r["throughput"] > best[r["world_size"]]["throughput"]:
@@ -221,7 +222,7 @@ def _lines(task: str, cols: list[Column]) -> dict[tuple, dict[int, dict]]:
     """The task's configurations by their shared key: each column's line, device counts ascending."""
     lines: dict[tuple, dict[int, dict]] = {}
     for i, column in enumerate(cols):
-        for r in column.machine.configs.to_dict("records"):
+        for r in records_of(column.machine.configs):
             if (r["task"], r["device_type"], r["precision"]) == (task, column.device_type, column.precision) \
                     and _shown(r):
                 lines.setdefault(_row_key(r), {})[i] = r

@@ -16,6 +16,7 @@ from bench.analysis.html_assets import SCRIPT, STYLE
 from bench import metrics
 from bench.analysis.tables import best_cells, headers, row_cells
 from bench.metrics import present
+from bench.results.frame import records_of
 from bench.spec.variants import VARIANTS
 from bench.status import Status
 
@@ -100,7 +101,7 @@ def _run_ranges(runs: pd.DataFrame) -> dict:
 
 def _results(configs: pd.DataFrame, ranges: dict) -> str:
     """The results table: a <tbody> per real run with its twins folded under it, sortable and filterable."""
-    records = configs.to_dict("records")
+    records = records_of(configs)
     best = set(best_cells(configs))
     index = {r["key"]: i for i, r in enumerate(records)}
     parent = {}

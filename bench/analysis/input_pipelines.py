@@ -7,6 +7,7 @@ import pandas as pd
 
 from bench.metrics import fmt
 from bench.metrics.blocks import Block, table_section
+from bench.results.frame import records_of
 from bench.spec.task import INPUTS
 from bench.status import Status
 
@@ -17,7 +18,7 @@ INPUT_ORDER = {name: index for index, name in enumerate(n for n in INPUTS if n !
 def comparison(configs: pd.DataFrame) -> dict | None:
     """The same configurations by input pipeline (memory, files and S3 with their loader workers):
     {"modes": [mode, ...], "groups": [(series, devices, {mode: row})]}; None unless some run read files."""
-    records = [r for r in configs.to_dict("records")
+    records = [r for r in records_of(configs)
                if r["status"] == Status.OK and not r["key"].independent and r["key"].input in INPUT_ORDER]
     if not any(r["key"].input != "memory" for r in records):
         return None

@@ -12,12 +12,13 @@ from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
 from bench.status import Status
 from bench.results import maxbatch
+from bench.results.frame import records_of
 
 
 def entries(configs: pd.DataFrame) -> list[dict]:
     """The synchronous configurations run under a budget, by model (smallest first) and device count, the fastest
     first, those that did not fit last."""
-    lines = [r for r in configs.to_dict("records") if r["key"].device_memory and not r["key"].independent
+    lines = [r for r in records_of(configs) if r["key"].device_memory and not r["key"].independent
              and r["status"] in (Status.OK, Status.DOES_NOT_FIT)]
     size = params_by_model(configs)
     return sorted(lines, key=lambda r: (size.get(r["model"], float("inf")), r["model"], r["world_size"],
@@ -33,7 +34,7 @@ def largest_batches(directory: Path) -> dict[tuple[str, int], int | None]:
 def params_by_model(configs: pd.DataFrame) -> dict[str, float]:
     """Each model's parameter count as a run that fitted recorded it (one that did not fit never built it whole)."""
     found: dict[str, float] = {}
-    for r in configs.to_dict("records"):
+    for r in records_of(configs):
         if r["status"] == Status.OK and present(r.get("params")):
             found.setdefault(r["model"], r["params"])
     return found

@@ -8,6 +8,7 @@ import pandas as pd
 
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
+from bench.results.frame import records_of
 from bench.spec.family import Family
 from bench.spec.models import PAIR_TOLERANCE, framework_name, parse
 from bench.spec.variants import VARIANTS
@@ -20,7 +21,7 @@ def family(variant: str) -> Family:
 def _sizes(lines: pd.DataFrame | list[dict]) -> dict[Family, tuple[float | None, float | None]]:
     """family -> (parameters, FLOPs per sample) as its ok runs recorded them (the first that has each)."""
     found: dict[Family, list] = {}
-    for r in (lines.to_dict("records") if isinstance(lines, pd.DataFrame) else lines):
+    for r in (records_of(lines) if isinstance(lines, pd.DataFrame) else lines):
         sizes = found.setdefault(family(r["variant"]), [None, None])
         for i, column in enumerate(("params", "flops_per_sample")):
             value = r.get(column)

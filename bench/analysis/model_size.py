@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from bench.analysis import memory_budget, style  # noqa: E402
 from bench.analysis.verdict import ranks  # noqa: E402
 from bench.metrics import present  # noqa: E402
+from bench.results.frame import records_of  # noqa: E402
 from bench.status import Status  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def lines(configs: pd.DataFrame) -> dict[int, dict[str, list[tuple[float, float]
     """device count -> approach (its series without the model) -> [(parameters, samples/s per device)], by size;
     only where the sweep trained at least two sizes."""
     out: dict[int, dict[str, list]] = {}
-    for r in configs.to_dict("records"):
+    for r in records_of(configs):
         if not (r["ok"] and ranks(r["key"]) and present(r.get("params")) and present(r.get("per_device_throughput"))):
             continue
         approach = style.approach(r)
@@ -49,7 +50,7 @@ def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
     model recorded its size."""
     sizes = memory_budget.params_by_model(configs)
     out: dict[int, list] = {}
-    for r in configs.to_dict("records"):
+    for r in records_of(configs):
         if r["status"] == Status.DOES_NOT_FIT and ranks(r["key"]) and r["model"] in sizes:
             out.setdefault(r["world_size"], []).append((sizes[r["model"]], style.approach(r)))
     return out
@@ -58,7 +59,7 @@ def unfit(configs: pd.DataFrame) -> dict[int, list[tuple[float, str]]]:
 def keys(configs: pd.DataFrame) -> dict[tuple[int, str, float], object]:
     """(device count, approach, parameters) -> the run key measured there: where two lines' order is read."""
     return {(r["world_size"], style.approach(r), float(r["params"])): r["key"]
-            for r in configs.to_dict("records") if r["ok"] and present(r.get("params"))}
+            for r in records_of(configs) if r["ok"] and present(r.get("params"))}
 
 
 def crossovers(found: dict[int, dict[str, list[tuple[float, float]]]],
@@ -113,14 +114,14 @@ def draw(configs: pd.DataFrame, directory: Path, prefix: str,
         return between is None or not between.tie
 
     crossed = crossovers(found, separated)
-    palette = style.colours(configs.to_dict("records"), style.approach)
+    palette = style.colours(records_of(configs), style.approach)
     fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found) + 0.6, 4.8), sharey=True, squeeze=False)
     first = configs.iloc[0]
     budget = f", {first['key'].budget}" if first["key"].device_memory else ""
     fig.suptitle(f"Throughput per device against model size\n{first['task']} task, {first['precision']}, "
                  f"{first['device_type']}{budget}", fontsize=9)
     refused = unfit(configs)
-    names = {float(r["params"]): r["model"] for r in configs.to_dict("records") if present(r.get("params"))}
+    names = {float(r["params"]): r["model"] for r in records_of(configs) if present(r.get("params"))}
     for ax, (devices, by) in zip(axes[0], found.items()):
         for params in sorted({p for points in by.values() for p, _ in points}):
             ax.annotate(names.get(params, ""), (params, 0), xycoords=("data", "axes fraction"), xytext=(3, 4),

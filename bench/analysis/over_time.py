@@ -8,6 +8,7 @@ import pandas as pd
 
 from bench.metrics import fmt
 from bench.metrics.blocks import Block, table_section
+from bench.results.frame import records_of
 
 
 def table(runs: pd.DataFrame, directory: Path) -> pd.DataFrame | None:
@@ -27,7 +28,7 @@ def table(runs: pd.DataFrame, directory: Path) -> pd.DataFrame | None:
         return low if low == high else f"{low}–{high}"  # ranks that differ below the shown digit: one figure
 
     body = []
-    for r in sampled.to_dict("records"):
+    for r in records_of(sampled):
         plot = Path("runs") / r["run_id"] / "timeseries.png"
         body.append([r["key"].label, r["status"], span(r.get("timeseries.peak_rss_mb")),
                      span(r.get("timeseries.mean_cpu_pct")), span(r.get("timeseries.mean_slot_busy_pct")),

@@ -16,6 +16,7 @@ from bench.analysis import style  # noqa: E402
 from bench.analysis.verdict import name_in_group  # noqa: E402
 from bench.spec.variants import PANELS, VARIANTS, panel  # noqa: E402
 from bench.metrics import present  # noqa: E402
+from bench.results.frame import records_of  # noqa: E402
 from bench.status import Status  # noqa: E402
 
 
@@ -368,7 +369,7 @@ def draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
 
 
 def _draw_all(configs: pd.DataFrame, directory: Path, prefix: str) -> list[Path]:
-    rows = configs.to_dict("records")
+    rows = records_of(configs)
     written = []
     if not _series(rows):
         return written

@@ -9,6 +9,7 @@ import pandas as pd
 
 from bench.metrics import fmt
 from bench.metrics.blocks import Block, heading, table_section, text
+from bench.results.frame import records_of
 from bench.results.key import RunKey
 from bench.status import Status
 from bench.worker.profile import CATEGORIES
@@ -21,7 +22,7 @@ def latest(runs: pd.DataFrame) -> dict[RunKey, dict]:
     if runs.empty or "profile.step_ms" not in runs:
         return {}
     out = {}
-    for r in runs[(runs["status"] == Status.OK) & runs["profile.step_ms"].notna()].to_dict("records"):
+    for r in records_of(runs[(runs["status"] == Status.OK) & runs["profile.step_ms"].notna()]):
         out[r["key"]] = {
             "step_ms": r["profile.step_ms"], "unprofiled_ms": r["profile.unprofiled_step_ms"],
             "overhead": r["profile.overhead"], "in_flight_ms": r["profile.communication_in_flight_ms"],
@@ -34,7 +35,7 @@ def latest(runs: pd.DataFrame) -> dict[RunKey, dict]:
 def table(configs: pd.DataFrame, profiles: dict[RunKey, dict]) -> pd.DataFrame | None:
     """ms per step by category for each profiled configuration of `configs`."""
     body = []
-    for r in configs.to_dict("records"):
+    for r in records_of(configs):
         p = profiles.get(r["key"])
         if p is None:
             continue

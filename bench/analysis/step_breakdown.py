@@ -10,6 +10,7 @@ from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import allreduce
+from bench.results.frame import records_of
 from bench.spec.variants import PROBED_COLLECTIVES
 from bench.status import Status
 
@@ -19,7 +20,7 @@ def entries(configs: pd.DataFrame, microbenchmark: list[dict], profiles: dict | 
     the communication exposed: the step less its no-sync twin's, else (TensorFlow has no twin) the profile's
     exposed communication (bench.analysis.profiles), with how much of it the profile saw hidden. `microbenchmark`:
     the folder's all-reduce measurements (bench.results.allreduce.load)."""
-    records = configs.to_dict("records")
+    records = records_of(configs)
     no_sync = {r["key"]: r for r in records if r["independent"] and r["status"] == Status.OK}
     out = []
     for r in records:

@@ -12,6 +12,7 @@ from bench import metrics
 from bench.analysis.repeats import Runs, ratio
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
+from bench.results.frame import records_of
 from bench.results.key import RunKey
 from bench.spec.variants import VARIANTS
 from bench.status import Status
@@ -39,7 +40,7 @@ def row_cells(r: dict) -> list[str]:
 
 
 def cells(configs: pd.DataFrame) -> pd.DataFrame:
-    records = configs.to_dict("records")
+    records = records_of(configs)
     return pd.DataFrame([row_cells(r) for r in records], columns=headers(records[0]) if records else list(LABELS))
 
 
@@ -49,7 +50,7 @@ def text_table(configs: pd.DataFrame) -> str:
 
 def best_cells(configs: pd.DataFrame) -> list[tuple[int, str]]:
     """(line, header) of the best figure per column (independent runs compete in none)."""
-    records = configs.to_dict("records")
+    records = records_of(configs)
     out = []
     for column in metrics.columns(records[0]) if records else []:
         if column.higher_is_better is None:
@@ -74,7 +75,7 @@ def spread_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.Data
     """Per configuration that ran more than once: its run medians, their spread (max / min, coefficient of
     variation) and the within-run interval they are held to; None where every configuration ran once."""
     body = []
-    for r in configs.to_dict("records"):
+    for r in records_of(configs):
         runs = measured.get(r["key"])
         if runs is None or runs.count < 2:
             continue
@@ -97,7 +98,7 @@ def spread_section(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[
 def fit_table(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> pd.DataFrame | None:
     """Each Keras-fit configuration against its custom loop on the same devices, task and input: throughput
     of each, their ratio with its 95 % interval (a tie where it includes 1), and both test accuracies."""
-    by_key = {r["key"]: r for r in configs.to_dict("records")}
+    by_key = {r["key"]: r for r in records_of(configs)}
     body = []
     for key, r in by_key.items():
         loop = VARIANTS[key.variant].custom_loop if key.variant in VARIANTS else None
@@ -127,7 +128,7 @@ def _cpu_limits(r: dict) -> list[str]:
 
 
 def footnotes(configs: pd.DataFrame) -> list[str]:
-    records = configs.to_dict("records")
+    records = records_of(configs)
     limits = dict.fromkeys(f"{r['variant']}: {n[5:]}" for r in records for n in _cpu_limits(r))
     notes = [f"`cpu*` {limit}; larger topologies show n/a." for limit in limits]
     if configs["oversubscribed"].fillna(False).astype(bool).any():

@@ -17,6 +17,7 @@ from bench.analysis.verdict import Group, join_words, name_in_group
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
 from bench.results import ResultStore
+from bench.results.frame import records_of
 from bench.results.jsonl import SEARCH
 from bench.results.key import RunKey, config_key
 from bench.spec import knobs
@@ -52,7 +53,7 @@ class Tuning:
 
 def tunings(group: Group, configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Tuning]:
     """The approaches of one ranking at their best, in its order (fastest first)."""
-    by_key = {r["key"]: r for r in configs.to_dict("records")}
+    by_key = {r["key"]: r for r in records_of(configs)}
     counts = pd.Series([k.shipped for k in configs["key"]]).value_counts().to_dict()
     out = []
     for best in [group.winner, *(c.other for c in group.comparisons)]:

@@ -25,6 +25,7 @@ from bench.analysis.folder import Folder
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
 from bench.metrics import present
+from bench.results.frame import records_of
 from bench.results.key import RunKey
 from bench.spec import knobs, models
 from bench.spec.family import Family
@@ -93,7 +94,7 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
     """The comparisons of every group of configurations, first-seen task first, device counts ascending."""
     if configs.empty:
         return []
-    records = configs.to_dict("records")
+    records = records_of(configs)
     by_key = {r["key"]: r for r in records}
     models_in_order = {m: i for i, m in enumerate(dict.fromkeys(k.model for k in configs["key"]))}  # as swept
     frame = configs[GROUP_BY].assign(

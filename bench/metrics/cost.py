@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from bench.metrics import Column, Context, Metric, Option, present
+from bench.results.frame import records_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +48,7 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
     hourly = context.settings.get(PRICE)
     if hourly is None:
         return
-    records = folded.to_dict("records")
+    records = records_of(folded)
     per_sample = [hourly * r["world_size"] / 3600 / r["throughput"] if r["ok"] and present(r["throughput"]) else None
                   for r in records]
     folded[PRICE] = hourly

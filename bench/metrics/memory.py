@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from bench.metrics import Metric, Part, Ranks, fmt, present
 from bench.metrics.blocks import Block, table_section, text
+from bench.results.frame import records_of
 from bench.status import Status
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def fact(winner: dict) -> str | None:
 
 def entries(configs: pd.DataFrame) -> list[dict]:
     """Configurations that counted their model state: per rank, against the same variant on one device."""
-    records = [r for r in configs.to_dict("records") if r["status"] == Status.OK and present(r["model_state_mb"])
+    records = [r for r in records_of(configs) if r["status"] == Status.OK and present(r["model_state_mb"])
                and not r["key"].independent and r["key"].input in ("memory", "synthetic")]
     by_key = {r["key"]: r for r in records}
     return [{"row": r, "of_one_device": r["model_state_mb"] / one["model_state_mb"]

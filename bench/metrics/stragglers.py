@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bench.metrics import Context, Metric, Part, Ranks, present
 from bench.metrics.blocks import Block, table_section, text
+from bench.results.frame import records_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,7 +38,7 @@ def found(configs: pd.DataFrame) -> list[dict]:
     if "rank_times.behind_median" not in configs:
         return []
     out = []
-    for r in configs.to_dict("records"):
+    for r in records_of(configs):
         behind = r.get("rank_times.behind_median")
         if not present(behind):
             continue

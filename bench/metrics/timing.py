@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from bench.metrics import Column, Context, Metric, Ranks
 from bench.results import stats
+from bench.results.frame import records_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +31,7 @@ def fold(ranks: Ranks) -> dict:
 def derive(folded: pd.DataFrame, context: Context) -> None:
     """A compiled run's compile time: its first step, which no window times."""
     folded["compile_s"] = [r["first_step_s"] if r.get("task.compile") is True else None
-                           for r in folded.to_dict("records")]
+                           for r in records_of(folded)]
 
 
 METRIC = Metric("timing", fold=fold, figures=("step_ms", "step_p90_ms", "startup_s", "train_s", "wall_s",

@@ -12,6 +12,7 @@ from bench.metrics import Column, Context, Metric, Part, Ranks, fmt, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import peak, utilisation
+from bench.results.frame import records_of
 from bench.spec.peaks import dense_peak, matmul_precision
 from bench.status import Status
 
@@ -32,8 +33,8 @@ def fold(ranks: Ranks) -> dict:
 def derive(folded: pd.DataFrame, context: Context) -> None:
     # The precision the matmuls ran at, which the peaks are read at: the task's, or TF32 where fp32 ran with it on.
     folded["matmul_precision"] = [matmul_precision(r["precision"], r.get("fast_path.tf32") is True)
-                                  if isinstance(r.get("precision"), str) else None for r in folded.to_dict("records")]
-    records = folded.to_dict("records")
+                                  if isinstance(r.get("precision"), str) else None for r in records_of(folded)]
+    records = records_of(folded)
     folded["achieved_tflops"] = [utilisation.tflops(_value(r["flops_per_sample"]), _value(r["throughput"]))
                                  for r in records]
     folded["mfu"] = [utilisation.fraction(_value(r["flops_per_sample"]), r["per_device_throughput"],
@@ -48,7 +49,7 @@ def entries(part: Part) -> list[dict]:
     """Per measured configuration: how close to the peak, and where the rest goes (communication from
     its no-sync twin; the input's cost three ways: the synthetic-input twin's gap with its 95 % interval,
     the host's wait for batches, the profile's input time; compile time)."""
-    records = part.configs.to_dict("records")
+    records = records_of(part.configs)
     ok = {r["key"]: r for r in records if r["status"] == Status.OK}
     out = []
     for r in records:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench import metrics
+from bench.results.frame import records_of
 from bench.results.row import ResultRow
 from bench.spec.task import SpecError
 from bench.status import Status
@@ -119,7 +120,7 @@ def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str | None
     import mlflow
     from mlflow.entities import Metric
 
-    lines = {line["key"]: line for line in configs.to_dict("records")} if len(configs) else {}
+    lines = {line["key"]: line for line in records_of(configs)} if len(configs) else {}
     mlflow.set_tracking_uri(uri)
     experiment = experiment or experiment_name()
     client, now = mlflow.MlflowClient(), int(time.time() * 1000)
