@@ -178,3 +178,23 @@ def test_one_finished_run_among_repeats_keeps_its_own_window_interval(tmp_path):
     [line] = aggregate.configurations(load(tmp_path)).to_dict("records")
     assert (line["throughput"], line["ci_low"], line["ci_high"]) == (100.0, 90.0, 108.0)
     assert "1 of 2 runs did not finish ok" in line["notes"] and pd.isna(line.get("runs"))
+
+
+def test_a_folded_frame_reads_as_records_exactly_as_pandas_gives_them():
+    """records_of, which every report section reads its lines through, against pandas' own to_dict("records") on a
+    committed folder's runs and configurations: the same keys, values and Python types, NaN where pandas has NaN."""
+    import math
+
+    from bench.analysis.folder import Folder
+    from bench.results.frame import records_of
+
+    folder = Folder.read(REPO / "results" / "reference-cpu")
+    for table in (folder.runs, folder.configs):
+        ours, theirs = records_of(table), table.to_dict("records")
+        assert len(ours) == len(theirs) == len(table) > 1
+        for mine, pandas_line in zip(ours, theirs):
+            assert list(mine) == list(pandas_line)
+            for name, value in pandas_line.items():
+                assert type(mine[name]) is type(value), name
+                assert (isinstance(value, float) and math.isnan(value) and math.isnan(mine[name])) \
+                    or mine[name] == value, name

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 def frame(rows: list[dict]) -> pd.DataFrame:
     """Rows (stored dicts or `ResultRow.to_dict()`s) -> one DataFrame line each, in order."""
-    import pandas as pd  # here, so that `records` costs a metric module no pandas import
+    import pandas as pd  # here, so that `records_of` costs a metric module no pandas import
 
     if not rows:
         return pd.DataFrame(columns=["key"])
@@ -47,7 +47,6 @@ def model_state_parts(row: dict) -> str | None:
     text = " · ".join("-" if parts.get(k) is None else f"{parts[k] / 2**20:.2f}"
                       for k in ("parameters", "gradients", "optimizer"))
     return text + (f" + {parts['master_weights'] / 2**20:.2f} master" if parts.get("master_weights") else "")
-
 
 
 def records_of(table: pd.DataFrame) -> list[dict]:
