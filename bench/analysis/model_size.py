@@ -114,14 +114,15 @@ def draw(configs: pd.DataFrame, directory: Path, prefix: str,
         return between is None or not between.tie
 
     crossed = crossovers(found, separated)
-    palette = style.colours(records_of(configs), style.approach)
+    records = records_of(configs)
+    palette = style.colours(records, style.approach)
     fig, axes = plt.subplots(1, len(found), figsize=(5.2 * len(found) + 0.6, 4.8), sharey=True, squeeze=False)
     first = configs.iloc[0]
     budget = f", {first['key'].budget}" if first["key"].device_memory else ""
     fig.suptitle(f"Throughput per device against model size\n{first['task']} task, {first['precision']}, "
                  f"{first['device_type']}{budget}", fontsize=9)
     refused = unfit(configs)
-    names = {float(r["params"]): r["model"] for r in records_of(configs) if present(r.get("params"))}
+    names = {float(r["params"]): r["model"] for r in records if present(r.get("params"))}
     for ax, (devices, by) in zip(axes[0], found.items()):
         for params in sorted({p for points in by.values() for p, _ in points}):
             ax.annotate(names.get(params, ""), (params, 0), xycoords=("data", "axes fraction"), xytext=(3, 4),
