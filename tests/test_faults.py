@@ -2,6 +2,7 @@
 as interrupted, a torn store is read and appended to, and a killed sweep resumes with exactly what is left."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -188,9 +189,10 @@ def test_a_killed_sweep_resumes_with_exactly_the_runs_it_lacks(tmp_path):
         proc.kill()
     for run_dir in part.glob("runs/*"):
         assert left_after(run_dir.name) == []
-    started = {run_dir.name for run_dir in part.glob("runs/*")}
+    # Each run folder gets its row from the watchdog, or, killed before its row was written, goes.
     deadline = time.time() + 30
-    while started - {r["run_id"] for r in rows(part)} and time.time() < deadline:
+    while ((started := {run_dir.name for run_dir in part.glob("runs/*")}) - {r["run_id"] for r in rows(part)}
+           and time.time() < deadline):
         time.sleep(0.2)
     done = rows(part)
     assert {r["run_id"] for r in done} == started  # every run the sweep started has its row
@@ -324,6 +326,38 @@ def test_a_run_whose_watchdog_was_killed_is_released_without_an_error(tmp_path):
     psutil.Process(reaper.pid).wait(timeout=10)
     reaper.release(within_s=10)
     assert not row.exists() and not (tmp_path / "results.jsonl").exists()  # the harness records the run itself
+
+
+# A harness SIGKILLed between making a run's folder and writing its row, as between two runs of a sweep (the
+# killed-sweep test below hit it on a fast CPU: a folder left empty, with no row).
+DIES_BEFORE_ITS_ROW = """
+import os, signal, sys
+from pathlib import Path
+from bench.run.reaper import Reaper, partial
+run_dir, store, writing = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "writing"
+reaper = Reaper("no-such-run", run_dir / "row.json", store)
+print(reaper.pid, flush=True)
+run_dir.mkdir(parents=True)
+if writing:
+    partial(run_dir / "row.json").write_text('{"run_id": "no-such-run", "sta')
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("writing", [False, True], ids=["before-the-row", "while-writing-it"])
+def test_a_harness_killed_before_its_runs_row_is_whole_leaves_neither_folder_nor_row(tmp_path, writing):
+    import psutil
+
+    run_dir, store = tmp_path / "runs" / "no-such-run", tmp_path / "results.jsonl"
+    dying = subprocess.run([sys.executable, "-c", DIES_BEFORE_ITS_ROW, str(run_dir), str(store),
+                            "writing" if writing else "-"], cwd=REPO, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert dying.returncode == -signal.SIGKILL, dying.stderr
+    watchdog = int(dying.stdout.split()[0])
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(watchdog).wait(timeout=30)
+    assert not run_dir.exists() and not store.exists()
+    assert (tmp_path / "runs").is_dir()  # the folder the runs go in stays
 
 
 def test_sigint_to_the_watchdog_while_it_starts_neither_kills_it_nor_prints_a_traceback(capfd):

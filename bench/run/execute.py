@@ -30,7 +30,7 @@ from bench.hosts.exchange import NeverJoined, Offer, Session, meet
 from bench.run.launch import PYTHON, processes, run_temp_dir
 from bench.hosts.loopback import free_port, loopback_listener
 from bench.run.processes import RUN_ID_ENV, Process, kill_run, spawn, start, wait
-from bench.run.reaper import HARNESS_DIED, Reaper
+from bench.run.reaper import HARNESS_DIED, Reaper, partial
 from bench.run.runspec import RunSpec
 from bench.run import sampler, stacks
 from bench.spec.devices import Machine, Placement
@@ -97,7 +97,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_id = new_run_id(spec)
     run_dir = (out_dir / "runs" / run_id).resolve()
     temp = run_temp_dir(run_id)
-    # The watchdog first, then the run's folder: a harness killed in between leaves no folder without its row.
+    # The watchdog first, then the run's folder and its row: a harness killed before the row is whole leaves its
+    # watchdog an empty folder, which it removes (bench.run.reaper.record).
     row = run_dir / ROW_IF_THE_HARNESS_DIES if environment is not None else None
     reaper = Reaper(run_id, row, out_dir / RESULTS if row else None)
     try:
@@ -165,10 +166,14 @@ ROW_IF_THE_HARNESS_DIES = "row-if-the-harness-dies.json"
 
 def write_row_if_the_harness_dies(spec: RunSpec, run_id: str, path: Path, environment: dict) -> None:
     """The run's row should the harness die with it in flight, written beside it for its watchdog to append to
-    the store (bench.run.reaper); removed when the watchdog is released."""
+    the store (bench.run.reaper); removed when the watchdog is released. Written beside, then moved into place."""
     row = base_row(spec, run_id, Status.INTERRUPTED, HARNESS_DIED)
     row.environment = environment
-    path.write_text(json.dumps(row.to_dict(), default=str))
+    try:
+        partial(path).write_text(json.dumps(row.to_dict(), default=str))
+        os.replace(partial(path), path)
+    finally:
+        partial(path).unlink(missing_ok=True)
 
 
 def saved(series: sampler.Sampler | None, records: dict[int, list[dict]]) -> tuple[dict | None, str | None]:

@@ -120,11 +120,23 @@ def named_semaphores(pids: list[int]) -> set[int]:
     return inodes
 
 
+def partial(row: Path) -> Path:
+    """Where the harness writes the row before moving it into place: the row is there whole, or not at all."""
+    return row.with_name(f"{row.name}.partial")
+
+
 def record(row: Path, store: Path) -> None:
     """The row the harness left for this, appended to its store; none where it cannot be (a full disk): the
-    folder then holds the run without a row, as a harness that died there would have left it anyway."""
+    folder then holds the run without a row, as a harness that died there would have left it anyway. No row
+    at all: the harness died between making the run's folder and its row, before anything else went in, so the
+    folder goes too (a folder without its row would read as a run lost)."""
     from bench.results.store import ResultStore, StoreError
 
+    if not row.exists():
+        with contextlib.suppress(OSError):
+            partial(row).unlink(missing_ok=True)
+            row.parent.rmdir()  # only if empty: never a folder the run had written into
+        return
     try:
         ResultStore(store.parent).append(json.loads(row.read_text()))
         row.unlink()
