@@ -329,7 +329,7 @@ def test_a_run_whose_watchdog_was_killed_is_released_without_an_error(tmp_path):
 
 
 # A harness SIGKILLed between making a run's folder and writing its row, as between two runs of a sweep (the
-# killed-sweep test below hit it on a fast CPU: a folder left empty, with no row).
+# killed-sweep test above hit it on a fast CPU: a folder left empty, with no row).
 DIES_BEFORE_ITS_ROW = """
 import os, signal, sys
 from pathlib import Path
