@@ -334,30 +334,50 @@ DIES_BEFORE_ITS_ROW = """
 import os, signal, sys
 from pathlib import Path
 from bench.run.reaper import Reaper, partial
-run_dir, store, writing = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "writing"
+run_dir, store, moment = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 reaper = Reaper("no-such-run", run_dir / "row.json", store)
 print(reaper.pid, flush=True)
 run_dir.mkdir(parents=True)
-if writing:
+if moment == "writing":
     partial(run_dir / "row.json").write_text('{"run_id": "no-such-run", "sta')
+if moment == "written-into":  # not a moment the harness has: what the watchdog must never remove
+    (run_dir / "spec.json").write_text("{}")
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.mark.parametrize("writing", [False, True], ids=["before-the-row", "while-writing-it"])
-def test_a_harness_killed_before_its_runs_row_is_whole_leaves_neither_folder_nor_row(tmp_path, writing):
+@pytest.mark.parametrize("moment", ["before-the-row", "writing", "written-into"])
+def test_a_harness_killed_before_its_runs_row_is_whole_leaves_neither_folder_nor_row(tmp_path, moment):
     import psutil
 
     run_dir, store = tmp_path / "runs" / "no-such-run", tmp_path / "results.jsonl"
-    dying = subprocess.run([sys.executable, "-c", DIES_BEFORE_ITS_ROW, str(run_dir), str(store),
-                            "writing" if writing else "-"], cwd=REPO, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    dying = subprocess.run([sys.executable, "-c", DIES_BEFORE_ITS_ROW, str(run_dir), str(store), moment], cwd=REPO,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
     assert dying.returncode == -signal.SIGKILL, dying.stderr
     watchdog = int(dying.stdout.split()[0])
     with contextlib.suppress(psutil.NoSuchProcess):
         psutil.Process(watchdog).wait(timeout=30)
-    assert not run_dir.exists() and not store.exists()
+    assert run_dir.exists() == (moment == "written-into") and not store.exists()
     assert (tmp_path / "runs").is_dir()  # the folder the runs go in stays
+
+
+def test_a_disk_full_while_writing_a_runs_row_leaves_no_folder_of_it(tmp_path, monkeypatch):
+    import errno
+
+    from bench.run import execute
+    from bench.run.runspec import RunSpec
+    from bench.spec import devices
+    from bench.spec.task import get_task
+    from bench.spec.variants import get_variant
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(execute.os, "replace", full)  # the row written beside, then not moved into place
+    spec = RunSpec(get_variant("torch-single"), get_task("quick"), "cpu", 1, 1, timeout_s=60)
+    with pytest.raises(OSError, match="No space left"):
+        execute.start_and_wait(spec, tmp_path, devices.Machine(cores=(0, 1)), None, environment={})
+    assert list((tmp_path / "runs").iterdir()) == [] and not (tmp_path / "results.jsonl").exists()
 
 
 def test_sigint_to_the_watchdog_while_it_starts_neither_kills_it_nor_prints_a_traceback(capfd):

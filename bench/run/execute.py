@@ -98,7 +98,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     run_dir = (out_dir / "runs" / run_id).resolve()
     temp = run_temp_dir(run_id)
     # The watchdog first, then the run's folder and its row: a harness killed before the row is whole leaves its
-    # watchdog an empty folder, which it removes (bench.run.reaper.record).
+    # watchdog an empty folder, which it removes (bench.run.reaper.record); stopped or out of disk there, the
+    # harness removes it itself.
     row = run_dir / ROW_IF_THE_HARNESS_DIES if environment is not None else None
     reaper = Reaper(run_id, row, out_dir / RESULTS if row else None)
     try:
@@ -107,6 +108,8 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
             write_row_if_the_harness_dies(spec, run_id, row, environment)
     except BaseException:
         reaper.release()
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()
         raise
     procs, command, to_start, session, series, stopped = [], None, [], None, None, None
     status, reason = Status.FAILED, None  # what node 0's agent tells the others, should the launch itself raise
