@@ -15,7 +15,7 @@ from bench.metrics.cost import price
 from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec import task as task_flags
 from bench.spec.task import DEFAULT_TASK, PRESETS, SpecError
 from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
@@ -26,7 +26,7 @@ log = logging.getLogger("bench")
 DEFAULT_OUT = Path("results/latest")
 # Kept to warnings under -v: where they found credentials, each call; every font's score while a figure is drawn.
 CHATTY_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "matplotlib")
-FAMILY_CHOICES = ("both", *(family.value for family in Family))  # --framework of overhead and audit
+FAMILY_CHOICES = ("both", *frameworks.names())  # --framework of overhead and audit
 
 
 def _add_profile_option(p: argparse.ArgumentParser) -> None:

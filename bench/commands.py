@@ -17,7 +17,7 @@ from bench.run.runspec import RunSpec
 from bench.spec import devices, knobs, models, options
 from bench.run import model_check
 from bench import request
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS, SpecError, TaskSpec, get_task
 from bench.spec.variants import VARIANTS, default_variants, get_variant
 from bench.status import Status
@@ -33,7 +33,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     print("variants:")
     for v in VARIANTS.values():
         where = f"cpu ({v.cpu_max_per_node}/node), cuda" if v.cpu_max_per_node else "cpu, cuda"
-        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
+        missing = f"  [not installed: {v.not_installed().partition(': ')[2]}]" if v.not_installed() else ""
+        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}{missing}")
     print("tasks:")
     for t in PRESETS.values():
         on_cpu = f" ({CPU_IMAGE_SIZE[t.name]}px on a CPU)" if t.name in CPU_IMAGE_SIZE else ""
@@ -106,10 +107,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run.execute import execute
     from bench.worker import data
 
-    if variant.family is Family.TENSORFLOW and device_type == "cuda":
-        from bench.run.interpreters import require_tf_gpus
-
-        require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
+    gpu_problem = variant.plugin.gpu_problem
+    if gpu_problem and device_type == "cuda":
+        if problem := frameworks.load(gpu_problem)(variant.name, list(spec.check(machine).nodes[0].cuda_visible)):
+            raise SpecError(problem)
 
     if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
         row = execute(spec, args.out, machine, data.prepare(task))
@@ -578,7 +579,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     task = request.task_from(args, device_type)
-    families = set(Family) if args.framework == "both" else {Family(args.framework)}
+    families = set(frameworks.names()) if args.framework == "both" else {args.framework}
     from bench.spec.variants import FAST_PATH_SWITCHES
     from bench.studies import audit
 
