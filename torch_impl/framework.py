@@ -34,6 +34,7 @@ FRAMEWORK = Framework(
     model_libraries=("timm", "torchvision"), paired_library="timm", builds_from="timm's or dtbench's",
     model_types=("torch.nn",), distributions=("torch", "torchvision", "timm"),
     plain_loop=("torch-single", "probes.plain_loop"),
+    input_phases=True,  # every PyTorch approach trains through torch_impl/train.py's loop
     kernel_summary="torch_impl.framework:kernel_summary",
     # probes/collectives.py times torch.distributed's gloo/nccl all-reduce: DDP's and Accelerate's gradients cross
     # the same one. The sharded ones (FSDP, DeepSpeed) move other collectives.

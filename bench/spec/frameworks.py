@@ -38,6 +38,7 @@ class Framework:
     model_types: tuple[str, ...] = ()  # module prefixes of a user's model class that make it this framework's
     plain_loop: tuple[str, str] | None = None  # bench overhead: (its harness variant, the probes/ plain loop)
     fast_path_environment: str | None = None   # "module:function"(device_type) -> variables set before import
+    input_phases: bool = False  # its loops feed the clock's resident windows (bench.worker.clock): --input-phases
     kernel_summary: str | None = None  # "module:function"(kernels, switches) -> the report header's parts
     probed_collectives: tuple[str, ...] = ()  # rows' frameworks whose all-reduce the collectives probe prices
     compile_problem: str | None = None  # "module:function"() -> why --compile cannot run here, or None
