@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.analysis import report
+from bench.report import report
 import pandas as pd
 
 from bench.results import load, peak, utilisation
@@ -155,9 +155,11 @@ def test_a_sweep_with_analysis_times_the_input_in_phases_or_adds_synthetic_twins
     assert labels == [("torch-ddp", 1), ("torch-ddp (compiled)", 1), ("torch-ddp", 2), ("torch-ddp (no sync)", 2),
                       ("torch-ddp (compiled)", 2), ("torch-ddp (compiled) (no sync)", 2)]
     assert [s.task.timing.input_phases for s in specs] == [True, True, False, False, False, False]
-    # TensorFlow's loops have no input phases: its one-device runs keep their synthetic twin.
-    tf = [s.key.series for s in plan.plan([get_variant("tf-single")], get_task("default"), "cpu", [1], analysis=True)]
-    assert tf == ["tf-single", "tf-single (synthetic)"]
+    # Keras fit draws its own batches, so it has no input phases: its one-device runs keep their synthetic twin.
+    fit = [s.key.series for s in plan.plan([get_variant("tf-mirrored-fit")], get_task("default"), "cpu", [1],
+                                           analysis=True)]
+    assert fit == ["tf-mirrored-fit", "tf-mirrored-fit (synthetic)"]
+    assert plan.plan([get_variant("tf-single")], get_task("default"), "cpu", [1], analysis=True)[0].task.timing.input_phases
     # The synthetic twin of a synthetic task would be the task itself: none.
     assert all(k.input == "memory" for k in (s.key for s in plan.plan(
         [get_variant("torch-ddp")], get_task("resnet50"), "cpu", [1], analysis=True)))

@@ -58,6 +58,10 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
 
         def step():
             return train_step(batches)
+        # The input phases' resident batch: the next one fetched from the pipeline onto the replicas' devices
+        # (inside a tf.function, as the step fetches it), trained by the step that takes a batch on the devices.
+        fetch = tf.function(lambda: next(batches))
+
     losses = []  # this epoch's per-step losses, on the device
 
     def sync() -> None:
@@ -71,13 +75,15 @@ def train(worker: Worker, strategy, num_workers: int = 1, worker_index: int = 0)
                         train_loss_sum, len(losses))
 
     profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
-    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler)
+    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler,
+                         resident=None if source is None else lambda _: fetch())
     loss_curve = worker.loss_curve(first_epoch * steps_per_epoch)
     clock.start()
     for epoch in range(first_epoch, epochs):
         losses = []
-        for _ in clock.timed(range(steps_per_epoch)):
-            losses.append(step())
+        for held in clock.timed(range(steps_per_epoch)):
+            # A step index: the step fetches its batch; a resident window's batch: already on the devices.
+            losses.append(step() if isinstance(held, int) else train_step_on(*held))
             loss_curve.add(losses[-1], clock)
         # The clock pauses meanwhile: the checkpoint (if the task asks) and the exact evaluation.
         evaluation = worker.end_epoch(clock, epoch, epochs, evaluate_exactly if source else None, checkpoint)

@@ -48,11 +48,17 @@ class Variant:
     # What its module's ranks are told, in the spec they read ("approach"): an approach that is another's with
     # one setting changed is that module with the setting (torch-ddp-static: torch_impl.ddp, static_graph).
     approach: tuple[tuple[str, object], ...] = ()
-    # The collectives of one step, as a projection counts them (bench.analysis.projection.TRAFFIC): "ddp" (one
+    # The collectives of one step, as a projection counts them (bench.projection.projection.TRAFFIC): "ddp" (one
     # all-reduce), "fsdp", or "zero" (by --zero-stage).
     traffic: str = "ddp"
     # What it imports beyond its framework, as (module, the extra that installs it): deepspeed, lightning_fabric.
     requires: tuple[tuple[str, str], ...] = ()
+    # Its loop feeds the clock's resident windows (--input-phases; None: as its framework's loops do).
+    input_phases: bool | None = None
+
+    @property
+    def times_input_in_phases(self) -> bool:
+        return self.plugin.input_phases if self.input_phases is None else self.input_phases
 
     @property
     def plugin(self) -> Framework:
@@ -142,12 +148,13 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-mirrored-fit", "tensorflow", "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
             single_process=True, spans_nodes=False,
             summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
+            input_phases=False,  # fit draws its own batches: its input's cost is its synthetic twin's
             baseline="tf-single", custom_loop="tf-mirrored", knobs="tf_impl.knobs:MIRRORED"),
     Variant("tf-multiworker-fit", "tensorflow", "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
                     "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
-            knobs="tf_impl.knobs:MULTIWORKER_FIT",
+            knobs="tf_impl.knobs:MULTIWORKER_FIT", input_phases=False,
             # Keras 2's jit_compile takes the step's all-reduce into the XLA cluster: on CPU it fails
             # (CollectiveReduceV2 has no XLA kernel), where the custom loop compiles only forward and backward.
             compiles=False,
@@ -165,7 +172,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
             checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
-            compiles=False, reads_files=False, profiles=False),
+            compiles=False, reads_files=False, profiles=False, input_phases=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
     Variant("torch-single", "torch", "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True,
             spans_nodes=False, max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),

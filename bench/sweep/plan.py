@@ -70,7 +70,7 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 for mode in modes:
                     # The input's cost in the run itself where its framework's loops can (the input phases),
                     # else from a synthetic-input twin: another run, so another moment of a shared machine.
-                    phased = analysis and n == 1 and not mode.synthetic and variant.plugin.input_phases
+                    phased = analysis and n == 1 and not mode.synthetic and variant.times_input_in_phases
                     spec = RunSpec(variant, mode.replace(input_phases=True) if phased else mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)

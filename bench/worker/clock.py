@@ -55,7 +55,8 @@ class StepClock:
     batches and what the timer timed. Window times are equal across ranks (a step all-reduces, a window ends
     in a barrier); a rank's own time is not, so a straggler shows in it.
 
-    With `resident` (input phases), each timed window is followed by a resident one: before it opens, the clock
+    With `resident` (input phases), each timed window is followed by a resident one (and the last warm-up step
+    trains on one resident batch, so that the resident path's first-call costs are untimed): before it opens, the clock
     draws its batches from the input pipeline and makes each resident on the device (`resident(batch)`), so that
     inside it the steps train on the same batches in the same order with no input work and the pipeline idle (its
     prefetch paused: nothing asks it for a batch). The pairs' ratio is the input's cost, measured in one process a
@@ -164,7 +165,7 @@ class StepClock:
         self._sync()
         if self.timing:
             self._window_paused += time.perf_counter() - started
-        else:
+        elif self.steps >= self.warmup:  # the resident window opens now (a warm-up step's batch: no window)
             self._window_start, self._window_cpu_start = time.perf_counter(), time.process_time()
         return exhausted
 
@@ -191,6 +192,10 @@ class StepClock:
     def step_done(self) -> None:
         self.steps += 1
         self._on_step(self.steps)
+        if self._resident is not None and self.steps == self.warmup - 1:
+            # The last warm-up step trains on a resident batch: whatever the resident path costs once (a compiled
+            # function traced and first run for batches already on the device) is paid untimed.
+            self._to_draw = 1
         if self.steps == 1:
             self._sync()
             self.first_step_s = time.perf_counter() - self._running_since
