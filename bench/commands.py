@@ -61,7 +61,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def print_table(rows, results: Folder) -> None:
     """The report's lines (the whole folder folded, as report.md) for the configurations just run."""
-    from bench.analysis.tables import text_table
+    from bench.report.tables import text_table
 
     configs = results.configs
     ran = {r.key for r in rows}
@@ -232,7 +232,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     most = max((s.world_size for s in specs), default=1)
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)  # before the harness's heavy imports: a bad request answers at once
-    from bench.analysis import report
+    from bench.report import report
     from bench.sweep import forecast, resume, runner
     from bench.studies import audit, microbench
 
@@ -318,7 +318,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         except SpecError as exc:
             raise SpecError(f"{name}: {exc}: tune it apart, or leave the option out") from None
         specs.append(dataclasses.replace(spec, malloc=args.malloc))
-    from bench.analysis import report
+    from bench.report import report
     from bench.sweep import tune
 
     tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions,
@@ -387,7 +387,7 @@ def cmd_collectives(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bench.analysis import report
+    from bench.report import report
     from bench.analysis.folder import Folder
 
     results = Folder.read(args.dir, metrics.settings(args))
@@ -401,7 +401,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Several machines' results folders side by side (bench.analysis.compare): compare.md and compare.html."""
+    """Several machines' results folders side by side (bench.compare): compare.md and compare.html."""
     folders = [Path(d) for d in args.dirs]
     if len(folders) < 2:
         raise SpecError(f"{command()} compare needs two or more results folders, one per machine: e.g. {command()} "
@@ -412,7 +412,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.prices and len(args.prices) != len(folders):
         raise SpecError(f"--price-per-device-hour has {len(args.prices)} prices for {len(folders)} folders: give "
                         "one per folder, in the folders' order")
-    from bench.analysis import compare
+    from bench import compare
 
     path = compare.write(folders, args.out, args.prices)
     print(path.read_text())
@@ -421,16 +421,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_project(args: argparse.Namespace) -> int:
-    """`bench project DIR`: the projected table (bench.analysis.project) and DIR/projection.png."""
+    """`bench project DIR`: the projected table (bench.projection.project) and DIR/projection.png."""
     if (args.alpha_us is None) != (args.busbw_gbps is None):
         raise SpecError("give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together")
     if (args.alpha_us is not None and args.alpha_us < 0) or (args.busbw_gbps is not None and args.busbw_gbps <= 0):
         raise SpecError("--alpha-us must be 0 or more and --busbw-gbps more than 0")
     if args.devices_per_node is not None and args.devices_per_node < 1:
         raise SpecError(f"--devices-per-node must be at least 1 (got {args.devices_per_node})")
-    from bench.analysis import networks, project
+    from bench.projection import networks, project
     from bench.analysis.folder import Folder
-    from bench.analysis.projection import Link
+    from bench.projection.projection import Link
 
     if sum(x is not None for x in (args.between_nodes, args.busbw_gbps, args.network)) > 1:
         raise SpecError("name the link between nodes once: --network NAME, --between-nodes DIR or "

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.analysis import project
+from bench.projection import project
 from bench.results import ResultStore, peak
 from bench.analysis import aggregate
 from bench.results.frame import frame

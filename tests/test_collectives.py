@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench.analysis import report
+from bench.report import report
 from bench.results import ResultStore, collectives
 from bench.analysis.folder import Folder
 from test_report import row as report_row

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import compare
+from bench import compare
 from bench.results import ResultStore
 from helpers import REPO, cli, result_row
 

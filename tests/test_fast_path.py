@@ -5,7 +5,9 @@ import statistics
 
 import pytest
 
-from bench.analysis import fast_path, report
+from bench.analysis import fast_path
+
+from bench.report import report
 from bench.results import ResultStore
 from bench.results.fast_path import off_the_fast_path
 from bench.run import fold

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis import report
+from bench.report import report
 from bench.analysis import aggregate
 from bench.results import ResultStore, load
 from bench.analysis.folder import Folder

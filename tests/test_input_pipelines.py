@@ -277,7 +277,7 @@ def test_a_row_keys_its_input_pipeline():
 
 
 def test_the_report_sets_the_input_pipelines_side_by_side(tmp_path):
-    from bench.analysis import report
+    from bench.report import report
     from bench.results import ResultStore
     from helpers import result_row
 

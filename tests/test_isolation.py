@@ -25,7 +25,7 @@ def imported_after(modules: list[str], watched: tuple[str, ...]) -> list[str]:
 def test_every_harness_module_is_found():
     modules = harness_modules()
     assert len(modules) >= 30
-    for expected in ("bench.cli", "bench.run.launch", "bench.worker.clock", "bench.analysis.report",
+    for expected in ("bench.cli", "bench.run.launch", "bench.worker.clock", "bench.report.report",
                      "bench.regress.compare", "bench.engines.dask", "bench.results.frame"):
         assert expected in modules
 

@@ -64,7 +64,7 @@ def test_the_fold_lists_every_devices_peak_from_one_process_or_a_device_per_rank
 
 
 def test_the_report_sets_dataparallels_device_0_against_the_others_and_names_it(tmp_path):
-    from bench.analysis import report
+    from bench.report import report
     from bench.results import ResultStore
 
     store = ResultStore(tmp_path)
@@ -87,7 +87,7 @@ def test_the_report_sets_dataparallels_device_0_against_the_others_and_names_it(
 
 
 def test_the_report_compares_each_ranks_model_state_with_one_devices(tmp_path):
-    from bench.analysis import report
+    from bench.report import report
     from bench.results import ResultStore
 
     store = ResultStore(tmp_path)

@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-from bench.analysis import headline, memory_budget, verdict
+from bench.analysis import headline, verdict
+
+from bench.report import memory_budget
 from bench.analysis.repeats import measured_runs
 from bench.metrics import memory
 from bench.results import ResultStore, load
@@ -105,7 +107,7 @@ def test_a_budget_that_is_no_memory_is_refused_in_one_line(tmp_path, value):
 
 
 def test_the_model_size_figure_marks_what_did_not_fit_on_the_floor_of_its_panel(folder):
-    from bench.analysis import model_size
+    from bench.report import model_size
 
     small = under_budget("torch-ddp", 900.0)
     small.task.update(model="timm:resnet18", params=11_200_000)
@@ -120,7 +122,7 @@ def test_the_model_size_figure_marks_what_did_not_fit_on_the_floor_of_its_panel(
     [png], _ = model_size.draw(configs, folder, "t")
     assert png.stat().st_size > 10_000
     # The line and bar plots of a sweep over models: each model's on its own, its approaches named without it.
-    from bench.analysis import plots
+    from bench.report import plots
 
     drawn = {p.name for p in plots.draw_all(configs, folder, "t")}
     assert {"t-timm_resnet18-throughput.png", "t-timm_vit_base_patch16_224-throughput.png"} <= drawn

@@ -2,7 +2,7 @@
 import pytest
 
 from bench import metrics
-from bench.analysis import tables
+from bench.report import tables
 from bench.analysis.verdict import verdict_lines
 from bench.results import ResultStore, load
 from bench.analysis import aggregate
@@ -64,7 +64,7 @@ def test_stragglers_fold_over_repeats_and_show_under_their_task(tmp_path):
     read from those medians (not from any one run), so that the sentence and the table agree."""
     import dataclasses
 
-    from bench.analysis import report
+    from bench.report import report
 
     store = ResultStore(tmp_path)
     store.append(report_row("torch-ddp", 1, 3600.0))

@@ -2,7 +2,7 @@
 overtakes another as models grow."""
 import pytest
 
-from bench.analysis import model_size, report
+from bench.report import model_size, report
 from bench.results import ResultStore
 from bench.analysis.folder import Folder
 from helpers import result_row

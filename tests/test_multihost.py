@@ -281,7 +281,7 @@ def test_the_projection_check_interrupted_leaves_no_namespace_qdisc_or_process(t
 def test_bench_collectives_across_two_hosts_measures_the_link_bench_project_reads(tmp_path):
     """Node 0's folder holds every collective at 2 ranks over 2 nodes, fitted; node 1's agent says its share ran;
     a 100 Mbit/s link measures as one (the ranks agree on each size's calls, and a slow size ends the sizes)."""
-    from bench.analysis import project
+    from bench.projection import project
     from bench.studies.netns import shape
 
     with two_hosts(subnet=85) as (h0, h1):

@@ -125,7 +125,7 @@ def test_profile_is_refused_where_it_is_not_wired(tmp_path):
 
 
 def test_why_the_winner_is_faster_compares_the_categories_at_each_sides_unprofiled_step():
-    from bench.analysis.profiles import why_faster
+    from bench.report.profiles import why_faster
     from bench.analysis.repeats import Ratio
     from bench.analysis.verdict import Comparison, Group
 

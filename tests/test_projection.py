@@ -1,8 +1,8 @@
-"""The projection's arithmetic (bench.analysis.projection) against figures worked by hand."""
+"""The projection's arithmetic (bench.projection.projection) against figures worked by hand."""
 import pytest
 
-from bench.analysis import projection
-from bench.analysis.projection import Link
+from bench.projection import projection
+from bench.projection.projection import Link
 from bench.analysis.folder import Folder
 
 PSI = 100e6  # bytes of gradients (25 M fp32 parameters)
@@ -53,7 +53,7 @@ def test_model_state_per_rank_shards_as_each_kind_does():
 
 
 def approach(step_at_2_s: float, kind: str = "ddp"):
-    from bench.analysis import project
+    from bench.projection import project
 
     parts = {"parameters": 1e6, "gradients": 1e6, "optimizer": 2e6}
     return project.Approach("x", "torch", kind, 100, 1e6, parts, None, 500.0, (0.010, 0.010, 0.010), 2,
@@ -69,7 +69,7 @@ def test_a_projected_step_is_compute_plus_exposed_communication_plus_what_the_me
         step_at_2_s, step_at_8_s):
     """Ψ = 1 MB all-reduced on a link of α 1 ms and 1 GB/s: 2 ms at 2 ranks (bus factor 1); at 8 the ring's
     latency is 7 hops (7 ms) and the bytes 1.75 MB (1.75 ms)."""
-    from bench.analysis import project
+    from bench.projection import project
 
     near = {c: Link(1e-3, 1e9) for c in projection.BUS_FACTOR}
     one, two, eight = project.project(approach(step_at_2_s), near, 0.0, (1, 2, 8), 8, None)
@@ -81,7 +81,7 @@ def test_a_projected_step_is_compute_plus_exposed_communication_plus_what_the_me
 
 
 def test_the_interval_spans_the_fits_residual_and_a_node_boundary_switches_links():
-    from bench.analysis import project
+    from bench.projection import project
 
     near = {c: Link(1e-3, 1e9) for c in projection.BUS_FACTOR}
     [eight] = project.project(approach(0.012), near, 0.1, (8,), 8, None)
@@ -96,7 +96,7 @@ def test_the_interval_spans_the_fits_residual_and_a_node_boundary_switches_links
 
 
 def test_named_links_carry_nccls_latencies_and_their_published_bandwidths():
-    from bench.analysis import networks
+    from bench.projection import networks
 
     h100 = networks.WITHIN_NODE["nvlink-h100"].links()
     # NCCL's Ring/Simple: 8.4 µs base + 3.4 µs a step over NVLink; an all-reduce on 2 ranks takes 2 steps, the
@@ -112,7 +112,7 @@ def test_named_links_carry_nccls_latencies_and_their_published_bandwidths():
 def test_a_named_node_link_replaces_the_measured_one_beyond_the_measured_step_only():
     """The measured step at 2 keeps its own link for what it hid (none: 2 ms predicted, 2 ms exposed); at 8
     devices a node, the node's named link (α at 2 ranks, 7 hops at 8) carries the all-reduce."""
-    from bench.analysis import project
+    from bench.projection import project
 
     near = {c: Link(1e-3, 1e9) for c in projection.BUS_FACTOR}
     inside = {c: Link(10e-6, 100e9) for c in projection.BUS_FACTOR}
@@ -126,7 +126,7 @@ def test_projected_model_state_at_the_measured_count_is_what_each_rank_measured(
     takes them, where the ZeRO paper's stage 1 would keep them whole (20 % more here)."""
     from pathlib import Path
 
-    from bench.analysis import project
+    from bench.projection import project
     from bench.results import ResultStore, peak
     from bench.analysis import aggregate
     from bench.results.frame import frame
@@ -147,7 +147,7 @@ def test_projected_model_state_at_the_measured_count_is_what_each_rank_measured(
 
 
 def test_fsdp_memory_shards_the_whole_state():
-    from bench.analysis import project
+    from bench.projection import project
 
     near = {c: Link(1e-3, 1e9) for c in projection.BUS_FACTOR}
     [eight] = project.project(approach(0.012, "fsdp"), near, 0.0, (8,), 8, None)
@@ -185,8 +185,8 @@ def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_p
     import json
     import shutil
 
-    from bench.analysis import project
-    from bench.analysis.report import write_report
+    from bench.projection import project
+    from bench.report.report import write_report
 
     folder = tmp_path / "reference-cpu"
     shutil.copytree("results/reference-cpu", folder)
@@ -226,7 +226,7 @@ def _collective_rows(path, nodes: int, links: dict, world: int = 2) -> None:
 
 
 def test_the_link_between_nodes_as_bench_collectives_measured_it_across_two_hosts(tmp_path):
-    from bench.analysis import project
+    from bench.projection import project
     from bench.spec.task import SpecError
 
     measured = {"all_reduce": (200e-6, 25e6), "all_gather": (150e-6, 24e6), "reduce_scatter": (300e-6, 12e6)}
@@ -253,7 +253,7 @@ def test_the_link_between_nodes_as_bench_collectives_measured_it_across_two_host
 
 
 def test_the_interval_is_widened_by_the_projections_measured_error_beyond_one_device():
-    from bench.analysis import project
+    from bench.projection import project
 
     near = {c: Link(0.0, 1e9) for c in projection.BUS_FACTOR}
     one, eight = project.project(approach(0.012), near, 0.0, (1, 8), 8, None, error=0.10)

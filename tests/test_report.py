@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from bench.analysis import plots, report, step_breakdown
+from bench.report import plots, report, step_breakdown
 from bench.results import allreduce
 from bench.analysis import aggregate
 from bench.results import ResultStore

@@ -132,7 +132,7 @@ def test_a_killed_rank_under_the_variants_own_launcher_fails_the_run_and_leaves_
 def test_the_report_labels_zero_stages_apart_and_flags_tf_ps_as_asynchronous(tmp_path):
     import dataclasses
 
-    from bench.analysis import report
+    from bench.report import report
     from bench.results import ResultStore
     from helpers import result_row
 

@@ -11,7 +11,7 @@ import pytest
 
 from bench.run import sampler
 from bench.spec import devices
-from bench.analysis import over_time
+from bench.report import over_time
 from bench.results.frame import frame
 from helpers import CPU, bench, result_row, rows
 

@@ -3,7 +3,7 @@ interval, the knob that made it, a setting that changes the arithmetic named wit
 ranking changed, and the figure of each approach as shipped and at its best."""
 from bench.analysis import aggregate, repeats, tuned, verdict
 from bench.analysis.folder import Folder
-from bench.analysis.report import write_report
+from bench.report.report import write_report
 from bench.results import ResultStore
 from bench.results.frame import frame
 from test_verdict import run

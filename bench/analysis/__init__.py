@@ -1,2 +1,3 @@
-"""Reading the rows: statistics (scipy), repeats folded and efficiencies (pandas), report, plots,
-and the microbenchmarks that explain them (all-reduce, harness overhead)."""
+"""Reading a results folder: the rows folded once (repeats, efficiencies), the ratios and their intervals, and the
+verdict that ranks the approaches. The report (bench.report), the projection (bench.projection) and the comparison of
+folders (bench.compare) read it; nothing here draws or writes a page."""

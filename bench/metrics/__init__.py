@@ -108,7 +108,7 @@ class Context:
 class Part:
     """One part of the report (a task at a precision and a scaling): what a metric's section reads there."""
     configs: pd.DataFrame  # the part's lines of the configurations frame: its results table
-    profiles: dict = field(default_factory=dict)  # each run key's latest profile (bench.analysis.profiles.latest)
+    profiles: dict = field(default_factory=dict)  # each run key's latest profile (bench.report.profiles.latest)
     # Two run keys' throughput ratio with its 95 % interval (bench.analysis.repeats.Ratio), None unless both were
     # measured: the report's statistics, handed in because bench.metrics may not import the analysis.
     ratio: Callable[[RunKey, RunKey], object | None] = lambda key, other: None

@@ -1,5 +1,5 @@
 """The pieces a report is built of (heading, text, table, ...): one list that report.md and report.html both
-render (bench.analysis.report, bench.analysis.html).
+render (bench.report.report, bench.report.html).
 
 They live beside the metrics, not in bench.analysis, because each metric writes its own report section in them
 and nothing outside bench.analysis may import it (tests/test_structure.py).

@@ -14,7 +14,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bench.analysis import memory_budget, style  # noqa: E402
+from bench.report import memory_budget
+
+from bench.analysis import style  # noqa: E402
 from bench.analysis.verdict import ranks  # noqa: E402
 from bench.metrics import present  # noqa: E402
 from bench.results.frame import records_of  # noqa: E402

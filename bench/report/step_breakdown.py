@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bench.analysis.profiles import unprofiled_scale
+from bench.report.profiles import unprofiled_scale
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, table_section
 from bench.metrics.scaling import communication_cell, communication_cost
@@ -18,7 +18,7 @@ from bench.status import Status
 def entries(configs: pd.DataFrame, microbenchmark: list[dict], profiles: dict | None = None) -> list[dict]:
     """Per multi-device run: measured step, compute-only step (its no-sync twin), communication floor, and
     the communication exposed: the step less its no-sync twin's, else (TensorFlow has no twin) the profile's
-    exposed communication (bench.analysis.profiles), with how much of it the profile saw hidden. `microbenchmark`:
+    exposed communication (bench.report.profiles), with how much of it the profile saw hidden. `microbenchmark`:
     the folder's all-reduce measurements (bench.results.allreduce.load)."""
     records = records_of(configs)
     no_sync = {r["key"]: r for r in records if r["independent"] and r["status"] == Status.OK}

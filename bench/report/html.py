@@ -12,9 +12,9 @@ from html import escape
 
 import pandas as pd
 
-from bench.analysis.html_assets import SCRIPT, STYLE
+from bench.report.html_assets import SCRIPT, STYLE
 from bench import metrics
-from bench.analysis.tables import best_cells, headers, row_cells
+from bench.report.tables import best_cells, headers, row_cells
 from bench.metrics import present
 from bench.results.frame import records_of
 from bench.spec.variants import VARIANTS

@@ -4,7 +4,7 @@ folder's sections: over time, checkpoints, the fast path, the measured peak and 
 to more devices (labelled projected, after everything measured).
 
 The report is built once as a list of blocks (heading, text, table, ...) that both files render: the
-markdown with pandas' `to_markdown`, the HTML page by `bench.analysis.html`.
+markdown with pandas' `to_markdown`, the HTML page by `bench.report.html`.
 """
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from bench import metrics
-from bench.analysis import (checkpoints, fast_path, headline, html, input_pipelines, machine, memory_budget, model_pairs,
-                            model_size, over_time, plots, profiles, project, repeats, step_breakdown, tuned, verdict)
-from bench.analysis.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
+from bench.analysis import fast_path, headline, input_pipelines, machine, model_pairs, repeats, tuned, verdict
+from bench.projection import project
+from bench.report import checkpoints, html, memory_budget, model_size, over_time, plots, profiles, step_breakdown
+from bench.report.tables import SCALING_NOTES, fit_section, footnotes, markdown_table, spread_section
 from bench.spec.task import preset_model
 from bench.metrics import memory, utilisation
 from bench.metrics.blocks import Block, heading, text

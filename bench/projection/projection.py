@@ -1,5 +1,5 @@
 """The arithmetic of projecting a synchronous approach to other device counts from what one sweep measured
-(`bench project`, bench.analysis.project; its error against runs across shaped links: benchmarks/projection_check.py).
+(`bench project`, bench.projection.project; its error against runs across shaped links: benchmarks/projection_check.py).
 
 A step at N devices = compute (measured) + the part of the approach's communication at N that the backward pass
 does not hide. The communication is the collectives the approach issues each step, with the volumes the ZeRO

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.analysis import html
+from bench.report import html
 from bench.analysis.folder import Folder
 from bench.analysis.repeats import Runs, measured_runs, ratio
-from bench.analysis.report import markdown
+from bench.report.report import markdown
 from bench.analysis.verdict import ranks
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block

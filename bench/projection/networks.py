@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.analysis.projection import BUS_FACTOR, Link
+from bench.projection.projection import BUS_FACTOR, Link
 from bench.spec.task import SpecError
 
 BASE_US = 8.4  # NCCL's Ring/Simple base latency

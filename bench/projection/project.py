@@ -1,5 +1,5 @@
 """`bench project DIR`: each synchronous approach of a sweep projected to more devices than it ran on, from what
-the sweep measured (bench.analysis.projection holds the arithmetic and its assumptions).
+the sweep measured (bench.projection.projection holds the arithmetic and its assumptions).
 
 Per approach, under weak scaling: the compute is its own one-device step (per-device batch / throughput), the
 communication at N its collectives on the folder's α–β fits (beyond a node: the link the user gives, or one
@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from bench import REPO_ROOT
-from bench.analysis import projection
-from bench.analysis.networks import Network
-from bench.analysis.projection import Link
+from bench.projection import projection
+from bench.projection.networks import Network
+from bench.projection.projection import Link
 from bench.metrics import present
 from bench.analysis.folder import Folder
 from bench.results import collectives

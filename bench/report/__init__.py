@@ -1,0 +1,1 @@
+"""The report of a results folder: its tables, sections, plots, report.md and report.html, each section a module."""
