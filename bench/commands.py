@@ -214,7 +214,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         variants = [v for v in default_variants() if args.analysis or v.max_devices is None]
     else:
         variants = [get_variant(n.strip()) for n in args.variants.split(",")]
-    counts = plan.given_counts(args.devices) if args.devices else plan.device_counts(args.max_devices)
+    counts = plan.given_counts(args.device_counts) if args.device_counts else plan.device_counts(args.max_devices)
     named = options.given(args)
     options.refuse_untaken(named, variants)
     specs = []

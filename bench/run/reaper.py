@@ -12,7 +12,6 @@ harness wrote beside the run before launching it.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -20,10 +19,12 @@ import select
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run, python_path
+from bench.spec.setting import parse, setting
 
 RELEASED = b"released"
 SEMAPHORE_LOOK_S = 2.0  # one scan of /proc: well under a millisecond
@@ -74,13 +75,16 @@ class Reaper:
             self._proc.wait()
 
 
+@dataclass(frozen=True)
+class ReaperArgs:
+    fd: int = field(default=-1, metadata=setting(required=True))
+    run_id: str = field(default="", metadata=setting(required=True))
+    row: Path | None = field(default=None, metadata=setting())
+    store: Path | None = field(default=None, metadata=setting())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fd", type=int, required=True)
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--row", type=Path)
-    parser.add_argument("--store", type=Path)
-    args = parser.parse_args(argv)
+    args = parse(ReaperArgs, argv, __doc__.splitlines()[0])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as Reaper starts it; a terminal's Ctrl-C is the harness's
     said, semaphores = b"", set()
     while True:

@@ -14,6 +14,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.spec.setting import Setting
 from bench.spec.task import SpecError
 from bench.spec.variants import VARIANTS, Variant
 
@@ -37,9 +38,9 @@ def every_option() -> dict[str, Option]:
     return {o.field: o for v in VARIANTS.values() for o in options_of(v)}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for option in every_option().values():
-        parser.add_argument(option.flag, help=option.help)
+def settings() -> list[Setting]:
+    """Every approach's options as command-line settings (bench.spec.setting generates them), each under its field."""
+    return [Setting(option.help, option=option.flag, dest=field, default=None) for field, option in every_option().items()]
 
 
 def given(args: argparse.Namespace) -> dict[str, list]:
