@@ -3,21 +3,17 @@ gpu-check), parsed and handed to the command (bench.commands); a bad request is 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import logging
 import sys
-from dataclasses import dataclass
-from typing import Callable, Union
 
 import bench
-from bench import commands, metrics
+from bench import commands, request
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.request import settings as layers
+from bench.request.layout import COMMANDS, settings_of
 from bench.results.store import StoreError
-from bench.spec import options
-from bench.spec import task as task_spec
-from bench.spec.setting import Setting, add_arguments, declared
+from bench.spec.setting import add_arguments, declared
 from bench.spec.task import SpecError
 from bench.status import Status
 
@@ -25,75 +21,6 @@ log = logging.getLogger("bench")
 # Kept to warnings under -v: where they found credentials, each call; every font's score while a figure is drawn.
 CHATTY_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3", "matplotlib")
 DEFAULT_OUT = layers.DEFAULT_OUT
-# A layer: a settings dataclass (bench.request.settings), or where the settings are declared elsewhere, what
-# lists them: the task's fields, the approaches' options, the metrics'.
-Layer = Union[type, Callable[[], list[Setting]]]
-TASK: tuple[Layer, ...] = (layers.TaskChoice, task_spec.settings, options.settings, layers.Placement)
-
-
-@dataclass(frozen=True)
-class Command:
-    """A subcommand: its one-line help, its settings' layers in the order --help lists them, and what runs it
-    (a function of bench.commands, looked up when the parser is built)."""
-    help: str
-    layers: tuple[Layer, ...] = ()
-    run: str = ""
-    description: str | None = None
-
-
-COMMANDS = {
-    "list": Command("variants, tasks and the devices found", run="cmd_list"),
-    "run": Command("one run: one row appended to OUT/results.jsonl",
-                   (metrics.options, layers.Plan, layers.Hosts, layers.OneRun, layers.Execution, layers.Engines,
-                    *TASK), "cmd_run"),
-    "sweep": Command("variants x device counts 1, 2, 4 ... N, then a table and report.md",
-                     (metrics.options, layers.Plan, layers.Engines, layers.Execution, *TASK), "cmd_sweep"),
-    "maxbatch": Command("the largest global batch a variant trains on N devices: probes until out of memory, then "
-                        "bisects (out of memory caught and recorded)", (layers.Plan, *TASK), "cmd_maxbatch"),
-    "tune": Command("each approach at its best within a time budget: its own knobs raced in short runs, then its "
-                    "best and its defaults confirmed, ranked apart in the report",
-                    (layers.Plan, layers.Execution, *TASK), "cmd_tune"),
-    "peak": Command("the device's measured peak: large matmuls per precision on one device slot",
-                    (layers.Placement,), "cmd_peak"),
-    "collectives": Command("all-reduce, all-gather and reduce-scatter on one topology and their α–β fits; across "
-                           "two real hosts, the link `bench project --between-nodes` reads",
-                           (layers.Plan, layers.Hosts, layers.Placement), "cmd_collectives"),
-    "schema": Command("the result row's JSON Schema (docs/row.schema.json)", run="cmd_schema"),
-    "report": Command("report.md, report.html, results.csv and results.parquet from a results directory",
-                      (layers.Folder, metrics.options), "cmd_report"),
-    "compare": Command("several machines' results folders side by side: compare.md and compare.html",
-                       (layers.Compare,), "cmd_compare",
-                       "Lays several machines' results folders side by side, each machine named by the environment "
-                       "its rows recorded: per configuration (variant, device count, task) its throughput per "
-                       "device, its ratio to the fastest on the same machine, test accuracy, and samples per dollar "
-                       "and energy per sample where known. Never a ratio across machines."),
-    "project": Command("PROJECTED: each synchronous approach of a sweep at 1, 2, 8, 64, 512 devices, from its "
-                       "measured compute, collectives and overlap; prints a table, draws DIR/projection.png",
-                       (layers.Folder, layers.Project), "cmd_project",
-                       "Projects each synchronous approach of a results folder to more devices (weak scaling): "
-                       "compute from its one-device run, communication from the folder's collective fits, the "
-                       "share hidden behind the backward pass as measured at the most devices; intervals from the "
-                       "inputs' measured spreads. See docs/projection.md."),
-    "data": Command("prepare the tasks' datasets into the cache; `data export-images --task T DIR` writes one as an "
-                    "image folder (DIR/train/<class>/*, DIR/test/<class>/*)", (layers.Data,), "cmd_data"),
-    "regress": Command("did a change slow training down? A/B against a revision, or two files", (layers.Regress,),
-                       "cmd_regress"),
-    # the task and model as `bench run` takes them; a library model at 32 px, synthetic
-    "overhead": Command("the harness (torch-single, tf-single on 1 device) vs a plain loop of its framework and, "
-                        "for a timm model, vs timm's train benchmark, interleaved; unless given, at least 10 warm-up "
-                        "steps and 8 windows of 10", (*TASK, layers.Studies), "cmd_overhead"),
-    # the task the switches are measured on (synthetic input, 5 windows a side)
-    "audit": Command("the fast-path audit alone: each framework's kernel switches on and off on this machine (a "
-                     "sweep runs it once per machine), into OUT/fast_path.jsonl", (*TASK, layers.Studies),
-                     "cmd_audit"),
-    "gpu-check": Command("the one-GPU check of a lent GPU machine: each PyTorch approach, the memory cap, power and "
-                         "energy, the peer check against timm, torch.compile and the fast-path audit on ResNet-50, "
-                         "within a time budget, into one folder", (layers.GpuCheck,), "cmd_gpu_check"),
-}
-
-
-def settings_of(layer: Layer) -> list[Setting]:
-    return declared(layer) if dataclasses.is_dataclass(layer) else layer()
 
 
 def one_line(message: str) -> str:
@@ -131,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     for chatty in CHATTY_LOGGERS:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     stop_on_signals()
+    run, args = args.func, request.Request.parsed(args)
     try:
         if getattr(args, "mlflow", None) is not None:
             from bench.sweep import tracking
 
-            args.mlflow = tracking.tracking_uri(args.mlflow)
-        return args.func(args)
+            args = args.replace(mlflow=tracking.tracking_uri(args.mlflow))
+        return run(args.check())
     except SpecError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -154,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as stop:
         if stop.rows and getattr(args, "out", None):
             commands.finish_stopped(stop.rows, args)
-        resume = " (`bench sweep --resume` runs what is left)" if args.func is commands.cmd_sweep else ""
+        resume = " (`bench sweep --resume` runs what is left)" if run is commands.cmd_sweep else ""
         in_flight = ", the run in flight killed and recorded as interrupted" if stop.run_id else ""
         print(f"\n{stop}: {sum(r.status != Status.INTERRUPTED for r in stop.rows)} runs finished{in_flight}{resume}",
               file=sys.stderr)

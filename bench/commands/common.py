@@ -10,7 +10,7 @@ from bench import metrics
 from bench import request
 from bench.run import model_check
 from bench.run.runspec import RunSpec
-from bench.spec import devices, knobs, models, options
+from bench.spec import knobs, models, options
 from bench.spec.task import SpecError
 from bench.spec.variants import get_variant
 
@@ -49,8 +49,6 @@ def finish_stopped(rows, args: argparse.Namespace) -> None:
 
 def chosen_interface(args: argparse.Namespace):
     """A real multi-host run's interface on this host: --ifname's, or the one the route to the master leaves by."""
-    if args.ifname and args.node_rank is None:
-        raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
     if args.node_rank is None or args.master_port is None:
         return None
     from bench.hosts import interface
@@ -62,7 +60,6 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
     """The one run `bench run` and `bench maxbatch` ask for, checked the same way for both: the topology, one
     value of each approach option, the task, and that the variant runs there."""
     variant = get_variant(args.variant)
-    devices.check_topology(args.devices, args.nodes)
     shardings = options.modes(variant, options.given(args), sweep=False)
     if len(shardings) != 1:
         raise SpecError(f"bench {command} takes one value of each approach option: use bench sweep to compare several")
@@ -82,17 +79,6 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
     if refused := models.refusal(task.model.name, model_check.check(task, [variant]), variant):
         raise SpecError(f"{refused}: choose an approach of its framework (bench list)")
     return spec
-
-
-def check_resume(args: argparse.Namespace) -> None:
-    """`bench sweep` and `bench tune` take --allow-mixed-revisions only with --resume."""
-    if args.allow_mixed_revisions and not args.resume:
-        raise SpecError("--allow-mixed-revisions goes with --resume")
-
-
-def opt_ins(args: argparse.Namespace) -> tuple[str, ...]:
-    """The flags given of the knobs a tuning races only when asked (--tune-batch, --tune-compile)."""
-    return tuple(k.opt_in for k in knobs.COMMON if k.opt_in and getattr(args, k.opt_in[2:].replace("-", "_")))
 
 
 def print_verdict(results: Folder) -> None:

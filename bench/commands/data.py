@@ -18,8 +18,6 @@ def export_images(args: argparse.Namespace) -> int:
 
     from bench.worker import data, imagefolder, s3
 
-    if len(args.tasks) != 2:
-        raise SpecError(f"usage: {command()} data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX")
     target = args.tasks[1]
     remote = target.startswith("s3://")
     if remote and s3.holds_objects(target):

@@ -11,7 +11,6 @@ from bench.commands.common import chosen_interface, conclude, one_run, print_tab
 from bench.spec import devices
 from bench.spec.family import Family
 from bench.spec.task import SpecError
-from bench.spec.variants import get_variant
 from bench.status import Status
 from bench.sweep import plan
 
@@ -24,10 +23,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                    resume_from=args.resume_from and args.resume_from.resolve(), profile=args.profile,
                    malloc=args.malloc, as_shipped=args.as_shipped, sample_every_s=args.sample_every)
     variant, task = spec.variant, spec.task
-    engines = request.engines(args)
-    if len(engines) != 1:
-        raise SpecError("bench run takes one --engine: use bench sweep to compare several")
-    [(engine, address)] = engines
+    [(engine, address)] = request.engines(args)  # one: the request's check
     spec = dataclasses.replace(spec, engine=engine, engine_address=address)
     spec = dataclasses.replace(spec, interface=chosen_interface(args))
     plan.check_all([spec], machine)  # before the harness's heavy imports: a bad request answers at once
@@ -53,9 +49,6 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     """The largest global batch the variant trains on --devices (bench.studies.maxbatch); probes under OUT/maxbatch."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
-    get_variant(args.variant)  # an unknown name first, before the search's own checks
-    if args.max_batch < args.devices:
-        raise SpecError(f"--max-batch {args.max_batch} is below one sample a device: give at least {args.devices}")
     if args.device_memory_gib is None and device_type == "cpu":
         raise SpecError("on a CPU the search needs a memory to fill: pass --device-memory GIB (each rank's), "
                         "e.g. --device-memory 3")
@@ -64,8 +57,6 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     from bench.sweep import runner
 
     out = args.out / "maxbatch"
-    if args.resolution < 1:
-        raise SpecError(f"--resolution {args.resolution}: at least 1 sample a device")
     found = maxbatch.search(spec, lambda probe: runner.run_all([probe], out, machine)[0], args.max_batch,
                             args.resolution)
     maxbatch.record(found, out)
@@ -101,9 +92,6 @@ def cmd_collectives(args: argparse.Namespace) -> int:
     from bench.results import collectives
     from bench.studies import microbench
 
-    if args.devices < 2:
-        raise SpecError(f"--devices {args.devices}: a collective needs at least 2 ranks")
-    devices.check_topology(args.devices, args.nodes)
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     interface = chosen_interface(args)

@@ -28,10 +28,8 @@ def cmd_regress(args: argparse.Namespace) -> int:
         return 0
     if args.against:
         baseline, current, paired = duets.against(args.against, run_args, args.repeats, out)
-    elif args.baseline and args.current:
+    else:  # --baseline and --current: the request's check refuses a request without them
         baseline, current, paired = Path(args.baseline), Path(args.current), args.duets
-    else:
-        raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
     # Runs of one --against are partners by construction; stored files must show that they are.
     code, text = compare.judge(baseline, current, paired, args.threshold, args.alpha, args.accuracy_tolerance, out,
                                check_pairs=not args.against)

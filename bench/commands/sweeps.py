@@ -9,12 +9,13 @@ from pathlib import Path
 
 from bench import metrics
 from bench import request
-from bench.commands.common import check_resume, conclude, one_run, opt_ins, print_table, print_verdict
+from bench.commands.common import conclude, one_run, print_table, print_verdict
+from bench.request.settings import Plan
 from bench.run import model_check
 from bench.run.runspec import RunSpec
-from bench.spec import devices, knobs, models, options
+from bench.spec import devices, models, options
 from bench.spec.task import SpecError, TaskSpec
-from bench.spec.variants import VARIANTS, default_variants, get_variant
+from bench.spec.variants import default_variants, get_variant
 from bench.status import Status
 from bench.sweep import plan
 
@@ -31,13 +32,7 @@ def _approaches_for(task: TaskSpec, variants: list, refuse: bool) -> list:
 def cmd_sweep(args: argparse.Namespace) -> int:
     machine = request.sweep_machine(args)
     device_type = request.device_type(args, machine)
-    if args.repeats < 1:
-        raise SpecError(f"repeats must be at least 1 (got {args.repeats})")
-    if args.models and (args.model or args.model_module):
-        raise SpecError("--models names every model of the sweep: drop --model / --model-module")
-    if (asked := opt_ins(args)) and not args.tune:
-        raise SpecError(f"{' '.join(asked)} goes with --tune MINUTES: raced with each approach's knobs")
-    tasks = [request.task_from(argparse.Namespace(**{**vars(args), "model": name.strip()}), device_type, machine)
+    tasks = [request.task_from(args.replace(model=name.strip()), device_type, machine)
              for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type, machine)]
     named_variants = args.variants not in ("all", "")
     if not named_variants:
@@ -66,9 +61,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from bench.sweep import forecast, resume, runner
     from bench.studies import audit, microbench
 
-    check_resume(args)
-    if args.tune is not None and not args.tune > 0:
-        raise SpecError(f"--tune {args.tune:g}: give the tuning's minutes above 0, e.g. --tune 30")
     planned = specs
     if args.resume:
         specs = resume.remaining(planned, args.out, args.allow_mixed_revisions)
@@ -101,7 +93,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
         try:
             tune.tune_and_say(tune.tunable(planned, most), args.out, machine, args.tune, max(3, args.repeats),
-                              args.resume, args.allow_mixed_revisions, others=planned, opt_ins=opt_ins(args))
+                              args.resume, args.allow_mixed_revisions, others=planned, opt_ins=args.layer(Plan).opt_ins())
         except tune.BudgetTooSmall as exc:
             print(exc)  # the sweep's own runs are reported all the same
     results = conclude(args.out, rows, args)  # the folder as it ends, folded once for all below
@@ -118,20 +110,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Each approach's own knobs raced within --budget, its best and its defaults confirmed (bench.sweep.tune)."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
-    check_resume(args)
-    if not args.budget > 0 or args.repeats < 1:
-        raise SpecError(f"--budget {args.budget:g} --repeats {args.repeats}: give minutes above 0 and at least one "
-                        "repeat, e.g. --budget 30 --repeats 3")
     specs = []
-    for name in [n.strip() for n in args.variants.split(",") if n.strip()]:
+    for name in args.layer(Plan).named_variants():
         variant = get_variant(name)
-        if not knobs.declared(variant.knobs):
-            raise SpecError(f"{name} has no knobs to tune: choose among "
-                            f"{', '.join(v.name for v in VARIANTS.values() if v.knobs)}")
         # An approach option (--zero-stage) goes to the approaches that take it.
         mine = {o.field for o in options.options_of(variant)}
         own = {field: None for field in options.every_option() if field not in mine}
-        spec = one_run(argparse.Namespace(**{**vars(args), "variant": name, **own}), device_type, "tune")
+        spec = one_run(args.replace(variant=name, **own), device_type, "tune")
         try:  # every run refused before the first starts, not once the tuning reaches it
             spec.check(machine)
         except SpecError as exc:
@@ -141,7 +126,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from bench.sweep import tune
 
     tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions,
-                      opt_ins=opt_ins(args))
+                      opt_ins=args.layer(Plan).opt_ins())
     results = conclude(args.out, [], args)
     path = report.write_report(results)
     print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")

@@ -1,4 +1,4 @@
-"""What a command line asks for, expanded into the harness's terms: the task (with its dataset's shape and
+"""What a command line asks for (its frozen `Request`, checked once), expanded into the harness's terms: the task (with its dataset's shape and
 the input pipelines named), the device type, the engines, the machine a sweep plans for."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from bench.spec import devices, models
 from bench.spec import task as task_flags
 from bench.spec.task import (CPU_IMAGE_SIZE, DATA_URL_WITHOUT_S3, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS,
                              WORKERS_WITHOUT_FILES, SpecError, TaskSpec, check_choice, get_task)
-from bench.spec.variants import check_engine
+from bench.request.command import Request, read
+from bench.request.settings import Engines
 
 
 def input_modes(args: argparse.Namespace) -> list[dict]:
@@ -67,8 +68,6 @@ def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machi
     scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
     [first_mode, *more_modes] = input_modes(args)
     data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
-    if args.model and args.model_module:
-        raise SpecError("--model and --model-module each name the model: give one")
     model = f"{models.OWN}:{args.model_module}" if args.model_module else args.model
     name = task_name(args, device_type)
     global_batch = args.global_batch
@@ -112,10 +111,7 @@ def device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
 def engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """(engine, the cluster address given for it) for every engine named."""
     addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
-    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
-    for engine in engines:
-        check_engine(engine)
-    return [(engine, addresses.get(engine)) for engine in engines]
+    return [(engine, addresses.get(engine)) for engine in Engines(engine=args.engine).names()]
 
 
 def sweep_machine(args: argparse.Namespace) -> devices.Machine:
@@ -123,12 +119,6 @@ def sweep_machine(args: argparse.Namespace) -> devices.Machine:
     machine = devices.discover()
     if args.assume_gpus is None:
         return machine
-    if not args.dry_run:
-        raise SpecError("--assume-gpus only plans: add --dry-run (a real sweep uses the GPUs it finds)")
-    if args.assume_gpus < 1:
-        raise SpecError(f"--assume-gpus {args.assume_gpus}: assume at least 1 GPU, or drop it to plan for this machine")
-    if args.device_type == "cpu":
-        raise SpecError("--assume-gpus plans GPU runs: drop --device-type cpu (or --assume-gpus)")
     from bench.sweep import preview
 
     return preview.assumed_machine(args.assume_gpus, machine.cores)

@@ -7,13 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import install
+from bench import command as command_name, install
 from bench.metrics.cost import price
 from bench.run.sampler import DEFAULT_INTERVAL_S
+from bench.spec import devices, knobs
 from bench.spec.family import Family
 from bench.spec.setting import setting
-from bench.spec.task import DEFAULT_TASK, PRESETS
-from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS
+from bench.spec.task import DEFAULT_TASK, PRESETS, SpecError
+from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS, check_engine, get_variant
 from bench.studies.gpu_check import DEFAULT_BUDGET_S
 
 DEFAULT_OUT = Path("results/latest")
@@ -32,20 +33,28 @@ def _engine_help(several: bool) -> str:
             + "(default torchrun: the variant's own launcher)")
 
 
+class Settings:
+    """A layer of settings: its fields, and `check`, which refuses everything that can be wrong with them alone
+    (SpecError: one line naming the fix). What needs two layers is bench.request.command's."""
+
+    def check(self, command: str) -> None:
+        """Nothing of these settings alone can be wrong."""
+
+
 @dataclass(frozen=True)
-class Logging:
+class Logging(Settings):
     """Before the command, and after it as well: `dtbench run -v ...`."""
     verbose: bool = field(default=False, metadata=setting("debug logging", option=("-v", "--verbose")))
 
 
 @dataclass(frozen=True)
-class Version:
+class Version(Settings):
     version: str = field(default="", metadata=setting(action="version",
                                                       version=lambda: f"dtbench {install.version()}"))
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(Settings):
     """What to run and how often: the approaches, the device counts, the repeats, resuming."""
     variant: str | None = field(default=None, metadata=setting(ONE_VARIANT, required=True,
                                                                 commands=("run", "maxbatch")))
@@ -105,9 +114,55 @@ class Plan:
         "skip the scaling analysis: single-device baselines, independent (no-sync) runs, the collective "
         "microbenchmarks", option="--no-analysis", action="store_false", commands=("sweep",)))
 
+    def named_variants(self) -> list[str]:
+        return [n.strip() for n in (self.variants or "").split(",") if n.strip()]
+
+    def opt_ins(self) -> tuple[str, ...]:
+        """The flags given of the knobs a tuning races only when asked (--tune-batch, --tune-compile)."""
+        return tuple(k.opt_in for k in knobs.COMMON if k.opt_in and getattr(self, k.opt_in[2:].replace("-", "_")))
+
+    def check(self, command: str) -> None:
+        if command in ("run", "maxbatch"):
+            get_variant(self.variant)
+        if command in ("sweep", "tune") and self.allow_mixed_revisions and not self.resume:
+            raise SpecError("--allow-mixed-revisions goes with --resume")
+        if command == "sweep":
+            if self.variants not in ("all", ""):
+                for name in self.variants.split(","):
+                    get_variant(name.strip())
+            if self.repeats < 1:
+                raise SpecError(f"repeats must be at least 1 (got {self.repeats})")
+            if (asked := self.opt_ins()) and not self.tune:
+                raise SpecError(f"{' '.join(asked)} goes with --tune MINUTES: raced with each approach's knobs")
+            if self.tune is not None and not self.tune > 0:
+                raise SpecError(f"--tune {self.tune:g}: give the tuning's minutes above 0, e.g. --tune 30")
+            if self.assume_gpus is not None and not self.dry_run:
+                raise SpecError("--assume-gpus only plans: add --dry-run (a real sweep uses the GPUs it finds)")
+            if self.assume_gpus is not None and self.assume_gpus < 1:
+                raise SpecError(f"--assume-gpus {self.assume_gpus}: assume at least 1 GPU, or drop it to plan for "
+                                "this machine")
+        if command == "tune":
+            if not self.budget > 0 or self.repeats < 1:
+                raise SpecError(f"--budget {self.budget:g} --repeats {self.repeats}: give minutes above 0 and at least "
+                                "one repeat, e.g. --budget 30 --repeats 3")
+            for name in self.named_variants():
+                if not knobs.declared(get_variant(name).knobs):
+                    raise SpecError(f"{name} has no knobs to tune: choose among "
+                                    f"{', '.join(v.name for v in VARIANTS.values() if v.knobs)}")
+        if command == "collectives" and self.devices < 2:
+            raise SpecError(f"--devices {self.devices}: a collective needs at least 2 ranks")
+        if command in ("run", "maxbatch", "tune", "collectives"):
+            devices.check_topology(self.devices, self.nodes)
+        if command == "maxbatch":
+            if self.max_batch < self.devices:
+                raise SpecError(f"--max-batch {self.max_batch} is below one sample a device: give at least "
+                                f"{self.devices}")
+            if self.resolution < 1:
+                raise SpecError(f"--resolution {self.resolution}: at least 1 sample a device")
+
 
 @dataclass(frozen=True)
-class Hosts:
+class Hosts(Settings):
     """Real multi-host: this host's share of a run spread over several (bench run, bench collectives)."""
     node_rank: int | None = field(default=None, metadata=setting(
         "real multi-host: run only this node's share here"))
@@ -118,9 +173,13 @@ class Hosts:
         "real multi-host: the network interface the collectives use (default: the one this host's route to "
         "--master-addr leaves by)"))
 
+    def check(self, command: str) -> None:
+        if self.ifname and self.node_rank is None:
+            raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
+
 
 @dataclass(frozen=True)
-class OneRun:
+class OneRun(Settings):
     """What only one run takes: where it resumes, its synchronisation off, its knobs."""
     resume_from: Path | None = field(default=None, metadata=setting(
         "continue that run (OUT/runs/ID, run with --checkpoint-every-epoch) from its last checkpoint",
@@ -133,7 +192,7 @@ class OneRun:
 
 
 @dataclass(frozen=True)
-class Execution:
+class Execution(Settings):
     """How each rank's process runs: its allocator, the fast path, the profiler."""
     malloc: str = field(default="tuned", metadata=setting(
         "tuned (default): glibc's malloc with a fixed mmap threshold and no trimming, so a step's tensors reuse the "
@@ -149,7 +208,7 @@ class Execution:
 
 
 @dataclass(frozen=True)
-class Engines:
+class Engines(Settings):
     """What starts the ranks, and where each run is also logged."""
     engine: str = field(default="torchrun", metadata=setting(_engine_help(several=False),
                                                              vary={"sweep": dict(help=_engine_help(several=True))}))
@@ -165,9 +224,18 @@ class Engines:
         "experiment: MLFLOW_EXPERIMENT_NAME, else dtbench; spec as params, figures as metrics, the trained model as "
         "an MLflow model)", metavar="URI", nargs="?", const=""))
 
+    def names(self) -> list[str]:
+        return [e.strip() for e in self.engine.split(",") if e.strip()]
+
+    def check(self, command: str) -> None:
+        for name in self.names():
+            check_engine(name)
+        if command == "run" and len(self.names()) != 1:
+            raise SpecError("bench run takes one --engine: use bench sweep to compare several")
+
 
 @dataclass(frozen=True)
-class TaskChoice:
+class TaskChoice(Settings):
     """The task preset the task's own settings (bench.spec.task) then override."""
     task: str | None = field(default=None, metadata=setting(
         f"task preset: {', '.join(PRESETS)} (default: {DEFAULT_TASK['cpu']} on a CPU, the small CNN; "
@@ -175,7 +243,7 @@ class TaskChoice:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(Settings):
     """Your own model, and where and how long each run goes."""
     model_module: str | None = field(default=None, metadata=setting(
         "your own model: FUNCTION(channels=, classes=, image_size=) returns a torch.nn.Module or a Keras model; the "
@@ -199,7 +267,7 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class Studies:
+class Studies(Settings):
     """bench overhead and bench audit: whose harness or switches, and how many rounds."""
     framework: str = field(default="both", metadata=setting(
         "whose harness run and plain loop to compare (default both: each that builds the model, their rounds "
@@ -215,13 +283,13 @@ class Studies:
 
 
 @dataclass(frozen=True)
-class Folder:
+class Folder(Settings):
     """The results folder a report or a projection reads."""
     dir: Path = field(default=DEFAULT_OUT, metadata=setting(positional=True, nargs="?"))
 
 
 @dataclass(frozen=True)
-class Compare:
+class Compare(Settings):
     dirs: list[Path] = field(default_factory=list, metadata=setting(
         "two or more results folders, one per machine", positional=True, nargs="*", metavar="DIR", type=Path,
         default=None))
@@ -231,9 +299,21 @@ class Compare:
         "what one device of each machine costs an hour, one price per DIR in their order, after the folders: "
         "samples per dollar in the table", option="--price-per-device-hour", type=price, nargs="+", metavar="USD"))
 
+    def check(self, command: str) -> None:
+        folders = [Path(d) for d in self.dirs or ()]
+        if len(folders) < 2:
+            raise SpecError(f"{command_name()} compare needs two or more results folders, one per machine: e.g. "
+                            f"{command_name()} compare results/reference-cpu results/reference-h100-default")
+        twice = [str(d) for d in folders if sum(d.resolve() == other.resolve() for other in folders) > 1]
+        if twice:
+            raise SpecError(f"{twice[0]} is given more than once: name each machine's folder once")
+        if self.prices and len(self.prices) != len(folders):
+            raise SpecError(f"--price-per-device-hour has {len(self.prices)} prices for {len(folders)} folders: "
+                            "give one per folder, in the folders' order")
+
 
 @dataclass(frozen=True)
-class Project:
+class Project(Settings):
     """The link between nodes and within one that a projection assumes."""
     devices_per_node: int | None = field(default=None, metadata=setting(
         "devices a node: beyond them the link is --alpha-us/--busbw-gbps (default: the most devices the sweep ran)",
@@ -253,9 +333,20 @@ class Project:
         "a node's link by name in place of the one measured here: nvlink-a100, nvlink-h100 (8 devices a node unless "
         "--devices-per-node)", metavar="NAME"))
 
+    def check(self, command: str) -> None:
+        if (self.alpha_us is None) != (self.busbw_gbps is None):
+            raise SpecError("give the link between nodes whole: --alpha-us US and --busbw-gbps GB/S together")
+        if (self.alpha_us is not None and self.alpha_us < 0) or (self.busbw_gbps is not None and self.busbw_gbps <= 0):
+            raise SpecError("--alpha-us must be 0 or more and --busbw-gbps more than 0")
+        if self.devices_per_node is not None and self.devices_per_node < 1:
+            raise SpecError(f"--devices-per-node must be at least 1 (got {self.devices_per_node})")
+        if sum(x is not None for x in (self.between_nodes, self.busbw_gbps, self.network)) > 1:
+            raise SpecError("name the link between nodes once: --network NAME, --between-nodes DIR or "
+                            "--alpha-us/--busbw-gbps")
+
 
 @dataclass(frozen=True)
-class Data:
+class Data(Settings):
     """bench data: the tasks whose datasets to prepare, or export-images and its folder."""
     tasks: tuple[str, ...] = field(default=("quick", "default"), metadata=setting(positional=True, nargs="*"))
     task: str = field(default="default", metadata=setting("export-images: the task whose dataset to write"))
@@ -265,9 +356,14 @@ class Data:
     download: bool = field(default=False, metadata=setting("opt-in: download Fashion-MNIST (needs internet)"))
     data_dir: str | None = field(default=None, metadata=setting())
 
+    def check(self, command: str) -> None:
+        if self.tasks[:1] == ["export-images"] and len(self.tasks) != 2:
+            raise SpecError(f"usage: {command_name()} data export-images --task T [--format png|jpeg] "
+                            "DIR|s3://BUCKET/PREFIX")
+
 
 @dataclass(frozen=True)
-class Regress:
+class Regress(Settings):
     """bench regress: what to compare, the runs of each side, and what counts as a slowdown."""
     against: str | None = field(default=None, metadata=setting(
         "A/B on this machine: REV (baseline) vs the current tree", metavar="REV"))
@@ -297,9 +393,13 @@ class Regress:
     accuracy_tolerance: float = field(default=0.01, metadata=setting("absolute accuracy drop allowed"))
     out: Path = field(default=Path("results/latest/regress"), metadata=setting())
 
+    def check(self, command: str) -> None:
+        if not (self.calibrate or self.against or (self.baseline and self.current)):
+            raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
+
 
 @dataclass(frozen=True)
-class GpuCheck:
+class GpuCheck(Settings):
     """bench gpu-check: its time budget and which of its steps."""
     dry_run: bool = field(default=False, metadata=setting(
         "print every run it would make with its time estimate, and run nothing (on any machine)"))
@@ -311,3 +411,7 @@ class GpuCheck:
         "report): a second call for what was skipped; the folder keeps the other steps' outcomes", metavar="GROUPS"))
     out: Path | None = field(default=None, metadata=setting(
         "the folder (default results/gpu-check-<the GPU's name>)"))
+
+    def check(self, command: str) -> None:
+        if self.budget <= 0:
+            raise SpecError(f"--budget {self.budget:g}: give the check's seconds, e.g. {DEFAULT_BUDGET_S:.0f}")
