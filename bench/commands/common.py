@@ -49,7 +49,7 @@ def finish_stopped(rows, args: argparse.Namespace) -> None:
 
 def chosen_interface(args: argparse.Namespace):
     """A real multi-host run's interface on this host: --ifname's, or the one the route to the master leaves by."""
-    if args.node_rank is None or args.master_port is None:
+    if args.host_node is None or args.master_port is None:
         return None
     from bench.hosts import interface
 
@@ -72,7 +72,7 @@ def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fie
         task = task.with_knobs(setting)
     task.validate()
     spec = RunSpec(variant, task.for_world(args.devices), device_type, args.nodes, args.devices // args.nodes,
-                   args.cores_per_slot, args.timeout, **spec_fields)
+                   **{**request.run_settings(args), **spec_fields})
     if reason := spec.inapplicable():  # a library's model of the other framework among them, before it is built
         raise SpecError(f"{reason}: choose another variant or fewer devices")
     # Your own module's framework is known once it is built: what it returns.

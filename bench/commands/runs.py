@@ -18,10 +18,7 @@ from bench.sweep import plan
 def cmd_run(args: argparse.Namespace) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
-    spec = one_run(args, device_type, "run", host_node=args.node_rank, master_addr=args.master_addr,
-                   master_port=args.master_port, independent=args.independent,
-                   resume_from=args.resume_from and args.resume_from.resolve(), profile=args.profile,
-                   malloc=args.malloc, as_shipped=args.as_shipped, sample_every_s=args.sample_every)
+    spec = one_run(args, device_type, "run")
     variant, task = spec.variant, spec.task
     [(engine, address)] = request.engines(args)  # one: the request's check
     spec = dataclasses.replace(spec, engine=engine, engine_address=address)
@@ -36,9 +33,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
 
-    if args.node_rank not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
+    if args.host_node not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
         row = execute(spec, args.out, machine, data.prepare(task))
-        print(f"node {args.node_rank}: {row.status}" + (f": {row.error}" if row.error else ""))
+        print(f"node {args.host_node}: {row.status}" + (f": {row.error}" if row.error else ""))
         return 0 if row.status == Status.OK else 1
     rows = runner.run_all([spec], args.out, machine, args.mlflow)
     print_table(rows, conclude(args.out, rows, args))
@@ -95,13 +92,13 @@ def cmd_collectives(args: argparse.Namespace) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     interface = chosen_interface(args)
-    across = ({} if args.node_rank is None else
-              dict(host_node=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
+    across = ({} if args.host_node is None else
+              dict(host_node=args.host_node, master_addr=args.master_addr, master_port=args.master_port,
                    interface=interface))
     measured = microbench.measure_collectives(args.out, machine, device_type, args.nodes, args.devices // args.nodes,
-                                              timeout_s=args.timeout, **across)
-    if args.node_rank not in (None, 0):
-        print(f"node {args.node_rank}: {'failed: see ' + str(args.out / 'runs') if measured is None else 'ok'}")
+                                              timeout_s=args.timeout_s, **across)
+    if args.host_node not in (None, 0):
+        print(f"node {args.host_node}: {'failed: see ' + str(args.out / 'runs') if measured is None else 'ok'}")
         return 0 if measured is not None else 1
     if not measured:
         print(f"error: the collective microbenchmarks failed: see {args.out / 'runs'}", file=sys.stderr)

@@ -47,12 +47,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for task in tasks:  # round-robin over the models too, when repeated
         trains = _approaches_for(task, variants, refuse=named_variants and len(tasks) == 1)
         specs += plan.plan(trains, task, device_type, counts, args.nodes, engines=request.engines(args),
-                           variants_named=named_variants, cores_per_slot=args.cores_per_slot, timeout_s=args.timeout,
+                           variants_named=named_variants, cores_per_slot=args.cores_per_slot, timeout_s=args.timeout_s,
                            analysis=args.analysis, compiled=args.compile, inputs=request.input_modes(args),
                            shardings={v.name: options.modes(v, named, sweep=True) for v in trains})
     task = tasks[0]
-    specs = [dataclasses.replace(spec, malloc=args.malloc, sample_every_s=args.sample_every, as_shipped=args.as_shipped,
-                                 profile=args.profile and spec.variant.profiles) for spec in specs]
+    run_settings = request.run_settings(args)
+    specs = [dataclasses.replace(spec, **{**run_settings, "profile": args.profile and spec.variant.profiles})
+             for spec in specs]
     specs, first = plan.answer_first(specs)
     most = max((s.world_size for s in specs), default=1)
     specs = plan.rounds(specs, args.repeats)
@@ -121,7 +122,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             spec.check(machine)
         except SpecError as exc:
             raise SpecError(f"{name}: {exc}: tune it apart, or leave the option out") from None
-        specs.append(dataclasses.replace(spec, malloc=args.malloc))
+        specs.append(spec)
     from bench.analysis import report
     from bench.sweep import tune
 

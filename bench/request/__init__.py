@@ -3,14 +3,18 @@ the input pipelines named), the device type, the engines, the machine a sweep pl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from bench.spec import devices, models
 from bench.spec import task as task_flags
 from bench.spec.task import (CPU_IMAGE_SIZE, DATA_URL_WITHOUT_S3, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS,
                              WORKERS_WITHOUT_FILES, SpecError, TaskSpec, check_choice, get_task)
-from bench.request.command import Request, read
+from bench.request.command import Request
+from bench.request.layout import dataclass_layers
 from bench.request.settings import Engines
+from bench.run.runspec import RunSpec
+from bench.spec.setting import declared
 
 
 def input_modes(args: argparse.Namespace) -> list[dict]:
@@ -122,3 +126,17 @@ def sweep_machine(args: argparse.Namespace) -> devices.Machine:
     from bench.sweep import preview
 
     return preview.assumed_machine(args.assume_gpus, machine.cores)
+
+
+# What a command's plan decides of each run (one run's too: bench.commands.common.one_run), not a setting's.
+PLANNED = {"variant", "task", "device_type", "nodes", "devices_per_node", "engine", "engine_address", "interface"}
+# RunSpec's fields a settings layer sets by the field's own name.
+RUN_SETTINGS = {f.name for f in dataclasses.fields(RunSpec)} - PLANNED
+
+
+def run_settings(args: Request) -> dict:
+    """What the command's settings set on each of its runs: every setting it takes whose field is named as one of
+    RunSpec's (--malloc: malloc, --timeout: timeout_s). A path is made absolute: the ranks start in the repository."""
+    values = {s.dest: getattr(args, s.dest) for cls in dataclass_layers(args.command) for s in declared(cls)
+              if s.dest in RUN_SETTINGS and s.takes(args.command)}
+    return {name: value.resolve() if isinstance(value, Path) else value for name, value in values.items()}

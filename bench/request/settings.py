@@ -1,7 +1,8 @@
 """Every option of every command as a typed field of a settings layer, declared once with its help, default and
 the commands that take it (bench.spec.setting); the task's own settings are TaskSpec's fields (bench.spec.task),
 an approach's its options module's, a metric's its module's. bench.cli composes a command's parser from its
-layers, in order; a field's name is where its value lands."""
+layers, in order; a field's name is where its value lands, and a field named as one of RunSpec's sets it on
+every run of the command (bench.request.run_settings)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -164,8 +165,8 @@ class Plan(Settings):
 @dataclass(frozen=True)
 class Hosts(Settings):
     """Real multi-host: this host's share of a run spread over several (bench run, bench collectives)."""
-    node_rank: int | None = field(default=None, metadata=setting(
-        "real multi-host: run only this node's share here"))
+    host_node: int | None = field(default=None, metadata=setting(
+        "real multi-host: run only this node's share here", option="--node-rank", metavar="NODE_RANK"))
     master_addr: str = field(default="127.0.0.1", metadata=setting("real multi-host: node 0's address"))
     master_port: int | None = field(default=None, metadata=setting(
         "real multi-host: a port free on node 0 (the same on every host)"))
@@ -174,7 +175,7 @@ class Hosts(Settings):
         "--master-addr leaves by)"))
 
     def check(self, command: str) -> None:
-        if self.ifname and self.node_rank is None:
+        if self.ifname and self.host_node is None:
             raise SpecError("--ifname names a real multi-host run's interface: give --node-rank too, or drop it")
 
 
@@ -254,12 +255,13 @@ class Placement(Settings):
     cores_per_slot: int = field(default=1, metadata=setting(
         "CPU cores per device slot (default 1)", commands=(*TASK_COMMANDS, "peak"),
         vary={"peak": dict(help="CPU cores of the slot (default 1)")}))
-    timeout: float = field(default=900.0, metadata=setting(
-        "seconds before a run is killed (default 900)", commands=(*TASK_COMMANDS, "collectives"),
+    timeout_s: float = field(default=900.0, metadata=setting(
+        "seconds before a run is killed (default 900)", option="--timeout", metavar="TIMEOUT",
+        commands=(*TASK_COMMANDS, "collectives"),
         vary={"collectives": dict(default=300.0, help="seconds before it is killed (default 300)")}))
-    sample_every: float = field(default=DEFAULT_INTERVAL_S, metadata=setting(
+    sample_every_s: float = field(default=DEFAULT_INTERVAL_S, metadata=setting(
         "sample each rank's memory and CPU (and each GPU) this often into the run folder's time series and its plot "
-        f"(default {DEFAULT_INTERVAL_S}; 0: off)", metavar="SECONDS", commands=TASK_COMMANDS))
+        f"(default {DEFAULT_INTERVAL_S}; 0: off)", option="--sample-every", metavar="SECONDS", commands=TASK_COMMANDS))
     # overhead's own folder; its help, as before, names the common default
     out: Path = field(default=DEFAULT_OUT, metadata=setting(
         "results directory (default results/latest)", commands=(*TASK_COMMANDS, "peak", "collectives"),
