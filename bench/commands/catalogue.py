@@ -1,14 +1,14 @@
 """`bench list` and `bench schema`: what the harness knows, printed."""
 from __future__ import annotations
 
-import argparse
 
+from bench.request import Request
 from bench.spec import devices, knobs, models
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS
 from bench.spec.variants import VARIANTS
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: Request) -> int:
     machine = devices.discover()
     print("variants:")
     for v in VARIANTS.values():
@@ -38,7 +38,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
+def cmd_schema(args: Request) -> int:
     import json
 
     from bench.results.schema import row_schema

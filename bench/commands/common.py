@@ -2,12 +2,12 @@
 its table and verdict printed."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench import metrics
 from bench import request
+from bench.request import Request
 from bench.run import model_check
 from bench.run.runspec import RunSpec
 from bench.spec import knobs, models, options
@@ -27,7 +27,7 @@ def print_table(rows, results: Folder) -> None:
     print(text_table(configs[[key in ran for key in configs["key"]]].reset_index(drop=True)))
 
 
-def conclude(out: Path, rows, args: argparse.Namespace):
+def conclude(out: Path, rows, args: Request):
     """A command's runs done: the folder folded once (returned for the table, the report and the verdict), its
     CSV and Parquet written, and (--mlflow) the MLflow runs of `rows` given the figures derived from the folder."""
     from bench.analysis.folder import Folder
@@ -42,12 +42,12 @@ def conclude(out: Path, rows, args: argparse.Namespace):
     return results
 
 
-def finish_stopped(rows, args: argparse.Namespace) -> None:
+def finish_stopped(rows, args: Request) -> None:
     """A command stopped by a signal: the runs that finished, concluded as any command's, and their table."""
     print_table(rows, conclude(args.out / "maxbatch" if args.command == "maxbatch" else args.out, rows, args))
 
 
-def chosen_interface(args: argparse.Namespace):
+def chosen_interface(args: Request):
     """A real multi-host run's interface on this host: --ifname's, or the one the route to the master leaves by."""
     if args.host_node is None or args.master_port is None:
         return None
@@ -56,9 +56,10 @@ def chosen_interface(args: argparse.Namespace):
     return interface.named(args.ifname) if args.ifname else interface.toward(args.master_addr, args.master_port)
 
 
-def one_run(args: argparse.Namespace, device_type: str, command: str, **spec_fields) -> RunSpec:
-    """The one run `bench run` and `bench maxbatch` ask for, checked the same way for both: the topology, one
-    value of each approach option, the task, and that the variant runs there."""
+def one_run(args: Request, device_type: str, command: str, **spec_fields) -> RunSpec:
+    """The one run `bench run`, `bench maxbatch` and each approach of `bench tune` ask for, checked the same way
+    for all (the request's own check already done): one value of each approach option, the task, its knobs, and
+    that the variant runs there."""
     variant = get_variant(args.variant)
     shardings = options.modes(variant, options.given(args), sweep=False)
     if len(shardings) != 1:

@@ -1,17 +1,17 @@
 """`bench data`: the tasks' datasets prepared into the cache, or one exported as an image folder."""
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
 from bench import command
+from bench.request import Request
 from bench.spec.task import SpecError, get_task
 
 log = logging.getLogger("bench")
 
 
-def export_images(args: argparse.Namespace) -> int:
+def export_images(args: Request) -> int:
     """`bench data export-images --task T [--format png|jpeg] DIR|s3://BUCKET/PREFIX`: the task's dataset as an
     image folder, on disk or uploaded to object storage (the AWS environment names endpoint and credentials)."""
     import tempfile
@@ -38,7 +38,7 @@ def export_images(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data(args: argparse.Namespace) -> int:
+def cmd_data(args: Request) -> int:
     from bench.worker import data
 
     if args.tasks[:1] == ["export-images"]:

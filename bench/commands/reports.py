@@ -2,15 +2,15 @@
 project` (to more devices)."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from bench import metrics
 from bench.commands.common import print_verdict
+from bench.request import Request
 from bench.spec.task import SpecError
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: Request) -> int:
     from bench.analysis import report
     from bench.analysis.folder import Folder
 
@@ -24,7 +24,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def cmd_compare(args: Request) -> int:
     """Several machines' results folders side by side (bench.analysis.compare): compare.md and compare.html."""
     folders = [Path(d) for d in args.dirs]
     from bench.analysis import compare
@@ -35,7 +35,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_project(args: argparse.Namespace) -> int:
+def cmd_project(args: Request) -> int:
     """`bench project DIR`: the projected table (bench.analysis.project) and DIR/projection.png."""
     from bench.analysis import networks, project
     from bench.analysis.folder import Folder

@@ -2,12 +2,12 @@
 `bench collectives` (the device's and the links' own figures)."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 
 from bench import request
 from bench.commands.common import chosen_interface, conclude, one_run, print_table
+from bench.request import Request
 from bench.spec import devices
 from bench.spec.family import Family
 from bench.spec.task import SpecError
@@ -15,7 +15,7 @@ from bench.status import Status
 from bench.sweep import plan
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: Request) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     spec = one_run(args, device_type, "run")
@@ -42,7 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if rows[0].status == Status.OK else 1
 
 
-def cmd_maxbatch(args: argparse.Namespace) -> int:
+def cmd_maxbatch(args: Request) -> int:
     """The largest global batch the variant trains on --devices (bench.studies.maxbatch); probes under OUT/maxbatch."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
@@ -68,7 +68,7 @@ def cmd_maxbatch(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_peak(args: argparse.Namespace) -> int:
+def cmd_peak(args: Request) -> int:
     from bench.studies import microbench
 
     machine = devices.discover()
@@ -83,7 +83,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_collectives(args: argparse.Namespace) -> int:
+def cmd_collectives(args: Request) -> int:
     """All-reduce, all-gather and reduce-scatter on one topology, as the sweep measures them, and their α–β fits:
     across real hosts (--node-rank on each), the link between nodes that `bench project --between-nodes` reads."""
     from bench.results import collectives

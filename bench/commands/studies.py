@@ -3,17 +3,17 @@ training down?), `bench overhead` (the harness against a plain loop), `bench aud
 `bench gpu-check` (a lent GPU machine's one check)."""
 from __future__ import annotations
 
-import argparse
 import shlex
 from pathlib import Path
 
 from bench import request
+from bench.request import Request
 from bench.spec import devices
 from bench.spec.family import Family
 from bench.spec.task import SpecError
 
 
-def cmd_regress(args: argparse.Namespace) -> int:
+def cmd_regress(args: Request) -> int:
     from bench.regress import calibrate, compare, duets
 
     out: Path = args.out
@@ -37,7 +37,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_overhead(args: argparse.Namespace) -> int:
+def cmd_overhead(args: Request) -> int:
     if args.of == "sampler":
         from bench.studies import sampler_overhead
 
@@ -49,7 +49,7 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     return overhead.main(args, request.task_from(args, device_type, machine), device_type)
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
+def cmd_audit(args: Request) -> int:
     """The fast-path audit alone (bench.studies.audit): each switch of the frameworks asked for, on and off here."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)
@@ -68,7 +68,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 1 if any(row["errors"] for row in switches) else 0
 
 
-def cmd_gpu_check(args: argparse.Namespace) -> int:
+def cmd_gpu_check(args: Request) -> int:
     from bench.studies import gpu_check
 
     return gpu_check.main(args)

@@ -2,7 +2,6 @@
 (each approach's knobs raced within a budget)."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from bench import metrics
 from bench import request
 from bench.commands.common import conclude, one_run, print_table, print_verdict
+from bench.request import Request
 from bench.request.settings import Plan
 from bench.run import model_check
 from bench.run.runspec import RunSpec
@@ -29,11 +29,12 @@ def _approaches_for(task: TaskSpec, variants: list, refuse: bool) -> list:
     return [v for v in variants if models.refusal(task.model.name, framework, v) is None]
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def cmd_sweep(args: Request) -> int:
     machine = request.sweep_machine(args)
     device_type = request.device_type(args, machine)
     tasks = [request.task_from(args.replace(model=name.strip()), device_type, machine)
-             for name in (args.models or "").split(",") if name.strip()] or [request.task_from(args, device_type, machine)]
+             for name in (args.models or "").split(",") if name.strip()] or [
+        request.task_from(args, device_type, machine)]
     named_variants = args.variants not in ("all", "")
     if not named_variants:
         # The single-device baselines belong to the scaling analysis.
@@ -107,7 +108,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if all(r.status in (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT) for r in rows) else 1
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
+def cmd_tune(args: Request) -> int:
     """Each approach's own knobs raced within --budget, its best and its defaults confirmed (bench.sweep.tune)."""
     machine = devices.discover()
     device_type = request.device_type(args, machine)

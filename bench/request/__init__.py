@@ -1,8 +1,8 @@
-"""What a command line asks for (its frozen `Request`, checked once), expanded into the harness's terms: the task (with its dataset's shape and
-the input pipelines named), the device type, the engines, the machine a sweep plans for."""
+"""What a command line asks for (its frozen `Request`, checked once), expanded into the harness's terms: the task
+(with its dataset's shape and the input pipelines named), the device type, the engines, the machine a sweep plans
+for, the settings each of its runs takes."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from bench.run.runspec import RunSpec
 from bench.spec.setting import declared
 
 
-def input_modes(args: argparse.Namespace) -> list[dict]:
+def input_modes(args: Request) -> list[dict]:
     """The task fields of every input pipeline named (input, loader_workers, data_url): a file input once per
     --loader-workers count."""
     inputs = [i.strip() for i in (args.input or "memory").split(",") if i.strip()]
@@ -56,12 +56,12 @@ def gpu_batch(memory_mib: int | None) -> int:
     return batch
 
 
-def task_name(args: argparse.Namespace, device_type: str) -> str:
+def task_name(args: Request, device_type: str) -> str:
     """--task, else the device's default (the small CNN on a CPU, ResNet-50 on GPUs)."""
     return args.task or DEFAULT_TASK[device_type]
 
 
-def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machine | None = None) -> TaskSpec:
+def task_from(args: Request, device_type: str, machine: devices.Machine | None = None) -> TaskSpec:
     """The task of the command line. `machine` sizes the GPU default's batch to its GPUs' memory (this machine's
     when not given)."""
     # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
@@ -108,17 +108,17 @@ def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machi
     return task
 
 
-def device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
+def device_type(args: Request, machine: devices.Machine) -> str:
     return machine.default_device_type if args.device_type == "auto" else args.device_type
 
 
-def engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+def engines(args: Request) -> list[tuple[str, str | None]]:
     """(engine, the cluster address given for it) for every engine named."""
     addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
     return [(engine, addresses.get(engine)) for engine in Engines(engine=args.engine).names()]
 
 
-def sweep_machine(args: argparse.Namespace) -> devices.Machine:
+def sweep_machine(args: Request) -> devices.Machine:
     """This machine, or with --assume-gpus the GPU box a --dry-run plans for."""
     machine = devices.discover()
     if args.assume_gpus is None:

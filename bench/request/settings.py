@@ -88,7 +88,8 @@ class Plan(Settings):
                                                                 required=True, commands=("tune",)))
     repeats: int = field(default=1, metadata=setting(
         "run the whole sweep R times, round-robin; the report folds repeats (default 1)", commands=("sweep", "tune"),
-        vary={"tune": dict(default=3, help="full-length runs of each approach's best and of its defaults (default 3)")}))
+        vary={"tune": dict(default=3,
+                           help="full-length runs of each approach's best and of its defaults (default 3)")}))
     tune: float | None = field(default=None, metadata=setting(
         "then `bench tune` each approach with knobs at the most devices within MINUTES: the report ranks them at "
         "their best beside as shipped", metavar="MINUTES", commands=("sweep",)))
@@ -251,7 +252,8 @@ class Placement(Settings):
         "approaches of its framework train it", metavar="PKG.MODULE:FUNCTION", commands=TASK_COMMANDS))
     device_type: str = field(default="auto", metadata=setting(
         "cuda when GPUs are visible, else cpu (default: auto)", choices=("auto", "cpu", "cuda"),
-        commands=(*TASK_COMMANDS, "peak", "collectives"), vary={"peak": dict(help=None), "collectives": dict(help=None)}))
+        commands=(*TASK_COMMANDS, "peak", "collectives"),
+        vary={"peak": dict(help=None), "collectives": dict(help=None)}))
     cores_per_slot: int = field(default=1, metadata=setting(
         "CPU cores per device slot (default 1)", commands=(*TASK_COMMANDS, "peak"),
         vary={"peak": dict(help="CPU cores of the slot (default 1)")}))
