@@ -20,6 +20,7 @@ class Interrupted(BaseException):
         self.run_id: str | None = None
         self.command: str | None = None
         self.timeseries: dict | None = None  # what the run did until then (bench.run.sampler)
+        self.watchdog = None  # the run's (bench.run.reaper.Reaper), holding its row until the caller stores one
         self.rows: list = []
 
     @property

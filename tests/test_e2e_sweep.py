@@ -7,7 +7,6 @@ import pytest
 
 from bench.run.processes import processes_of_run
 from bench.worker import kernels
-from bench.spec.family import Family
 from bench.spec.variants import VARIANTS
 from helpers import CPU, bench, configurations, rows
 
@@ -31,7 +30,7 @@ def assert_good_row(row, variant, world):
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 SWEPT = [v.name for v in VARIANTS.values() if v.in_default_sweep and (
-    v.family is Family.TENSORFLOW or v.name in ("torch-ddp", "torch-fsdp", "torch-dp", "torch-single"))]
+    v.family == "tensorflow" or v.name in ("torch-ddp", "torch-fsdp", "torch-dp", "torch-single"))]
 
 
 @pytest.fixture(scope="module")

@@ -361,6 +361,98 @@ def test_a_harness_killed_before_its_runs_row_is_whole_leaves_neither_folder_nor
     assert (tmp_path / "runs").is_dir()  # the folder the runs go in stays
 
 
+# A harness SIGKILLed once its run's processes have ended, as it stores the run's row: the moment ResultStore.append
+# is called for it ("before-the-row"), or once it has returned ("after-the-row", before the watchdog is let go).
+DIES_AS_IT_STORES_THE_ROW = """
+import os, signal, sys
+from bench import cli
+from bench.results.store import ResultStore
+moment, out = sys.argv[1], sys.argv[2]
+append = ResultStore.append
+
+def dying(self, *args, **kwargs):
+    if moment == "after-the-row":
+        append(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+ResultStore.append = dying
+cli.main(["run", "--variant", "torch-single", "--task", "quick", "--out", out])
+"""
+
+
+def watchdogs_of(run_id: str) -> list:
+    import psutil
+
+    return [p for p in psutil.process_iter(["cmdline"]) if "bench.run.reaper" in (p.info["cmdline"] or [])
+            and run_id in p.info["cmdline"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["before-the-row", "after-the-row"])
+def test_a_harness_killed_as_it_stores_its_runs_row_leaves_the_run_exactly_one_row(tmp_path, moment):
+    """The watchdog keeps the run's row until the harness has stored its own: killed before, the watchdog's is
+    appended, saying so; killed after, the harness's stays the only one."""
+    import psutil
+
+    dying = subprocess.run([sys.executable, "-c", DIES_AS_IT_STORES_THE_ROW, moment, str(tmp_path)], cwd=REPO,
+                           capture_output=True, text=True, env={**os.environ, **CPU, "PYTHONPATH": str(REPO)},
+                           timeout=300)
+    assert dying.returncode == -signal.SIGKILL, dying.stderr[-2000:]
+    [run_dir] = tmp_path.glob("runs/*")
+    assert (run_dir / "rank0.jsonl").exists()  # the run had ended: its ranks' reports are there
+    for watchdog in watchdogs_of(run_dir.name):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            watchdog.wait(timeout=30)
+    assert [r["run_id"] for r in rows(tmp_path)] == [run_dir.name]
+    [row] = rows(tmp_path)
+    if moment == "before-the-row":
+        assert row["status"] == "interrupted"
+        assert row["error"].startswith("the harness ended after this run's processes had, before storing its row")
+    else:
+        assert row["status"] == "ok" and not row.get("error")
+    assert not (run_dir / "row-if-the-harness-dies.json").exists() and left_after(run_dir.name, 0) == []
+
+
+# The watchdog's side of it, without a run: told the run's processes ended, then the harness SIGKILLed before it
+# stores the run's row ("ended"), after ("stored"), or after letting the watchdog go ("released").
+DIES_AFTER_ITS_RUN = """
+import json, os, signal, sys
+from pathlib import Path
+from bench.results.store import ResultStore
+from bench.run.reaper import Reaper
+run_dir, store, moment = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+reaper = Reaper("no-such-run", run_dir / "row.json", store)
+print(reaper.pid, flush=True)
+run_dir.mkdir(parents=True)
+(run_dir / "row.json").write_text(json.dumps({"run_id": "no-such-run", "status": "interrupted", "error": "in flight"}))
+reaper.ended()
+if moment in ("stored", "released"):
+    ResultStore(store.parent).append({"run_id": "no-such-run", "status": "ok", "error": None})
+if moment == "released":
+    reaper.release()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("moment", ["ended", "stored", "released"])
+def test_a_watchdog_keeps_its_runs_row_until_the_harness_has_stored_its_own(tmp_path, moment):
+    import psutil
+
+    run_dir, store = tmp_path / "runs" / "no-such-run", tmp_path / "results.jsonl"
+    dying = subprocess.run([sys.executable, "-c", DIES_AFTER_ITS_RUN, str(run_dir), str(store), moment], cwd=REPO,
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert dying.returncode == -signal.SIGKILL, dying.stderr
+    with contextlib.suppress(psutil.NoSuchProcess):
+        psutil.Process(int(dying.stdout.split()[0])).wait(timeout=30)
+    [row] = rows(tmp_path)  # one row whichever moment: never none, never two
+    if moment == "ended":
+        assert row["status"] == "interrupted"
+        assert row["error"].startswith("the harness ended after this run's processes had, before storing its row")
+    else:
+        assert row["status"] == "ok"
+    assert not (run_dir / "row.json").exists()
+
+
 def test_a_disk_full_while_writing_a_runs_row_leaves_no_folder_of_it(tmp_path, monkeypatch):
     import errno
 

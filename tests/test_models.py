@@ -9,11 +9,10 @@ import sys
 import pytest
 
 from bench.spec import models
-from bench.spec.family import Family
 from bench.spec.variants import VARIANTS, get_variant
 from helpers import CPU, REPO, bench, cli, rows
 
-TORCH_APPROACHES = [v.name for v in VARIANTS.values() if v.family is Family.TORCH and v.in_default_sweep]
+TORCH_APPROACHES = [v.name for v in VARIANTS.values() if v.family == "torch" and v.in_default_sweep]
 
 
 def test_a_model_name_says_which_library_and_framework_builds_it():
@@ -176,7 +175,7 @@ def test_a_name_both_libraries_have_is_each_frameworks_own_build():
     assert (name.source, name.framework, name.library) == ("paired", None, True)
     assert models.refusal("efficientnet_b2", None, get_variant("tf-mirrored")) is None
     assert models.refusal("efficientnet_b2", None, get_variant("torch-fsdp")) is None
-    assert models.PAIRED["efficientnet_b2"] == ("efficientnet_b2", "EfficientNetB2")
+    assert models.PAIRED["efficientnet_b2"] == {"timm": "efficientnet_b2", "keras": "EfficientNetB2"}
 
 
 def test_the_seeds_presets_carry_their_recipes_and_train_small_on_a_cpu():

@@ -80,6 +80,17 @@ def test_store_appends_and_never_rewrites(tmp_path):
     assert not store.csv.exists() and not store.parquet.exists()  # the tables come with the report, not per row
 
 
+def test_a_row_appended_once_is_not_appended_where_its_run_has_one_a_torn_line_aside(tmp_path):
+    """The watchdog's append: a harness killed after storing its run's row, before letting the watchdog go."""
+    store = ResultStore(tmp_path)
+    assert store.append(row("a")) is True
+    with open(store.jsonl, "a") as f:
+        f.write('{"run_id": "b", "sta')  # torn: no row of b
+    assert store.append(row("a", status="interrupted"), once=True) is False
+    assert store.append(row("b", status="interrupted"), once=True) is True
+    assert [(r.run_id, r.status) for r in store.rows()] == [("a", "ok"), ("b", "interrupted")]
+
+
 def test_the_tables_hold_every_run_lists_as_json_text_in_the_csv_and_as_lists_in_parquet(tmp_path):
     store = ResultStore(tmp_path)
     store.append(row("a"))

@@ -90,7 +90,8 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
 
 def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
     found = modules()
-    loaded = ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models", "bench.spec.family", "bench.spec.setting")
+    loaded = ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models", "bench.spec.frameworks",
+              "bench.spec.setting")
     for name in loaded:
         assert imports_of(name, found[name], set(found)) <= {"bench", "bench.spec", *loaded}, name
     assert imports_of("bench", found["bench"], set(found)) == set()  # the package's own module: none either
@@ -131,13 +132,31 @@ def test_the_harness_decides_by_the_variants_family_not_by_a_framework_names_pre
 
 def test_rows_of_either_tensorflow_wheel_read_back_as_tensorflow():
     """New rows name the `tensorflow` wheel the tf extra installs; the committed ones name `tensorflow-cpu`."""
-    from bench.spec.family import Family
     from bench.spec.variants import VARIANTS, current_framework, family_of
 
-    assert {v.framework for v in VARIANTS.values() if v.family is Family.TENSORFLOW} == {"tensorflow"}
-    assert family_of("tensorflow") is family_of("tensorflow-cpu") is Family.TENSORFLOW
+    assert {v.framework for v in VARIANTS.values() if v.family == "tensorflow"} == {"tensorflow"}
+    assert family_of("tensorflow") == family_of("tensorflow-cpu") == "tensorflow"
     assert current_framework("tensorflow-cpu") == "tensorflow" == current_framework("tensorflow")
-    assert family_of("deepspeed") is Family.TORCH
+    assert family_of("deepspeed") == "torch"
+
+
+def test_the_harness_asks_a_frameworks_record_and_never_compares_a_family_to_its_name():
+    """A framework is one record its package declares (bench.spec.frameworks): no `family == "tensorflow"`,
+    `.family is ...` or table keyed by a framework's name in the harness, so a third framework touches none of it."""
+    names = {"torch", "tensorflow"}
+    hits = []
+    for path in (REPO / "bench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                family = any(isinstance(s, ast.Attribute) and s.attr == "family" for s in sides)
+                named = any(isinstance(s, ast.Constant) and s.value in names for s in sides)
+                if family and named:
+                    hits.append(f"{path.relative_to(REPO)}:{node.lineno}: a family compared to its name")
+            if isinstance(node, ast.Dict) and {k.value for k in node.keys if isinstance(k, ast.Constant)} >= names:
+                hits.append(f"{path.relative_to(REPO)}:{node.lineno}: a table keyed by the frameworks' names")
+    assert hits == []
+    assert not (REPO / "bench" / "spec" / "family.py").exists()
 
 
 def test_no_rank_reads_the_run_spec_by_string_key():

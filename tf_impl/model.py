@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 
 from bench.spec import models
-from bench.spec.family import Family
 from bench.spec.task import TaskSpec
 from tf_impl import keras_flavour
 
@@ -20,7 +19,7 @@ def build_model(task: TaskSpec, keras=keras_flavour.keras):
     side, channels, classes = task.model.image_size, task.model.channels, task.model.classes
     name = models.parse(task.model.name)
     if name.source in ("keras", "paired"):
-        return _resized(keras, task, _application(keras, name.library_name(Family.TENSORFLOW), side, channels,
+        return _resized(keras, task, _application(keras, name.library_name("tensorflow"), side, channels,
                                                   classes, task.model.head_dropout))
     if name.source == models.OWN:
         return _resized(keras, task, _own(keras, name.name, channels, classes, side))

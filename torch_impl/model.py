@@ -5,7 +5,6 @@ import torch
 from torch import nn
 
 from bench.spec import models
-from bench.spec.family import Family
 from bench.spec.task import TaskSpec
 
 
@@ -68,7 +67,7 @@ def build_model(task: TaskSpec) -> nn.Module:
     if name.builtin:
         model = BUILT_IN[task.model.name](*args)
     elif name.source in ("timm", "paired"):
-        model = _timm(name.library_name(Family.TORCH), *args, drop_rate=task.model.head_dropout)
+        model = _timm(name.library_name("torch"), *args, drop_rate=task.model.head_dropout)
     elif name.source == "torchvision":
         model = _torchvision(name.name, *args)
     elif name.source == models.OWN:

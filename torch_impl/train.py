@@ -136,7 +136,8 @@ def train(worker: Worker, approach: Approach) -> dict:
     # A rank's own time is its forward, except where the forward all-gathers the parameters (lockstep).
     clock = worker.clock(task.recipe.global_batch, approach.sync, steps=(epochs - first_epoch) * len(loader),
                          on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu),
-                         profiler=profiler, own_timer=None if approach.lockstep_eval else own_time.keep(device))
+                         profiler=profiler, own_timer=None if approach.lockstep_eval else own_time.keep(device),
+                         resident=functools.partial(resident, device=device))
     running_loss = RunningLoss(device)
     evaluate_exactly = None if test_loader is None else (
         lambda: approach.evaluate(test_loader, amp_dtype, running_loss))
@@ -214,6 +215,13 @@ def cast_inputs(model: nn.Module, dtype: torch.dtype) -> None:
 def place(model: nn.Module, device: torch.device) -> nn.Module:
     """The model on its device, in the device's memory format (channels_last where that is the fast path)."""
     return model.to(device, memory_format=data.memory_format(device))
+
+
+def resident(batch: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch as the input phases' resident windows feed it: on the device already, as the loader gave it (uint8
+    images, int labels), so that the step's own conversion still runs and only the input pipeline is left out."""
+    images, labels = batch
+    return images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,

@@ -7,12 +7,12 @@ import pandas as pd
 
 from bench.metrics.blocks import Block, table_section
 from bench.results.fast_path import off_the_fast_path
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.models import framework_name
 from bench.spec.variants import family_of
 
 
-def _by_family(rows: list[dict]) -> dict[Family, dict]:
+def _by_family(rows: list[dict]) -> dict[str, dict]:
     """The last row of each family that recorded its kernels (PyTorch's wrappers train with PyTorch's)."""
     return {family_of(row["framework"]): row for row in rows if (row.get("environment") or {}).get("kernels")}
 
@@ -23,21 +23,8 @@ def kernel_lines(rows: list[dict]) -> list[str]:
     for family, row in _by_family(rows).items():
         k, switches = row["environment"]["kernels"], row.get("fast_path") or {}
         mode = "as shipped" if row.get("as_shipped") else "dtbench's fast path"
-        if family is Family.TENSORFLOW:
-            who = " unset" if k["onednn_switch"] == "unset" else f"={k['onednn_switch']}"
-            default = "on" if k.get("onednn_default") else "off"
-            parts = [f"oneDNN {'on' if k['onednn'] else 'off (Eigen kernels)'} "
-                     f"(TF_ENABLE_ONEDNN_OPTS{who}; TensorFlow's default on this CPU: {default})",
-                     f"XLA {'on' if switches.get('compile') else 'off'}"]
-            if k.get("cudnn"):
-                parts.append(f"CUDA {k.get('cuda')}, cuDNN {k['cudnn']}, TF32 {'on' if k.get('tf32') else 'off'}")
-        else:
-            parts = [f"{k.get('cpu_dispatch') or '-'} dispatch", f"oneDNN {'on' if k.get('onednn') else 'off'}",
-                     f"BLAS {k.get('blas') or '-'}", f"channels_last {'on' if switches.get('channels_last') else 'off'}",
-                     f"torch.compile {'on' if switches.get('compile') else 'off'}"]
-            if k.get("cudnn"):
-                parts.append(f"cuDNN {k['cudnn']} (autotuning {'on' if switches.get('cudnn_benchmark') else 'off'}), "
-                             f"TF32 {'on' if switches.get('tf32') else 'off'}, NCCL {k.get('nccl') or '-'}")
+        summary = frameworks.get(family).kernel_summary
+        parts = frameworks.load(summary)(k, switches) if summary else []
         isa = ", ".join(k.get("cpu_isa") or []) or "-"
         lines.append(f"{framework_name(family)} ({mode}): {'; '.join(parts)}; CPU offers {isa}")
     return lines

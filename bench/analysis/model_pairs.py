@@ -9,39 +9,37 @@ import pandas as pd
 from bench.metrics import fmt, present
 from bench.metrics.blocks import Block, heading, text
 from bench.results.frame import records_of
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.models import PAIR_TOLERANCE, framework_name, parse
-from bench.spec.variants import VARIANTS
+from bench.spec.variants import VARIANTS, family_of
 
 
-def family(variant: str) -> Family:
-    return VARIANTS[variant].family if variant in VARIANTS else Family.TORCH
+def family(variant: str) -> str:
+    return VARIANTS[variant].family if variant in VARIANTS else family_of(variant)
 
 
-def _sizes(lines: pd.DataFrame | list[dict]) -> dict[Family, tuple[float | None, float | None]]:
-    """family -> (parameters, FLOPs per sample) as its ok runs recorded them (the first that has each)."""
-    found: dict[Family, list] = {}
+def _sizes(lines: pd.DataFrame | list[dict]) -> dict[str, tuple[float | None, float | None]]:
+    """family -> (parameters, FLOPs per sample) as its ok runs recorded them (the first that has each), in the
+    frameworks' order."""
+    found: dict[str, list] = {}
     for r in (records_of(lines) if isinstance(lines, pd.DataFrame) else lines):
         sizes = found.setdefault(family(r["variant"]), [None, None])
         for i, column in enumerate(("params", "flops_per_sample")):
             value = r.get(column)
             if sizes[i] is None and present(value) and value > 0:
                 sizes[i] = float(value)
-    return {f: (p, flops) for f, (p, flops) in found.items()}
+    return {f: tuple(found[f]) for f in frameworks.names() if f in found}
 
 
 def differences(lines) -> list[str]:
-    """How the two frameworks' builds differ beyond PAIR_TOLERANCE ("FLOPs per sample 12 % apart"); empty when they
-    agree, when one framework ran alone, or when a side recorded no figure to compare."""
-    sizes = _sizes(lines)
-    if len(sizes) < 2:
-        return []
-    (torch_params, torch_flops), (tf_params, tf_flops) = (sizes.get(Family.TORCH, (None, None)),
-                                                          sizes.get(Family.TENSORFLOW, (None, None)))
+    """How the frameworks' builds differ beyond PAIR_TOLERANCE ("FLOPs per sample 12 % apart", the widest pair);
+    empty when they agree, when one framework ran alone, or when a side recorded no figure to compare."""
+    sizes = list(_sizes(lines).values())
     out = []
-    for what, a, b in (("parameters", torch_params, tf_params), ("FLOPs per sample", torch_flops, tf_flops)):
-        if a and b and abs(a - b) / max(a, b) > PAIR_TOLERANCE:
-            out.append(f"{what} {abs(a - b) / max(a, b):.0%} apart")
+    for i, what in enumerate(("parameters", "FLOPs per sample")):
+        figures = [s[i] for s in sizes if s[i]]
+        if len(figures) > 1 and (apart := (max(figures) - min(figures)) / max(figures)) > PAIR_TOLERANCE:
+            out.append(f"{what} {apart:.0%} apart")
     return out
 
 
@@ -54,7 +52,7 @@ def both_frameworks(model: str) -> bool:
 
 
 def table(configs: pd.DataFrame) -> pd.DataFrame | None:
-    """Per model named for both that both frameworks ran: each one's parameters and FLOPs, and whether they agree."""
+    """Per model named for both that the frameworks ran: each one's parameters and FLOPs, and whether they agree."""
     if configs.empty or "model" not in configs:
         return None
     out = []
@@ -63,10 +61,10 @@ def table(configs: pd.DataFrame) -> pd.DataFrame | None:
         if not both_frameworks(model) or len(sizes) < 2:
             continue
         apart = differences(lines)
-        (tp, tf), (kp, kf) = sizes[Family.TORCH], sizes[Family.TENSORFLOW]
-        out.append({"model": model, "PyTorch params": fmt(tp, ",.0f"), "TensorFlow params": fmt(kp, ",.0f"),
-                    "PyTorch MFLOPs/sample": fmt(tf and tf / 1e6, ",.1f"),
-                    "TensorFlow MFLOPs/sample": fmt(kf and kf / 1e6, ",.1f"),
+        out.append({"model": model,
+                    **{f"{framework_name(f)} params": fmt(p, ",.0f") for f, (p, _) in sizes.items()},
+                    **{f"{framework_name(f)} MFLOPs/sample": fmt(flops and flops / 1e6, ",.1f")
+                       for f, (_, flops) in sizes.items()},
                     "ranked together": "no: not the same model (" + ", ".join(apart) + ")" if apart else "yes"})
     return pd.DataFrame(out) if out else None
 
@@ -75,9 +73,9 @@ def section(configs: pd.DataFrame) -> list[Block]:
     found = table(configs)
     if found is None:
         return []
+    builds = ", ".join(f"{f.title}: {f.builds_from}" for f in frameworks.registry().values() if f.builds_from)
     return [heading("Models both frameworks built", 2),
-            text(f"One name, each framework's own build ({framework_name(Family.TORCH)}: timm's or dtbench's, "
-                 f"{framework_name(Family.TENSORFLOW)}: keras.applications' or dtbench's). The verdict ranks one "
+            text(f"One name, each framework's own build ({builds}). The verdict ranks one "
                  f"framework's runs against the other's only where parameters and counted FLOPs per sample agree "
                  f"within {PAIR_TOLERANCE:.0%}; otherwise each framework is ranked on its own."),
             Block("table", found)]

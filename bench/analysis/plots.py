@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 
 from bench.analysis import style  # noqa: E402
 from bench.analysis.verdict import name_in_group  # noqa: E402
-from bench.spec.variants import PANELS, VARIANTS, panel  # noqa: E402
+from bench.spec.variants import VARIANTS, panel, panels  # noqa: E402
 from bench.metrics import present  # noqa: E402
 from bench.results.frame import records_of  # noqa: E402
 from bench.status import Status  # noqa: E402
@@ -41,14 +41,14 @@ def _title(base: str, rows: list[dict]) -> str:
 
 
 def _panel(r: dict) -> str:
-    """Its panel in a sweep's line plots (bench.spec.variants.PANELS)."""
+    """Its panel in a sweep's line plots (bench.spec.variants.panels)."""
     variant = VARIANTS.get(r["key"].variant)
     return panel(variant.framework) if variant else "other"
 
 
 def _panels(rows: list[dict], title: str):
     """One axes per panel present (sharing the y axis), in a fixed order: (figure, [(panel, rows, axes)])."""
-    order = [*PANELS, "other"]
+    order = [*panels(), "other"]
     families = {}
     for r in sorted(rows, key=lambda r: order.index(_panel(r))):
         families.setdefault(_panel(r), []).append(r)
@@ -304,12 +304,12 @@ def draw_utilisation(entries: list[dict], directory: Path, prefix: str) -> list[
 def loss_curves(rows: list[dict], path: Path) -> None:
     """Rank 0's training loss (every few steps) and each epoch's test loss, one line per variant and device
     count, against samples seen and against training seconds (pauses excluded): a row of panels per group
-    (bench.spec.variants.PANELS), its legend beside it, so that no legend holds a whole sweep."""
+    (bench.spec.variants.panels), its legend beside it, so that no legend holds a whole sweep."""
     # A synthetic batch is learnt by heart and no-sync replicas train apart: neither is a training curve.
     curves = [r for r in rows if not r["independent"] and r["key"].input != "synthetic"
               and r["dataset"] != "synthetic" and isinstance(r.get("curves.steps"), list) and r["curves.steps"]]
     families = {}
-    order = [*PANELS, "other"]
+    order = [*panels(), "other"]
     for r in sorted(curves, key=lambda r: order.index(_panel(r))):
         families.setdefault(_panel(r), []).append(r)
     if not families:

@@ -375,7 +375,7 @@ def links_in_brief(result: dict) -> str:
 
 
 def figure(result: dict, path: Path) -> Path:
-    """Scaling efficiency against devices (log scale), one panel per group (bench.spec.variants.PANELS): each
+    """Scaling efficiency against devices (log scale), one panel per group (bench.spec.variants.panels): each
     approach's projected line and band, its measured points drawn over them."""
     import matplotlib
 

@@ -11,7 +11,7 @@ from bench.metrics.blocks import Block, table_section
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import allreduce
 from bench.results.frame import records_of
-from bench.spec.variants import PROBED_COLLECTIVES
+from bench.spec.variants import probed_collectives
 from bench.status import Status
 
 
@@ -30,7 +30,7 @@ def entries(configs: pd.DataFrame, microbenchmark: list[dict], profiles: dict | 
         params = r["params"] if present(r["params"]) else None
         grad_bytes = int(params) * 4 if params else None  # gradients are fp32 (autocast keeps fp32 weights)
         busbw = (allreduce.busbw_at(microbenchmark, r["world_size"], r["nodes"], grad_bytes)
-                 if grad_bytes and r["framework"] in PROBED_COLLECTIVES else None)
+                 if grad_bytes and r["framework"] in probed_collectives() else None)
         profile = (profiles or {}).get(r["key"])
         unprofiled = unprofiled_scale(profile) if profile else None
         exposed = (r["step_ms"] - twin["step_ms"], "no-sync twin") if twin else \

@@ -28,7 +28,7 @@ from bench.metrics import present
 from bench.results.frame import records_of
 from bench.results.key import RunKey
 from bench.spec import knobs, models
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.task import preset_model
 from bench.spec.variants import VARIANTS
 from bench.status import Status
@@ -114,7 +114,8 @@ def groups(configs: pd.DataFrame, measured: dict[RunKey, Runs]) -> list[Group]:
         for lines, tuned in rankings:
             apart = model_pairs.differences(lines)
             # Two frameworks' builds of one name that are not the same model: each framework ranked on its own.
-            sides = ([[r for r in lines if model_pairs.family(r["variant"]) is f] for f in Family]
+            sides = ([side for f in frameworks.names() if (side := [r for r in lines
+                                                                     if model_pairs.family(r["variant"]) == f])]
                      if apart else [lines])
             for i, side in enumerate(sides):
                 group = _group(side, by_key, measured, members["batches"].iloc[0] > 1, tuned)

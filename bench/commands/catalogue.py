@@ -13,7 +13,8 @@ def cmd_list(args: Request) -> int:
     print("variants:")
     for v in VARIANTS.values():
         where = f"cpu ({v.cpu_max_per_node}/node), cuda" if v.cpu_max_per_node else "cpu, cuda"
-        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}")
+        missing = f"  [not installed: {v.not_installed().partition(': ')[2]}]" if v.not_installed() else ""
+        print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}{missing}")
     print("tasks:")
     for t in PRESETS.values():
         on_cpu = f" ({CPU_IMAGE_SIZE[t.name]}px on a CPU)" if t.name in CPU_IMAGE_SIZE else ""

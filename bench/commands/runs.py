@@ -9,7 +9,7 @@ from bench import request
 from bench.commands.common import chosen_interface, conclude, one_run, print_table
 from bench.request import Request
 from bench.spec import devices
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.task import SpecError
 from bench.status import Status
 from bench.sweep import plan
@@ -28,10 +28,10 @@ def cmd_run(args: Request) -> int:
     from bench.run.execute import execute
     from bench.worker import data
 
-    if variant.family is Family.TENSORFLOW and device_type == "cuda":
-        from bench.run.interpreters import require_tf_gpus
-
-        require_tf_gpus(variant, spec.check(machine).nodes[0].cuda_visible)
+    gpu_problem = variant.plugin.gpu_problem
+    if gpu_problem and device_type == "cuda":
+        if problem := frameworks.load(gpu_problem)(variant.name, list(spec.check(machine).nodes[0].cuda_visible)):
+            raise SpecError(problem)
 
     if args.host_node not in (None, 0):  # a node agent of a multi-host run: node 0's host keeps the row
         row = execute(spec, args.out, machine, data.prepare(task))

@@ -9,7 +9,7 @@ from pathlib import Path
 from bench import request
 from bench.request import Request
 from bench.spec import devices
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.task import SpecError
 
 
@@ -54,7 +54,7 @@ def cmd_audit(args: Request) -> int:
     machine = devices.discover()
     device_type = request.device_type(args, machine)
     task = request.task_from(args, device_type)
-    families = set(Family) if args.framework == "both" else {Family(args.framework)}
+    families = set(frameworks.names()) if args.framework == "both" else {args.framework}
     from bench.spec.variants import FAST_PATH_SWITCHES
     from bench.studies import audit
 

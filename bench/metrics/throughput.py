@@ -12,9 +12,12 @@ if TYPE_CHECKING:
 
 
 def fold(ranks: Ranks) -> dict:
-    """Rank 0's windows (every rank's end in the same barrier)."""
+    """Rank 0's windows (every rank's end in the same barrier); with input phases, the pairs' ratio."""
     throughput = stats.throughput_summary(ranks.main["window_seconds"], ranks.main["samples_per_window"])
-    return {"throughput": throughput, "per_device_throughput": throughput["median"] / ranks.world_size}
+    resident = ranks.main.get("resident_window_seconds")
+    phases = stats.paired_ratio(ranks.main["window_seconds"], resident) if resident else None
+    return {"throughput": throughput, "per_device_throughput": throughput["median"] / ranks.world_size,
+            "input_phases": phases}
 
 
 def fold_repeats(ok: pd.DataFrame, line: pd.Series) -> None:

@@ -56,14 +56,23 @@ def entries(part: Part) -> list[dict]:
         key = r["key"]
         if r["status"] != Status.OK or key.independent or key.input == "synthetic":
             continue  # the twins are read beside the row they explain
-        synthetic = ok.get(key._replace(input="synthetic", loader_workers=0))
-        between = part.ratio(key, synthetic["key"]) if synthetic else None
         profile = part.profiles.get(key)
         out.append({"row": r, "comm_cost": communication_cost(r, ok.get(key._replace(independent=True))),
-                    "real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None,
-                    "real_over_synthetic_ci": (between.low, between.high) if between else None,
+                    **_input_cost(r, ok.get(key._replace(input="synthetic", loader_workers=0)), part),
                     "profile_input": profile["parts"]["input"] / profile["step_ms"] if profile else None})
     return out
+
+
+def _input_cost(r: dict, synthetic: dict | None, part: Part) -> dict:
+    """Real over synthetic input: the run's own input phases where it ran them (pairs of windows a window apart),
+    else its synthetic-input twin's run (another run, so another moment of the machine)."""
+    if present(r.get("input_phases.real_over_resident")):
+        return {"real_over_synthetic": r["input_phases.real_over_resident"], "input_from": "phases",
+                "real_over_synthetic_ci": (r["input_phases.ci_low"], r["input_phases.ci_high"])}
+    between = part.ratio(r["key"], synthetic["key"]) if synthetic else None
+    return {"real_over_synthetic": r["throughput"] / synthetic["throughput"] if synthetic else None,
+            "input_from": "twin" if synthetic else None,
+            "real_over_synthetic_ci": (between.low, between.high) if between else None}
 
 
 def table(used: list[dict]) -> pd.DataFrame:
@@ -84,7 +93,8 @@ def _twin_cell(e: dict) -> str:
     if e["real_over_synthetic"] is None:
         return "-"
     ci = e["real_over_synthetic_ci"]
-    return f"{e['real_over_synthetic']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    phases = " (phases)" if e["input_from"] == "phases" else ""
+    return f"{e['real_over_synthetic']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + phases
 
 
 def _giga(flops) -> float | None:
@@ -113,6 +123,9 @@ def where_the_rest_goes(used: list[dict]) -> list[str]:
     return sentences
 
 
+# The input phases' ratio and interval as the configurations frame holds them (the row's `input_phases`).
+PHASE_FIGURES = ("input_phases.real_over_resident", "input_phases.ci_low", "input_phases.ci_high")
+
 INPUT_COST_NOTE = (
     "The input's cost is measured three ways. Read the synthetic twin's: the same run with one batch made on the "
     "device, so 1 - real / synthetic is everything the input pipeline costs the step (reading and collating the "
@@ -120,6 +133,11 @@ INPUT_COST_NOTE = (
     "The input wait (PyTorch only: TensorFlow fetches inside its compiled step) times just the loop blocking on "
     "the next batch, and the profile's input just the input work that nothing else runs beside; both leave out "
     "what a fresh batch costs the step's own operators, so they can sit below the twin's gap.")
+
+
+PHASES_NOTE = ("Marked (phases), the run measured the input's cost itself: each timed window followed by one on the "
+               "same batches made resident on the device beforehand, the input pipeline idle; the ratio and its "
+               "interval are over those pairs, a window apart (docs/methodology.md#the-inputs-cost-in-the-run).")
 
 
 def input_disagreements(used: list[dict]) -> list[str]:
@@ -130,12 +148,16 @@ def input_disagreements(used: list[dict]) -> list[str]:
         if not present(wait) or ci is None:
             continue
         low, high = 1 - ci[1], 1 - ci[0]  # the cost's interval from the ratio's
-        if not low <= wait <= high:
-            out.append(f"{e['row']['series']} on {e['row']['world_size']} device(s): its synthetic twin puts the "
-                       f"input's cost at {1 - e['real_over_synthetic']:.0%} [{low:.0%}, {high:.0%}], its input wait "
-                       f"at {wait:.1%}: " + ("the wait leaves out what a fresh batch costs the step itself (its copy, "
-                                             "normalisation and memory); read the twin's gap" if wait < low else
-                                             "the twin's runs drifted from this configuration's; repeat both"))
+        if low <= wait <= high:
+            continue
+        phases = e["input_from"] == "phases"
+        why = ("the wait leaves out what a fresh batch costs the step itself (its copy, normalisation and memory); "
+               + ("read the phases' gap" if phases else "read the twin's gap") if wait < low else
+               "the wait counts what the resident windows leave out too (a batch's wait the step hid)" if phases else
+               "the twin's runs drifted from this configuration's; repeat both")
+        out.append(f"{e['row']['series']} on {e['row']['world_size']} device(s): "
+                   f"{'its input phases put' if phases else 'its synthetic twin puts'} the input's cost at "
+                   f"{1 - e['real_over_synthetic']:.0%} [{low:.0%}, {high:.0%}], its input wait at {wait:.1%}: {why}")
     return out
 
 
@@ -152,12 +174,13 @@ def section(part: Part) -> list[Block]:
     if rest:
         blocks.append(text(*rest))
     if any(e["real_over_synthetic"] is not None for e in used):
-        blocks.append(text(INPUT_COST_NOTE, *[f"- {line}" for line in input_disagreements(used)]))
+        phases = [PHASES_NOTE] if any(e["input_from"] == "phases" for e in used) else []
+        blocks.append(text(INPUT_COST_NOTE, *phases, *[f"- {line}" for line in input_disagreements(used)]))
     return blocks
 
 
 METRIC = Metric("utilisation", fold=fold, figures=("params", "flops_per_sample", "matmul_precision", "achieved_tflops",
-                                                   "mfu", "peak_fraction"), derived=("achieved_tflops", "mfu", "peak_fraction"), columns=(
+                                                   "mfu", "peak_fraction", *PHASE_FIGURES), derived=("achieved_tflops", "mfu", "peak_fraction"), columns=(
     Column("TFLOP/s", "achieved_tflops", ".3g", True),
     Column("MFU", "mfu", ".1%", True),
     Column("of meas. peak", "peak_fraction", ".1%", True),

@@ -12,7 +12,7 @@ from bench import command as command_name, install
 from bench.metrics.cost import price
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import devices, knobs
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.setting import setting
 from bench.spec.task import DEFAULT_TASK, PRESETS, SpecError
 from bench.spec.variants import DEFAULT_COMPARED, ENGINES, VARIANTS, check_engine, get_variant
@@ -21,7 +21,7 @@ from bench.studies.gpu_check import DEFAULT_BUDGET_S
 DEFAULT_OUT = Path("results/latest")
 # The commands that train a task: each takes the task's settings and where and how long its runs go.
 TASK_COMMANDS = ("run", "sweep", "maxbatch", "tune", "overhead", "audit")
-FAMILY_CHOICES = ("both", *(family.value for family in Family))  # --framework of overhead and audit
+FAMILY_CHOICES = ("both", *frameworks.names())  # --framework of overhead and audit
 ONE_VARIANT = f"one of {', '.join(VARIANTS)}"
 SPLIT_OVER = "nodes the devices are split over (fake nodes on this host unless --node-rank is given)"
 FAKE_NODES = "fake nodes the devices are split over (default 1)"

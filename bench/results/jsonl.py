@@ -39,16 +39,19 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def append_line(path: Path, doc: dict) -> None:
+def append_line(path: Path, doc: dict, unless: str | None = None) -> bool:
     """Append one row as one write of a complete line, flushed to disk, under an exclusive lock (concurrent
     sweeps never interleave); after a torn tail it starts on a fresh line; a write that fails leaves the file
-    as it was. Stop signals wait until it is done."""
+    as it was. Stop signals wait until it is done. `unless`: a field (run_id) whose value a complete line holds
+    already means the row is there, and it is not appended again. Whether it was appended."""
     line = (json.dumps(doc, default=str) + "\n").encode()
     with held():
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
+            if unless is not None and _holds(os.pread(fd, size, 0), unless, doc.get(unless)):
+                return False
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line
             try:
@@ -62,3 +65,16 @@ def append_line(path: Path, doc: dict) -> None:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+    return True
+
+
+def _holds(text: bytes, field: str, value) -> bool:
+    """Whether a complete line of this table has `value` in `field` (read under the appender's lock)."""
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:  # a torn line, not a row
+            continue
+        if isinstance(row, dict) and row.get(field) == value:
+            return True
+    return False

@@ -46,6 +46,8 @@ class ResultRow:
     windows: int | None = None
     throughput: dict | None = None          # median, ci_low, ci_high, ci_coverage, windows (samples/s)
     per_device_throughput: float | None = None
+    # Input phases (--input-phases): real over resident-batch throughput, paired window by window (stats.paired_ratio)
+    input_phases: dict | None = None
     step_time_ms: dict | None = None        # median, p90
     startup_s: float | None = None
     train_s: float | None = None

@@ -42,6 +42,16 @@ def throughput_summary(window_seconds: list[float], samples_per_window: int) -> 
             "ci_coverage": round(coverage, 4), "windows": rates}
 
 
+def paired_ratio(real_seconds: list[float], resident_seconds: list[float]) -> dict:
+    """The input phases' pairs (a timed window, then the same steps on resident batches) -> real over resident
+    throughput per pair, its median and 95 % interval: the input's cost is 1 - that ratio. Pairs a window apart
+    see the same machine, so the ratio's interval is the effect's, not two runs' drift."""
+    ratios = [resident / real for real, resident in zip(real_seconds, resident_seconds)]
+    low, high, coverage = median_interval(ratios)
+    return {"real_over_resident": float(np.median(ratios)), "ci_low": low, "ci_high": high,
+            "ci_coverage": round(coverage, 4), "pairs": ratios}
+
+
 def step_time_ms(window_seconds: list[float], window_steps: int) -> dict:
     per_step = [1000 * s / window_steps for s in window_seconds]
     return {"median": float(np.median(per_step)), "p90": float(np.percentile(per_step, 90))}

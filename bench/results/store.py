@@ -29,13 +29,14 @@ class ResultStore:
         self.csv = self.directory / "results.csv"
         self.parquet = self.directory / "results.parquet"
 
-    def append(self, row: ResultRow | dict) -> None:
+    def append(self, row: ResultRow | dict, once: bool = False) -> bool:
         """One line, flushed and synced (bench.results.jsonl): the standard library only, so that the run's
-        watchdog can append through the store too."""
+        watchdog can append through the store too. `once`: not where a row of its run id is stored already (the
+        watchdog of a harness killed after appending the run's row). Whether it was appended."""
         data = row.to_dict() if isinstance(row, ResultRow) else row
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            append_line(self.jsonl, data)
+            return append_line(self.jsonl, data, unless="run_id" if once else None)
         except OSError as exc:
             raise StoreError(f"cannot write to {self.directory}: {exc.strerror or exc}: free space there or pass "
                              f"--out elsewhere; the row follows, append it to {self.jsonl.name} by hand",

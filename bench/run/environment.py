@@ -9,12 +9,15 @@ import subprocess
 from pathlib import Path
 
 from bench import install
+from bench.spec import frameworks
+from bench.spec.variants import VARIANTS
 from bench.worker import cpu_model
 
-# Every framework, wrapper and engine a run may use (those installed are recorded), and the harness's own stack.
-LIBRARIES = ("torch", "torchvision", "timm", "accelerate", "deepspeed", "lightning-fabric", "tensorflow",
-             "tensorflow-cpu", "keras", "tf-keras", "ray", "pyspark", "distributed", "mlflow", "boto3",
-             "s3torchconnector", "numpy", "pandas", "scipy")
+# Every framework (its record's distributions), wrapper (a variant's) and engine a run may use (those installed are
+# recorded), and the harness's own stack.
+LIBRARIES = tuple(dict.fromkeys((
+    *(d for f in frameworks.registry().values() for d in f.distributions), *(v.framework for v in VARIANTS.values()),
+    "ray", "pyspark", "distributed", "mlflow", "boto3", "s3torchconnector", "numpy", "pandas", "scipy")))
 
 
 def _gpu_details() -> dict:

@@ -18,10 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.interrupt import Interrupted
+from bench.interrupt import Interrupted, held
 from bench.metrics import memory
 from bench.results.jsonl import RESULTS
 from bench.results.row import ResultRow
+from bench.results.store import ResultStore
 from bench.run import environment as env_info
 from bench.status import Status
 from bench.worker import data
@@ -53,6 +54,7 @@ class Launched:
     wall_s: float
     hosts: dict[int, str] | None = None  # a multi-host run: every node's "address (interface)" (bench.hosts.exchange)
     timeseries: dict | None = None       # the summary of what the run did over time (bench.run.sampler)
+    watchdog: Reaper | None = None       # still holding the run's row: released once the caller has stored its own
 
 
 def new_run_id(spec: RunSpec) -> str:
@@ -92,7 +94,8 @@ def start_store_host(spec: RunSpec, run_id: str, run_dir: Path) -> tuple[subproc
 def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
                    environment: dict | None = None) -> Launched:
     """Start every process of the run, wait with the timeout, kill whatever is left. With `environment`, the run
-    is one of the store's: should the harness die with it in flight, its watchdog records it."""
+    is one of the store's: should the harness die before its row is stored, its watchdog records it; the caller
+    stores the row, then releases `Launched.watchdog` (an interrupted run's: `Interrupted.watchdog`)."""
     placement = spec.check(machine)
     run_id = new_run_id(spec)
     run_dir = (out_dir / "runs" / run_id).resolve()
@@ -112,6 +115,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
             run_dir.rmdir()
         raise
     procs, command, to_start, session, series, stopped = [], None, [], None, None, None
+    watchdog = reaper if row else None  # kept until the caller has stored the run's row
     status, reason = Status.FAILED, None  # what node 0's agent tells the others, should the launch itself raise
     launch_time = time.time()
     try:
@@ -122,7 +126,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
                 session = meet_hosts(spec)
             except NeverJoined as missing:
                 return Launched(run_id, run_dir, placement, None, Status.FAILED, str(missing), {}, launch_time,
-                                time.time() - launch_time)
+                                time.time() - launch_time, watchdog=watchdog)
         store = start_store_host(spec, run_id, run_dir)
         procs += [store[0]] if store else []
         to_start = processes(spec, placement, run_id, run_dir, spec_path, store[1] if store else None,
@@ -141,7 +145,10 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         if session and spec.host_node != 0 and status == Status.OK:  # until node 0's agent has what it needs
             session.wait_for_close(max(0.0, spec.timeout_s - (time.time() - launch_time)))
     except Interrupted as stop:  # the sweep records the run as interrupted
-        stop.run_id, stop.command, stopped = run_id, command, stop
+        stop.run_id, stop.command, stop.watchdog, stopped = run_id, command, watchdog, stop
+        raise
+    except BaseException:  # the harness fails with an error of its own, which it reports: no row to wait for
+        watchdog = None
         raise
     finally:
         if series:
@@ -149,7 +156,10 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
         kill_run(run_id, procs)
         if session:  # the other hosts' agents stop their processes now
             session.close(status if spec.host_node == 0 else None)
-        reaper.release()
+        if watchdog:
+            watchdog.ended()
+        else:
+            reaper.release()
         remove_leftovers(to_start)
         stacks.remove_unused(run_dir)
         keep_temp(temp, run_dir / "tmp")
@@ -161,7 +171,7 @@ def start_and_wait(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Pa
     return Launched(run_id, run_dir, placement, command, status, reason, records,
                     launch_time, time.time() - launch_time,
                     {rank: f"{o.address} ({o.interface})" for rank, o in session.offers.items()} if session else None,
-                    timeseries)
+                    timeseries, watchdog)
 
 
 ROW_IF_THE_HARNESS_DIES = "row-if-the-harness-dies.json"
@@ -169,7 +179,8 @@ ROW_IF_THE_HARNESS_DIES = "row-if-the-harness-dies.json"
 
 def write_row_if_the_harness_dies(spec: RunSpec, run_id: str, path: Path, environment: dict) -> None:
     """The run's row should the harness die with it in flight, written beside it for its watchdog to append to
-    the store (bench.run.reaper); removed when the watchdog is released. Written beside, then moved into place."""
+    the store (bench.run.reaper); kept once the run's processes ended, until the caller has stored the run's own
+    row, and removed when the watchdog is released. Written beside, then moved into place."""
     row = base_row(spec, run_id, Status.INTERRUPTED, HARNESS_DIED)
     row.environment = environment
     try:
@@ -283,10 +294,52 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None,
 
 
 def execute(spec: RunSpec, out_dir: Path, machine: Machine, data_path: Path | None,
-            environment: dict | None = None) -> ResultRow:
-    """Launch one run and fold its reports into a row (never raises on a failed run)."""
+            environment: dict | None = None, store: ResultStore | None = None) -> ResultRow:
+    """Launch one run and fold its reports into a row (never raises on a failed run). With `store`, the row is
+    appended to it, an interrupted run's too (the Interrupted raised on carries it in `rows`), before the run's
+    watchdog lets go of its own (bench.run.reaper): a harness killed in between loses no run."""
     environment = dict(environment or env_info.environment())
-    run = start_and_wait(spec, out_dir, machine, data_path, environment)
+    try:
+        run = start_and_wait(spec, out_dir, machine, data_path, environment)
+    except Interrupted as stop:  # its processes are killed already: recorded, then the caller stops
+        with released(stop.watchdog):
+            if store is not None:
+                stop.rows = [interrupted_row(spec, stop, environment)]
+                store.append(stop.rows[0])
+        raise
+    row = None
+    try:
+        with held(), released(run.watchdog):  # the run has ended: a stop signal waits until its row is stored
+            row = launched_row(spec, run, environment)
+            if store is not None:
+                store.append(row)
+    except Interrupted as stop:  # one held meanwhile: the caller stops after this run, whose row is stored
+        stop.rows = [row] if row is not None and store is not None else []
+        raise
+    return row
+
+
+@contextlib.contextmanager
+def released(watchdog: Reaper | None):
+    """The run's watchdog let go once the block is done: its row stored, or the harness failing with an error it
+    reports itself (a full disk: the row printed). Only a harness killed in the block leaves it to record."""
+    try:
+        yield
+    finally:
+        if watchdog:
+            watchdog.release()
+
+
+def interrupted_row(spec: RunSpec, stop: Interrupted, environment: dict) -> ResultRow:
+    """The row of a run a stop signal ended (or that never launched: it gets an id of its own)."""
+    row = base_row(spec, stop.run_id or new_run_id(spec), Status.INTERRUPTED,
+                   f"{stop}: the run's processes were killed")
+    row.environment, row.command, row.timeseries = environment, stop.command, stop.timeseries
+    return row
+
+
+def launched_row(spec: RunSpec, run: Launched, environment: dict) -> ResultRow:
+    """The ended run's reports folded into its row."""
     row = base_row(spec, run.run_id, Status.FAILED, started=run.launch_time)
     row.environment = dict(environment)
     row.oversubscribed = run.placement.oversubscribed

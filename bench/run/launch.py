@@ -21,7 +21,7 @@ from bench.run.processes import RUN_ID_ENV, Process, python_path
 from bench.run.runspec import RunSpec
 from bench.spec.devices import NodePlan, Placement
 from bench.spec.task import knob_texts
-from bench.spec.variants import FAST_PATH_ENVIRONMENT, FAST_PATH_SWITCHES, load
+from bench.spec.variants import FAST_PATH_SWITCHES, load
 from bench.worker import HOST_ADDR_ENV, NODE_RANK_ENV
 from bench.worker.kernels import AS_SHIPPED_ENV
 
@@ -121,15 +121,16 @@ def malloc_environment(mode: str, budget: bool = False) -> dict[str, str]:
 
 
 def fast_path_environment(spec: RunSpec) -> dict[str, str]:
-    """The variables that put the run's family on its fast path (FAST_PATH_ENVIRONMENT), where the user's
-    environment sets none of them; --as-shipped: none, and the ranks leave their own switches alone too. A switch
-    the run's knobs set (channels_last=true) is set whatever else says, through the variable the audit uses."""
+    """The variables that put the run's family on its fast path (its framework record's fast_path_environment),
+    where the user's environment sets none of them; --as-shipped: none, and the ranks leave their own switches alone
+    too. A switch the run's knobs set (channels_last=true) is set whatever else says, through the variable the audit
+    uses."""
     given = knob_texts(spec.task.options.knobs)
     knobs = {s.env: "1" if given[s.name] == "true" else "0" for s in FAST_PATH_SWITCHES
              if s.name in given and s.family is spec.variant.family}
     if spec.as_shipped:
         return {AS_SHIPPED_ENV: "1", **knobs}
-    chooser = FAST_PATH_ENVIRONMENT.get(spec.variant.family)
+    chooser = spec.variant.plugin.fast_path_environment
     chosen = load(chooser)(spec.device_type) if chooser else {}
     return {**{name: value for name, value in chosen.items() if name not in os.environ}, **knobs}
 

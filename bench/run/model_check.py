@@ -9,31 +9,32 @@ import subprocess
 
 from bench import REPO_ROOT
 from bench.spec import models
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.task import SpecError, TaskSpec
-from bench.spec.variants import MODEL_CHECK
 
 TIMEOUT_S = 300
 
 
-def check(task: TaskSpec, variants=()) -> Family | None:
+def check(task: TaskSpec, variants=()) -> str | None:
     """The family of the task's model, built once to be sure; None for a model both frameworks build: a built-in
     one (always built), or one named for both, built by the framework of each of `variants` (the approaches about
-    to train it) in turn."""
+    to train it) in turn. An approach whose framework is not installed is refused first, naming its extra."""
+    if missing := next(filter(None, (v.not_installed() for v in variants)), None):
+        raise SpecError(missing)
     name = models.parse(task.model.name)
     if name.framework is None and name.source != models.OWN:
         for framework in sorted({v.family for v in variants}) if name.library else ():
-            _run(framework, ["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
+            _run(framework, ["-m", frameworks.get(framework).model_check, json.dumps(task.to_dict())])
         return None
     framework = name.framework
     if framework is None:  # the user's module: its framework is what it returns
-        framework = Family(_run(None, ["-m", "bench.spec.models", name.name, str(task.model.channels),
-                                       str(task.model.classes), str(task.model.image_size)])["framework"])
-    _run(framework, ["-m", MODEL_CHECK[framework], json.dumps(task.to_dict())])
+        framework = _run(None, ["-m", "bench.spec.models", name.name, str(task.model.channels),
+                                str(task.model.classes), str(task.model.image_size)])["framework"]
+    _run(framework, ["-m", frameworks.get(framework).model_check, json.dumps(task.to_dict())])
     return framework
 
 
-def _run(framework: Family | None, args: list[str]) -> dict:
+def _run(framework: str | None, args: list[str]) -> dict:
     """One build in the interpreter that framework's ranks run in, killed with the harness if it dies first."""
     from bench.run.interpreters import python_for
     from bench.run.processes import die_with

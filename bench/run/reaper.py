@@ -4,9 +4,12 @@ The harness starts this small process in a session of its own, handing it the re
 only write end the harness keeps. When the harness ends (a clean finish, Ctrl-C, SIGKILL, the OOM killer)
 the kernel closes that end, this process reads EOF and kills every process whose environment carries the
 run id: torchrun's workers and an engine's executors too, which live outside the harness's process tree.
-A harness that lets it go says so on the pipe first; where the pipe closed without a word, the harness died
-with its run in flight, and the watchdog appends the run's row, `interrupted` with that reason, which the
-harness wrote beside the run before launching it.
+The harness says on the pipe when the run's processes have `ended`, and that it lets the watchdog go
+(`released`) once it has appended the run's own row. Until then the watchdog keeps the run's row, `interrupted`,
+which the harness wrote beside the run before launching it: where the pipe closes without `released`, the
+harness died with its run in flight, or after it and before its row was stored, and the watchdog appends that
+row with the reason, unless the store holds a row of the run already (the harness killed between appending its
+own and letting go).
 
     python -m bench.run.reaper --fd FD --run-id RUN_ID [--row ROW.json --store results.jsonl]
 """
@@ -26,14 +29,19 @@ from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run, python_path
 from bench.spec.setting import parse, setting
 
-RELEASED = b"released"
+ENDED = b"ended"  # the run's processes are gone; its row is not stored yet
+RELEASED = b"released"  # its row is stored (or the harness reports it itself): nothing left to record
 SEMAPHORE_LOOK_S = 2.0  # one scan of /proc: well under a millisecond
 HARNESS_DIED = ("the harness ended with this run in flight (killed outright: SIGKILL, the OOM killer; or crashed): "
                 "its watchdog killed the run's processes and recorded it")
+DIED_AFTER_THE_RUN = ("the harness ended after this run's processes had, before storing its row (killed outright: "
+                      "SIGKILL, the OOM killer; or crashed): its watchdog recorded it; what its ranks reported is in "
+                      "the run's folder")
 
 
 class Reaper:
-    """The harness's side: start the watchdog for one run, and let it go when the run is over."""
+    """The harness's side: start the watchdog for one run, say when the run's processes have ended, and let it
+    go once the run's row is stored."""
 
     def __init__(self, run_id: str, row: Path | None = None, store: Path | None = None):
         """`row`: the run's row should the harness die (a JSON file), appended to `store` if it does."""
@@ -56,14 +64,17 @@ class Reaper:
     def pid(self) -> int:
         return self._proc.pid
 
+    def ended(self) -> None:
+        """The run's processes were killed; its row is not stored yet: the watchdog keeps the row it was left,
+        to append should the harness die before `release`."""
+        self._say(ENDED)
+
     def release(self, within_s: float = 10) -> None:
-        """The run is over and its processes were killed: the watchdog sweeps once more and exits; one that has
-        not within `within_s` (stopped, or stuck) is killed, so that nothing of the run outlives it. The harness
-        records the run itself."""
+        """The run is over, its processes were killed and its row is stored (or the harness reports why not):
+        the watchdog sweeps once more and exits; one that has not within `within_s` (stopped, or stuck) is
+        killed, so that nothing of the run outlives it."""
         try:
-            os.write(self._write_end, RELEASED)
-        except BrokenPipeError:  # the watchdog is gone already (killed): nothing is left to tell
-            pass
+            self._say(RELEASED)
         finally:
             os.close(self._write_end)
         if self._row:
@@ -73,6 +84,12 @@ class Reaper:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+
+    def _say(self, word: bytes) -> None:
+        try:
+            os.write(self._write_end, word)
+        except BrokenPipeError:  # the watchdog is gone already (killed): nothing is left to tell
+            pass
 
 
 @dataclass(frozen=True)
@@ -102,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             if path.stat().st_ino in semaphores:
                 path.unlink()
-    if said != RELEASED and args.row and args.store:
-        record(args.row, args.store)
+    if not said.endswith(RELEASED) and args.row and args.store:
+        record(args.row, args.store, DIED_AFTER_THE_RUN if said == ENDED else None)
     return 0
 
 
@@ -129,11 +146,12 @@ def partial(row: Path) -> Path:
     return row.with_name(f"{row.name}.partial")
 
 
-def record(row: Path, store: Path) -> None:
-    """The row the harness left for this, appended to its store; none where it cannot be (a full disk): the
-    folder then holds the run without a row, as a harness that died there would have left it anyway. No row
-    at all: the harness died between making the run's folder and its row, before anything else went in, so the
-    folder goes too (a folder without its row would read as a run lost)."""
+def record(row: Path, store: Path, error: str | None = None) -> None:
+    """The row the harness left for this (its error replaced by `error`), appended to its store unless a row of
+    the run is there already (the harness stored its own, then died before letting go); none where it cannot be
+    (a full disk): the folder then holds the run without a row, as a harness that died there would have left it
+    anyway. No row at all: the harness died between making the run's folder and its row, before anything else
+    went in, so the folder goes too (a folder without its row would read as a run lost)."""
     from bench.results.store import ResultStore, StoreError
 
     if not row.exists():
@@ -142,7 +160,8 @@ def record(row: Path, store: Path) -> None:
             row.parent.rmdir()  # only if empty: never a folder the run had written into
         return
     try:
-        ResultStore(store.parent).append(json.loads(row.read_text()))
+        doc = json.loads(row.read_text())
+        ResultStore(store.parent).append({**doc, "error": error or doc.get("error")}, once=True)
         row.unlink()
     except (OSError, ValueError, StoreError):
         pass

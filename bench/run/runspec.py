@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,15 +10,10 @@ from bench.results.key import RunKey, config_key, settings_differ
 from bench.hosts.interface import Interface
 from bench.spec import devices, models, options
 from bench.spec.devices import Machine, Placement
-from bench.spec.family import Family
+from bench.spec.frameworks import load
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import VARIANTS, Variant, check_engine, not_applicable
 from bench.worker import CHECKPOINT_DIR, manifest
-
-
-def compiler() -> str | None:
-    """The C++ compiler torch.compile would use, where there is one."""
-    return next((path for name in ("c++", "g++", "clang++") if (path := shutil.which(name))), None)
 
 
 @dataclass(frozen=True)
@@ -152,6 +146,8 @@ class RunSpec:
 
     def check(self, machine: Machine) -> Placement:
         """Everything that can be wrong with the request, as one-line errors, before anything starts."""
+        if missing := self.variant.not_installed():
+            raise SpecError(missing)
         if self.nodes < 1 or self.devices_per_node < 1:
             raise SpecError("devices and nodes must be at least 1")
         if self.task.recipe.global_batch % self.world_size:
@@ -167,9 +163,9 @@ class RunSpec:
             raise SpecError(f"--profile is not wired for {self.variant.name}: drop it, or profile one of {profiled}")
         if self.task.options.compile and not self.variant.compiles:
             raise SpecError(f"--compile is not wired for {self.variant.name} yet: drop it, or use torch-ddp --compile")
-        if self.task.options.compile and self.variant.family is Family.TORCH and not compiler():
-            raise SpecError("--compile needs a C++ compiler for torch.compile's inductor (none of c++, g++, clang++ "
-                            "on PATH): install one (apt-get install g++) or drop --compile")
+        if self.task.options.compile and (needs := self.variant.plugin.compile_problem):
+            if problem := load(needs)():
+                raise SpecError(problem)
         check_engine(self.engine)
         if self.resume_from is not None:
             self.check_resumable()

@@ -20,20 +20,20 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bench import command
-from bench.spec.family import Family
+from bench.spec import frameworks
 
 BUILT_IN = ("small-cnn", "mnist-cnn", "databricks-cnn", "resnet50")
-# Named once for both frameworks: (timm's name, keras.applications' constructor).
-PAIRED = {**{f"efficientnet_b{i}": (f"efficientnet_b{i}", f"EfficientNetB{i}") for i in range(8)},
-          "mobilenetv2_100": ("mobilenetv2_100", "MobileNetV2"), "convnext_tiny": ("convnext_tiny", "ConvNeXtTiny"),
-          "densenet121": ("densenet121", "DenseNet121"), "resnet101": ("resnet101", "ResNet101"),
-          "resnet152": ("resnet152", "ResNet152")}
+# Named once for both frameworks: each library's name of it (timm's, keras.applications' constructor), the library
+# a framework builds it with being its record's paired_library.
+PAIRED = {name: {"timm": timm, "keras": keras} for name, (timm, keras) in {
+    **{f"efficientnet_b{i}": (f"efficientnet_b{i}", f"EfficientNetB{i}") for i in range(8)},
+    "mobilenetv2_100": ("mobilenetv2_100", "MobileNetV2"), "convnext_tiny": ("convnext_tiny", "ConvNeXtTiny"),
+    "densenet121": ("densenet121", "DenseNet121"), "resnet101": ("resnet101", "ResNet101"),
+    "resnet152": ("resnet152", "ResNet152")}.items()}
 # How far the two frameworks' builds of one name may differ in parameters and in counted FLOPs per sample and
 # still be ranked as the same model. Keras' ResNet-50 (v1: strides on the 1x1 convolutions) has timm's (v1.5)
 # parameters and 5.7 % fewer FLOPs: not ranked against it.
 PAIR_TOLERANCE = 0.05
-# Each library's family: the approaches of the variants table that can train its models (Variant.family).
-LIBRARIES = {"timm": Family.TORCH, "torchvision": Family.TORCH, "keras": Family.TENSORFLOW}
 OWN = "module"
 # timm names that fetch a config or weights from a hub before building anything.
 REMOTE_PREFIXES = ("hf-hub:", "hf_hub:", "local-dir:")
@@ -45,27 +45,28 @@ class ModelNameError(ValueError):
 
 @dataclass(frozen=True)
 class ModelName:
-    source: str   # "built-in", "paired", a library of LIBRARIES, or "module"
+    source: str   # "built-in", "paired", a framework's model library (timm, keras, ...), or "module"
     name: str     # the built-in's, the library's own name, or PKG.MODULE:FUNCTION
 
     @property
-    def framework(self) -> Family | None:
+    def framework(self) -> str | None:
         """The family that builds it, or None (both: built-in, or not known before the module is imported)."""
-        return LIBRARIES.get(self.source)
+        found = frameworks.of_library(self.source)
+        return found.name if found else None
 
     @property
     def builtin(self) -> bool:
         return self.source == "built-in"
 
 
-    def library_name(self, framework: Family) -> str:
+    def library_name(self, framework: str) -> str:
         """The name its library knows it by: for a name both have, the framework's own (timm's, keras')."""
-        return PAIRED[self.name][0 if framework == Family.TORCH else 1] if self.source == "paired" else self.name
+        return PAIRED[self.name][frameworks.get(framework).paired_library] if self.source == "paired" else self.name
 
     @property
     def library(self) -> bool:
         """Built by a model library (timm, torchvision, Keras), either framework's or both."""
-        return self.source in LIBRARIES or self.source == "paired"
+        return self.framework is not None or self.source == "paired"
 
 
 def parse(model: str) -> ModelName:
@@ -79,17 +80,22 @@ def parse(model: str) -> ModelName:
         if not module or not function.isidentifier():
             raise ModelNameError(f"--model-module {name!r}: give PKG.MODULE:FUNCTION, e.g. mymodels.vit:build")
         return ModelName(OWN, name)
-    if source not in LIBRARIES or not name:
+    if frameworks.of_library(source) is None or not name:
         raise ModelNameError(f"unknown model {model!r}: choose one of {', '.join(BUILT_IN)}, a model both frameworks "
-                             f"build (`{command()} list`), a library's model as timm:NAME, torchvision:NAME or "
-                             "keras:NAME (e.g. timm:resnet18), or --model-module")
+                             f"build (`{command()} list`), a library's model as {_library_forms()} "
+                             "(e.g. timm:resnet18), or --model-module")
     if name.startswith(REMOTE_PREFIXES):
         raise ModelNameError(f"{model}: fetches its config or weights from a hub; dtbench downloads nothing: name "
                              f"the architecture alone (e.g. timm:vit_tiny_patch16_224)")
     return ModelName(source, name)
 
 
-def refusal(model: str, framework: Family | None, variant) -> str | None:
+def _library_forms() -> str:
+    forms = [f"{library}:NAME" for f in frameworks.registry().values() for library in f.model_libraries]
+    return ", ".join(forms[:-1]) + f" or {forms[-1]}" if len(forms) > 1 else forms[0]
+
+
+def refusal(model: str, framework: str | None, variant) -> str | None:
     """Why `variant` cannot train `model` (of `framework`; None: either), or None."""
     trains = variant.family
     if framework in (None, trains):
@@ -98,8 +104,8 @@ def refusal(model: str, framework: Family | None, variant) -> str | None:
     return f"{named} is a {framework_name(framework)} model and {variant.name} trains {framework_name(trains)}'s"
 
 
-def framework_name(framework: Family) -> str:
-    return {Family.TORCH: "PyTorch", Family.TENSORFLOW: "TensorFlow"}.get(framework, framework)
+def framework_name(framework: str | None) -> str:
+    return frameworks.title(framework)
 
 
 def builder(target: str) -> Callable:
@@ -141,13 +147,12 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"error": f"--model-module {target} failed: {type(exc).__name__}: {exc}".splitlines()[0]}))
         return 2
     modules = [cls.__module__ for cls in type(made).__mro__]
-    framework = (Family.TORCH if any(m.startswith("torch.nn") for m in modules) else
-                 Family.TENSORFLOW if any(m.startswith(("keras", "tf_keras")) for m in modules) else None)
+    framework = frameworks.of_model_type(modules)
     if framework is None:
         print(json.dumps({"error": f"--model-module {target} returned a {type(made).__name__}: return a "
                                    "torch.nn.Module or a Keras model"}))
         return 2
-    print(json.dumps({"framework": framework}))
+    print(json.dumps({"framework": framework.name}))
     return 0
 
 

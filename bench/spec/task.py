@@ -117,6 +117,10 @@ class Timing:
     windows: int = field(default=10, metadata=setting("override the number of timing windows"))
     loss_every_steps: int = field(default=10, metadata=setting(  # the loss curve
         "rank 0 records the training loss every N steps (default 10)", option="--loss-every"))
+    # The input's cost inside the run: each timed window followed by one on the same batches made resident first.
+    input_phases: bool = field(default=False, metadata=setting(
+        "time each window twice, fed by the input pipeline and then by its batches made resident on the device "
+        "beforehand (the pipeline idle): the input's cost as the pairs' ratio, in the run itself"))
     target_accuracy: float | None = None  # for time-to-accuracy
 
 

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 
 from bench import command
-from bench.spec.family import Family
+from bench.spec import frameworks
+from bench.spec.frameworks import Framework
 from bench.spec.task import SpecError
 
 # What starts the ranks of the variants that have an engine entry: torchrun (their own launcher), or an engine.
@@ -15,7 +17,7 @@ ENGINES = ("torchrun", "ray", "spark", "dask")
 @dataclass(frozen=True)
 class Variant:
     name: str
-    family: Family             # what the harness asks: whose models, fast path and interpreter
+    family: str                # its framework's record (bench.spec.frameworks): models, fast path, interpreter
     framework: str             # distribution name, for version capture; what its rows record as "framework"
     launch: str                # "module:NAME" of its Launcher (bench.run.launch): its own package's launch.py
     module: str                # python module run inside each worker process
@@ -49,6 +51,24 @@ class Variant:
     # The collectives of one step, as a projection counts them (bench.analysis.projection.TRAFFIC): "ddp" (one
     # all-reduce), "fsdp", or "zero" (by --zero-stage).
     traffic: str = "ddp"
+    # What it imports beyond its framework, as (module, the extra that installs it): deepspeed, lightning_fabric.
+    requires: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def plugin(self) -> Framework:
+        """Its framework's record: what the harness asks instead of branching on the framework's name."""
+        return frameworks.get(self.family)
+
+    def not_installed(self) -> str | None:
+        """Why it cannot start here (its framework, or a library it wraps, is not importable), or None."""
+        if not self.plugin.installed():
+            return (f"{self.name} trains with {self.plugin.title}, which is not installed here: "
+                    f"{self.plugin.install_hint()}")
+        missing = [extra for module, extra in self.requires if not frameworks.importable(sys.executable, module)]
+        if missing:
+            return (f"{self.name} needs {self.framework}, which is not installed here: "
+                    f"pip install 'dtbench[{missing[0]}]'")
+        return None
 
     @property
     def launcher_spec(self):
@@ -72,55 +92,58 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
-    Variant("torch-ddp", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
+    Variant("torch-ddp", "torch", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
             spans_nodes=True, summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
             baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train", knobs="torch_impl.knobs:DDP"),
-    Variant("torch-ddp-static", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp",
+    Variant("torch-ddp-static", "torch", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp",
             single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the gradients' order "
                     "after the first step) under torchrun", baseline="torch-single",
             approach=(("static_graph", True),), knobs="torch_impl.knobs:DDP_STATIC"),
-    Variant("torch-fsdp", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False,
+    Variant("torch-fsdp", "torch", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.fsdp", single_process=False,
             spans_nodes=True, traffic="fsdp",
             summary="PyTorch FSDP2 (fully_shard per block + root) under torchrun: parameters, gradients and "
                     "optimizer state sharded over the ranks", baseline="torch-single", checkpoints=False,
             checkpoint_hint="its state is sharded: torch.distributed.checkpoint is the way, not written here",
             knobs="torch_impl.knobs:FSDP"),
-    Variant("deepspeed", Family.TORCH, "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train",
+    Variant("deepspeed", "torch", "deepspeed", "deepspeed_impl.launch:DEEPSPEED", "deepspeed_impl.train",
             single_process=False, spans_nodes=True, traffic="zero",
+            requires=(("deepspeed", "deepspeed"),),
             summary="DeepSpeed ZeRO stage 1, 2 or 3 (--zero-stage) under DeepSpeed's own launcher, from a config "
                     "file written per run", baseline="torch-single", options="deepspeed_impl.options",
             knobs="deepspeed_impl.knobs:ZERO",
             checkpoints=False, checkpoint_hint="engine.save_checkpoint is not wired into the harness yet",
             compiles=False),
-    Variant("lightning", Family.TORCH, "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train",
+    Variant("lightning", "torch", "lightning-fabric", "lightning_impl.launch:FABRIC", "lightning_impl.train",
             single_process=False, spans_nodes=True,
+            requires=(("lightning_fabric", "lightning"),),
             summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
             baseline="torch-single", checkpoints=False,
             checkpoint_hint="fabric.save is not wired into the harness yet", compiles=False,
             knobs="lightning_impl.knobs:DDP"),
-    Variant("torch-dp", Family.TORCH, "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True,
+    Variant("torch-dp", "torch", "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True,
             spans_nodes=False, summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
             baseline="torch-single", options="torch_impl.dp_options"),
-    Variant("accelerate", Family.TORCH, "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train",
+    Variant("accelerate", "torch", "accelerate", "accelerate_impl.launch:ACCELERATE", "accelerate_impl.train",
             single_process=False, spans_nodes=True,
+            requires=(("accelerate", "accelerate"),),
             summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
             baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
             options="accelerate_impl.options", knobs="accelerate_impl.knobs:DDP"),
-    Variant("tf-mirrored", Family.TENSORFLOW, "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored",
+    Variant("tf-mirrored", "tensorflow", "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored",
             single_process=True, spans_nodes=False,
             summary="TensorFlow MirroredStrategy, one process over the GPUs (CPU: logical devices)",
             baseline="tf-single", knobs="tf_impl.knobs:MIRRORED"),
-    Variant("tf-multiworker", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
+    Variant("tf-multiworker", "tensorflow", "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker", single_process=False, spans_nodes=True,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per device slot (TF_CONFIG)",
             baseline="tf-single", knobs="tf_impl.knobs:MULTIWORKER"),
-    Variant("tf-mirrored-fit", Family.TENSORFLOW, "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
+    Variant("tf-mirrored-fit", "tensorflow", "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
             single_process=True, spans_nodes=False,
             summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
             baseline="tf-single", custom_loop="tf-mirrored", knobs="tf_impl.knobs:MIRRORED"),
-    Variant("tf-multiworker-fit", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
+    Variant("tf-multiworker-fit", "tensorflow", "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
                     "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
@@ -130,75 +153,72 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             compiles=False,
             # Keras 3's fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585): tf.keras is Keras 2.
             env=(("TF_USE_LEGACY_KERAS", "1"),)),
-    Variant("tf-multiworker-node", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
+    Variant("tf-multiworker-node", "tensorflow", "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker", single_process=False, spans_nodes=True, processes_per_node_fixed=1,
             in_default_sweep=False,
             summary="TensorFlow MultiWorkerMirroredStrategy, one worker per node mirroring its GPUs",
             cpu_max_per_node=1,
             cpu_limit_reason="MultiWorkerMirroredStrategy gives a worker one CPU device (it mirrors only GPUs)",
             baseline="tf-single"),
-    Variant("tf-ps", Family.TENSORFLOW, "tensorflow", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps",
+    Variant("tf-ps", "tensorflow", "tensorflow", "tf_impl.launch:TF_PS_TASKS", "tf_impl.ps",
             single_process=False, spans_nodes=True,
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
             checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
             compiles=False, reads_files=False, profiles=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
-    Variant("torch-single", Family.TORCH, "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True,
+    Variant("torch-single", "torch", "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True,
             spans_nodes=False, max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),
-    Variant("tf-single", Family.TENSORFLOW, "tensorflow", "bench.run.launch:PYTHON", "tf_impl.single",
+    Variant("tf-single", "tensorflow", "tensorflow", "bench.run.launch:PYTHON", "tf_impl.single",
             single_process=True, spans_nodes=False, max_devices=1,
             summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
-
-
-# TensorFlow's CPU-only wheel, which rows name from before the `tf` extra took the one `tensorflow` wheel (tf-keras
-# requires it by name). No variant records it now.
-EARLIER_TENSORFLOW_WHEEL = "tensorflow-cpu"
+# A framework of one's own (bench.spec.frameworks.PLUGINS_ENV) brings its variants in its module's VARIANTS.
+VARIANTS.update({v.name: v for m in frameworks.plugin_modules() for v in importlib.import_module(m).VARIANTS})
 
 
 def current_framework(framework: str) -> str:
-    """A stored row's framework by the name today's variants record."""
-    return "tensorflow" if framework == EARLIER_TENSORFLOW_WHEEL else framework
+    """A stored row's framework by the name today's variants record (a wheel a framework's rows once named)."""
+    return next((f.name for f in frameworks.registry().values() if framework in f.former_names), framework)
 
 
-def family_of(framework: str) -> Family:
+def family_of(framework: str) -> str:
     """The family of a stored row's `framework`: a row records its variant's distribution name ("torch", "deepspeed",
     "tensorflow", ...), not its family. The harness asks Variant.family; only what reads rows back needs this.
-    A name no variant records counts as PyTorch's, like its wrappers'."""
-    return next((v.family for v in VARIANTS.values() if v.framework == current_framework(framework)), Family.TORCH)
+    A name no variant records counts as the first framework's (PyTorch's), like its wrappers'."""
+    return next((v.family for v in VARIANTS.values() if v.framework == current_framework(framework)),
+                frameworks.names()[0])
 
 
 # What `bench regress` and `bench overhead` measure unless told: the approach most users start from.
 DEFAULT_COMPARED = "torch-ddp"
-# bench overhead: per family, the harness run and the plain loop (probes/) it is compared with.
-OVERHEAD_PAIRS = {Family.TORCH: ("torch-single", "probes.plain_loop"),
-                  Family.TENSORFLOW: ("tf-single", "probes.plain_tf_loop")}
 SAMPLER_OVERHEAD_VARIANT = "torch-ddp"  # `bench overhead --of sampler`: two ranks that all-reduce every step
-# The frameworks whose rows all-reduce with torch.distributed's gloo/nccl as the all-reduce probe measures it
-# (bench.studies.microbench): their communication floor is priced from that probe.
-PROBED_COLLECTIVES = ("torch", "accelerate")
 # Accelerate's plugins hand its loop to another approach's traffic (Variant.traffic).
 PLUGIN_TRAFFIC = {"fsdp": "fsdp", "deepspeed": "zero"}
-# The panels of a sweep's line plots, each a group of approaches a reader compares directly, so that no panel
-# carries more than a handful of legend entries: PyTorch's own, the wrappers around it, TensorFlow's.
-PANELS = ("PyTorch", "PyTorch wrappers", "TensorFlow")
+
+
+def overhead_pairs() -> dict[str, tuple[str, str]]:
+    """bench overhead: per family, the harness run and the plain loop (probes/) it is compared with."""
+    return {f.name: f.plain_loop for f in frameworks.registry().values() if f.plain_loop}
+
+
+def probed_collectives() -> tuple[str, ...]:
+    """The rows' frameworks whose all-reduce the collectives probe (bench.studies.microbench) measures, so that their
+    communication floor is priced from it."""
+    return tuple(d for f in frameworks.registry().values() for d in f.probed_collectives)
+
+
+def panels() -> tuple[str, ...]:
+    """The panels of a sweep's line plots, each a group of approaches a reader compares directly, so that no panel
+    carries more than a handful of legend entries: per framework its own approaches, then its wrappers'."""
+    return tuple(p for f in frameworks.registry().values() for p in f.panels)
 
 
 def panel(framework: str) -> str:
-    """The panel (PANELS) a row's `framework` is drawn in."""
-    if family_of(framework) is Family.TENSORFLOW:
-        return "TensorFlow"
-    return "PyTorch" if framework == "torch" else "PyTorch wrappers"
+    """The panel (panels()) a row's `framework` is drawn in."""
+    return frameworks.get(family_of(framework)).panel(current_framework(framework))
 
 
-# Per family, "module:function" of the environment that puts it on its fast path for a device type, set in
-# every process the harness starts for it (before the framework is imported) unless the run is --as-shipped.
-# PyTorch's switches (cuDNN autotuning, TF32, channels_last) are set inside its ranks (torch_impl.train.fast_path).
-FAST_PATH_ENVIRONMENT = {Family.TENSORFLOW: "tf_impl.fast_path:environment"}
-# Per family (bench.spec.models), the module that builds a task's model once when a request names one
-# (`python -m MODULE TASK_JSON`): a name that does not build is refused before anything starts.
-MODEL_CHECK = {Family.TORCH: "torch_impl.model", Family.TENSORFLOW: "tf_impl.model"}
 # `bench gpu-check` (bench.studies.gpu_check): each approach once on one GPU, most telling first, as (variant, the
 # task fields of its options, what it needs installed beyond its own framework's distribution, the seconds it is
 # expected to take on one H100 at the check's short timing: start-up dominates). The first is the plain loop the
@@ -225,7 +245,7 @@ class Switch:
     chosen: str             # "module:function" of (device_type) -> whether dtbench's fast path turns it on
 
     @property
-    def family(self) -> Family:
+    def family(self) -> str:
         return VARIANTS[self.variant].family
 
 

@@ -21,7 +21,6 @@ from bench.run import environment as env_info
 from bench.run.execute import execute
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
-from bench.spec.family import Family
 from bench.spec.task import TaskSpec
 from bench.spec.variants import FAST_PATH_SWITCHES, Switch, get_variant, load
 from bench.status import Status
@@ -42,7 +41,7 @@ def machine_fingerprint(device_type: str, cores_per_slot: int, task: TaskSpec, d
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
-def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, families: set[Family],
+def audit(out_dir: Path, machine: Machine, device_type: str, task: TaskSpec, families: set[str],
           cores_per_slot: int = 1, again: bool = False) -> list[dict]:
     """Every switch of these families for this device type: from the cache when this machine measured it
     already (unless `again`), else measured now; written to OUT/fast_path.jsonl and returned."""
@@ -72,7 +71,7 @@ def _fingerprint(machine: Machine, device_type: str, task: TaskSpec, cores_per_s
     return machine_fingerprint(device_type, cores_per_slot, task, device_name)
 
 
-def _switches(device_type: str, families: set[Family]) -> list[Switch]:
+def _switches(device_type: str, families: set[str]) -> list[Switch]:
     return [s for s in FAST_PATH_SWITCHES if device_type in s.device_types and s.family in families]
 
 
@@ -80,7 +79,7 @@ def _known(cache: Path, fingerprint: str) -> dict[str, dict]:
     return {r["switch"]: r for r in read_jsonl(cache) if r.get("fingerprint") == fingerprint}
 
 
-def pending_runs(machine: Machine, device_type: str, task: TaskSpec, families: set[Family],
+def pending_runs(machine: Machine, device_type: str, task: TaskSpec, families: set[str],
                  cores_per_slot: int = 1) -> list[RunSpec]:
     """The runs `audit` will make now (every switch this machine has not measured yet), for the sweep's clock."""
     known = _known(_cache(), _fingerprint(machine, device_type, task, cores_per_slot))

@@ -35,7 +35,7 @@ from bench.interrupt import Interrupted
 from bench.results.fast_path import FILE as FAST_PATH_FILE
 from bench.results.jsonl import RESULTS, read_jsonl
 from bench.spec import devices, options
-from bench.spec.family import Family
+from bench.spec import frameworks
 from bench.spec.task import SpecError
 from bench.spec.variants import FAST_PATH_SWITCHES, GPU_CHECK_RUNS, get_variant
 from bench.status import Status
@@ -70,11 +70,13 @@ GRACE_S = 20.0  # after SIGTERM, a step records its run in flight as interrupted
 # runs go unsampled (--sample-every 0, the time series' file is Parquet); the energy step is skipped either way.
 HARNESS_NEEDS = ("numpy", "pandas", "scipy", "tabulate", "matplotlib", "psutil")
 SAMPLES_NEED = "pyarrow"
-TENSORFLOW = "tensorflow"  # looked for in the interpreter the harness starts TensorFlow's variants with
-# What a machine that runs dtbench has working (TensorFlow: in an interpreter of its own): their requirements are
-# not looked for, only those of what was carried to it.
-SHIPPED = ("torch", "timm", TENSORFLOW)
-GROUPS = ("approaches", "energy", "memory", "peer", "compile", "audit", "tensorflow", "report")
+# The frameworks whose variants start in an interpreter of their own (TensorFlow's GPU build: .venv-tf): their
+# approaches are a group of the check of their own, looked for in that interpreter.
+OWN_INTERPRETER = tuple(f.name for f in frameworks.registry().values() if f.venv)
+# What a machine that runs dtbench has working (a framework with an interpreter of its own: there): their
+# requirements are not looked for, only those of what was carried to it.
+SHIPPED = ("timm", *frameworks.names())
+GROUPS = ("approaches", "energy", "memory", "peer", "compile", "audit", *OWN_INTERPRETER, "report")
 SUMMARY, LOGS = "gpu-check.json", "gpu-check-logs"
 PASSED = ("ok", "skipped")
 
@@ -121,15 +123,15 @@ def baseline() -> str:
 def plan(out: Path, sampled: bool = True) -> list[Step]:
     """Every step, most telling first; `sampled`: the runs' time series can be written (their power and energy)."""
     plain, to = baseline(), ("--device-type", "cuda", *(() if sampled else ("--sample-every", "0")), "--out", str(out))
-    approaches, tensorflow = [], []
+    approaches, apart = [], []
     for name, fields, extra, estimate in GPU_CHECK_RUNS:
         variant, label = get_variant(name), options.label(name, fields)
-        on_tensorflow = variant.family is Family.TENSORFLOW
+        on_its_own = variant.family in OWN_INTERPRETER
         flags = [part for field, value in fields.items() for part in (options.every_option()[field].flag, str(value))]
         argv = ("run", "--variant", name, *flags, *RESNET50, *SHORT_TIMING, "--timeout", f"{RUN_LIMIT_S:.0f}", *to)
-        needs = (TENSORFLOW,) if on_tensorflow else (variant.framework, "timm", *extra)
-        (tensorflow if on_tensorflow else approaches).append(
-            Step(f"{name} ({label})" if label else name, "tensorflow" if on_tensorflow else "approaches", argv,
+        needs = (variant.family,) if on_its_own else (variant.framework, "timm", *extra)
+        (apart if on_its_own else approaches).append(
+            Step(f"{name} ({label})" if label else name, variant.family if on_its_own else "approaches", argv,
                  estimate, RUN_LIMIT_S + LAUNCH_SLACK_S, needs))
     torch_needs = ("torch", "timm")
 
@@ -154,13 +156,14 @@ def plan(out: Path, sampled: bool = True) -> list[Step]:
         Step(f"memory cap: does not fit in {DOES_NOT_FIT_GIB} GiB", "memory", capped(DOES_NOT_FIT_GIB), 20.0,
              MEMORY_LIMIT_S + LAUNCH_SLACK_S, torch_needs, expect=Status.DOES_NOT_FIT),
     ]
-    switches = [s for s in FAST_PATH_SWITCHES if "cuda" in s.device_types and s.family is Family.TORCH]
+    switches = [s for s in FAST_PATH_SWITCHES if "cuda" in s.device_types and s.family not in OWN_INTERPRETER]
     if switches:  # each switch on, off, off, on (bench.studies.audit.ORDER)
+        audited = switches[0].family if len({s.family for s in switches}) == 1 else "both"
         steps.append(Step(f"fast-path audit ({', '.join(s.name for s in switches)})", "audit",
-                          ("audit", "--framework", "torch", *RESNET50, "--again", *to),
+                          ("audit", "--framework", audited, *RESNET50, "--again", *to),
                           4 * AUDIT_RUN_S * len(switches), 4 * AUDIT_RUN_LIMIT_S * len(switches), torch_needs,
                           judge="audit"))
-    return [*steps, *tensorflow, Step("report", "report", ("report", str(out)), 20.0, 120.0, judge="output")]
+    return [*steps, *apart, Step("report", "report", ("report", str(out)), 20.0, 120.0, judge="output")]
 
 
 def select(steps: list[Step], only: str | None) -> list[Step]:
@@ -181,16 +184,10 @@ def command(step: Step, python: str = sys.executable) -> list[str]:
 
 @functools.cache
 def installed(name: str) -> bool:
-    """Whether this machine has `name`: a distribution or a module of this Python; TensorFlow in the interpreter
-    the harness starts its variants with (bench.run.interpreters)."""
-    if name == TENSORFLOW:
-        from bench.run.interpreters import tf_python
-
-        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('tensorflow') is None)"
-        try:
-            return subprocess.run([tf_python(), "-c", probe], capture_output=True, timeout=60).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
+    """Whether this machine has `name`: a distribution or a module of this Python; a framework with an interpreter
+    of its own in that interpreter (bench.spec.frameworks)."""
+    if name in OWN_INTERPRETER:
+        return frameworks.get(name).installed()
     try:
         importlib.metadata.distribution(name)
         return True

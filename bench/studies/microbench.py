@@ -14,16 +14,15 @@ from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.spec.task import get_task
-from bench.spec.family import Family
-from bench.spec.variants import PROBED_COLLECTIVES, Variant
+from bench.spec.variants import Variant, probed_collectives
 from bench.status import Status
 
 log = logging.getLogger(__name__)
 
-COLLECTIVES = Variant("collectives", Family.TORCH, "torch", "torch_impl.launch:TORCHRUN", "probes.collectives",
+COLLECTIVES = Variant("collectives", "torch", "torch", "torch_impl.launch:TORCHRUN", "probes.collectives",
                       single_process=False, spans_nodes=True,
                       summary="all-reduce, all-gather and reduce-scatter microbenchmark")
-PEAK = Variant("peak", Family.TORCH, "torch", "bench.run.launch:PYTHON", "probes.peak", single_process=True,
+PEAK = Variant("peak", "torch", "torch", "bench.run.launch:PYTHON", "probes.peak", single_process=True,
                spans_nodes=False, summary="matmul peak microbenchmark")
 
 
@@ -107,7 +106,7 @@ def communication_for_sweep(rows: list[ResultRow], out_dir: Path, machine: Machi
         found.setdefault((r["device_type"], r["nodes"], r["devices_per_node"]), set()).add(r["collective"])
     measured = {topology for topology, kinds in found.items() if kinds >= set(collectives.BUS_FACTOR)}
     topologies = sorted({(r.device_type, r.nodes, r.devices_per_node) for r in rows
-                         if r.status == Status.OK and r.world_size > 1 and r.framework in PROBED_COLLECTIVES}
+                         if r.status == Status.OK and r.world_size > 1 and r.framework in probed_collectives()}
                         - (set() if again else measured))
     for device_type, nodes, per_node in topologies:
         log.info("collective microbenchmarks: %s %dx%d", device_type, nodes, per_node)

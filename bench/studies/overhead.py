@@ -28,7 +28,7 @@ from bench.run.launch import node_environment
 from bench.run.runspec import RunSpec
 from bench.spec import devices, models
 from bench.spec.task import SpecError, TaskSpec
-from bench.spec.variants import FAST_PATH_SWITCHES, OVERHEAD_PAIRS, get_variant, load
+from bench.spec.variants import FAST_PATH_SWITCHES, get_variant, load, overhead_pairs
 from bench.status import Status
 from bench.worker import data
 
@@ -71,7 +71,7 @@ def epochs_for_windows(task: TaskSpec, data_path: Path | None) -> int:
 def frameworks_for(task: TaskSpec, asked: str) -> list[str]:
     """The frameworks whose pair runs: those asked for that build the model; none is a one-line refusal."""
     builds = models.parse(task.model.name).framework
-    wanted = list(OVERHEAD_PAIRS) if asked == "both" else [asked]
+    wanted = list(overhead_pairs()) if asked == "both" else [asked]
     chosen = [f for f in wanted if builds in (None, f)]
     if not chosen:
         raise SpecError(f"{task.model.name} is a {models.framework_name(builds)} model: run bench overhead with "
@@ -105,7 +105,7 @@ def main(args: argparse.Namespace, task: TaskSpec, device_type: str) -> int:
             results[framework]["pairs"].append(pair)
     args.out.mkdir(parents=True, exist_ok=True)
     for framework, summary in results.items():
-        harness, plain = OVERHEAD_PAIRS[framework]
+        harness, plain = overhead_pairs()[framework]
         summary.update(summarise(summary["pairs"]), task=task.to_dict(), device_type=device_type,
                        cores_per_slot=args.cores_per_slot, harness=harness, plain_loop=plain,
                        peer="probes.timm_train" if peer_model(task, framework) else None)
@@ -118,7 +118,7 @@ def main(args: argparse.Namespace, task: TaskSpec, device_type: str) -> int:
 def measure_pair(framework: str, task: TaskSpec, machine, device_type: str, data_path: Path | None, args: argparse.Namespace,
                  i: int) -> dict | None:
     """One round: the harness run, the plain loop and (a timm model on PyTorch) the peer, in rotated order."""
-    variant, probe = OVERHEAD_PAIRS[framework]
+    variant, probe = overhead_pairs()[framework]
     spec = RunSpec(get_variant(variant), task, device_type, cores_per_slot=args.cores_per_slot,
                    timeout_s=args.timeout_s)
     placement = spec.check(machine)

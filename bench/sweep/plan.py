@@ -46,8 +46,9 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
          inputs: list[dict] | None = None, shardings: dict[str, list[dict]] | None = None) -> list[RunSpec]:
     """Runs in order: baselines first (efficiency needs them), each variant's counts ascending; with
     `compiled` each run eager and then compiled. With `analysis`, after each multi-device run that has
-    one its independent (no gradient sync) twin, and after each one-device run on a real dataset its
-    synthetic-input twin (the input pipeline's cost). `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
+    one its independent (no gradient sync) twin; each one-device run on a real dataset measures the input
+    pipeline's cost in its own input phases, where its framework's loops have them, else its synthetic-input
+    twin follows it. `inputs` (task fields: input, loader_workers, data_url) runs each configuration once per input pipeline;
     a synthetic-input twin is planned once, not once per pipeline. `shardings` (variant name -> the task fields
     of its approach options, bench.spec.options) runs that variant once per value, e.g. deepspeed at ZeRO-1, 2
     and 3; a no-sync twin its approach refuses is not planned."""
@@ -67,14 +68,18 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 eager_and_compiled = compiled and variant.compiles
                 modes = [m for fed in pipelines for m in ([fed, fed.replace(compile=True)] if eager_and_compiled else [fed])]
                 for mode in modes:
-                    spec = RunSpec(variant, mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
+                    # The input's cost in the run itself where its framework's loops can (the input phases),
+                    # else from a synthetic-input twin: another run, so another moment of a shared machine.
+                    phased = analysis and n == 1 and not mode.synthetic and variant.plugin.input_phases
+                    spec = RunSpec(variant, mode.replace(input_phases=True) if phased else mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)
                     no_sync = dataclasses.replace(spec, independent=True)
                     if analysis and variant.independent and n > 1 and options.accepts(no_sync):
                         specs.append(no_sync)
                     twin = mode.replace(input="synthetic", loader_workers=0, data_url=None)
-                    if analysis and n == 1 and not mode.synthetic and dataclasses.replace(spec, task=twin) not in specs:
+                    if (analysis and n == 1 and not mode.synthetic and not phased
+                            and dataclasses.replace(spec, task=twin) not in specs):
                         specs.append(dataclasses.replace(spec, task=twin))
     return specs
 

@@ -165,7 +165,8 @@ def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path,
                      "each multi-device count.")
     for plan in plans:
         spec = plan.spec
-        lines += ["", f"[{plan.index}/{len(plans)}] {spec.key.label}"]
+        phases = " + its input's cost in the run (input phases)" if spec.task.timing.input_phases else ""
+        lines += ["", f"[{plan.index}/{len(plans)}] {spec.key.label}{phases}"]
         if plan.skipped:
             lines.append(f"  skipped (recorded as such): {plan.skipped}")
             continue

@@ -12,7 +12,7 @@ from bench.results import ResultRow, ResultStore
 from bench.status import Status
 from bench.worker import MODEL_DIR, data
 from bench.run import environment as env_info
-from bench.run.execute import base_row, execute, new_run_id
+from bench.run.execute import base_row, execute, interrupted_row, new_run_id
 from bench.sweep.forecast import Forecast, earlier_rows
 from bench.sweep.plan import check_all
 from bench.run.runspec import RunSpec
@@ -79,17 +79,13 @@ def run_one(spec: RunSpec, store: ResultStore, out_dir: Path, machine: Machine, 
         store.append(row)
         return row
     try:
-        row = execute(spec, out_dir, machine, data_path, environment)
-    except Interrupted as stop:  # its processes are killed already: record it, then stop the sweep
-        row = base_row(spec, stop.run_id or new_run_id(spec), Status.INTERRUPTED,
-                       f"{stop}: the run's processes were killed")
-        row.environment, row.command, row.timeseries = environment, stop.command, stop.timeseries
-        store.append(row)
+        return execute(spec, out_dir, machine, data_path, environment, store)  # its row stored
+    except Interrupted as stop:  # recorded by execute, its processes killed: stop the sweep
+        if not stop.rows:  # stopped before execute had a run to record
+            stop.rows = [interrupted_row(spec, stop, environment)]
+            store.append(stop.rows[0])
         log.info("      -> interrupted (%s)", stop.name)
-        stop.rows = [row]
         raise
-    store.append(row)
-    return row
 
 
 def _track(uri: str, row: ResultRow, out_dir: Path) -> None:

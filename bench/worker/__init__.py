@@ -177,20 +177,31 @@ class Worker:
                     malloc={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults",
                     **info)
 
+    @property
+    def input_phases(self) -> bool:
+        """Each timed window followed by one on resident batches (bench.worker.clock.StepClock): asked by the task,
+        on a real input (a synthetic one has no pipeline), synchronised (an independent run evaluates nothing to
+        keep) and alone on the machine (a duet's turns are its own alternation)."""
+        return (self.task.timing.input_phases and not self.synthetic and not self.independent
+                and not Turns.from_environment(self.rank).in_duet)
+
     def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
               on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None,
-              own_timer: OwnTimer | None = None) -> StepClock:
+              own_timer: OwnTimer | None = None, resident: Callable | None = None) -> StepClock:
         """The run's clock, for a loop that trains `steps` steps in all. Fewer steps than the windows need
         (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
         recorded; fewer than MIN_WINDOWS is refused. With --profile, `profiler` runs over the profiled
-        windows (`profile_windows`)."""
+        windows (`profile_windows`). `resident(batch)`: the batch made resident on the device, the loop's way,
+        for the input phases where the task asks for them (`input_phases`); each timed window then takes two."""
         t = self.task.timing
         profiled = self.profile_windows if profiler is not None else 0
-        windows = min(t.windows, (steps - t.warmup_steps) // t.window_steps - profiled)
+        phases = resident is not None and self.input_phases
+        windows = min(t.windows, ((steps - t.warmup_steps) // t.window_steps - profiled) // (2 if phases else 1))
         if windows < min(MIN_WINDOWS, t.windows):
-            raise ValueError(f"the task trains {steps} steps but warm-up and {profiled + MIN_WINDOWS} windows need "
-                             f"{t.warmup_steps + (profiled + MIN_WINDOWS) * t.window_steps}: raise --epochs or "
-                             "lower --window-steps")
+            needed = profiled + MIN_WINDOWS * (2 if phases else 1)
+            raise ValueError(f"the task trains {steps} steps but warm-up and {needed} windows need "
+                             f"{t.warmup_steps + needed * t.window_steps}: raise --epochs or "
+                             "lower --window-steps" + (" (the input phases time two windows a pair)" if phases else ""))
         if windows < t.windows:
             self.record("windows", planned=t.windows, timed=windows, steps=steps)
         self._clock = StepClock(t.warmup_steps, t.window_steps, windows, samples_per_step, sync,
@@ -198,7 +209,7 @@ class Worker:
                                 on_step=lambda step: faults.inject(self.rank, step, self._clock),
                                 turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
                                 on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
-                                own_timer=own_timer)
+                                own_timer=own_timer, resident=resident if phases else None)
         return self._clock
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:

@@ -54,13 +54,20 @@ class StepClock:
     With an `own_timer`, each timed window also keeps this rank's own time (`own_window_seconds`): its wait for
     batches and what the timer timed. Window times are equal across ranks (a step all-reduces, a window ends
     in a barrier); a rank's own time is not, so a straggler shows in it.
+
+    With `resident` (input phases), each timed window is followed by a resident one: before it opens, the clock
+    draws its batches from the input pipeline and makes each resident on the device (`resident(batch)`), so that
+    inside it the steps train on the same batches in the same order with no input work and the pipeline idle (its
+    prefetch paused: nothing asks it for a batch). The pairs' ratio is the input's cost, measured in one process a
+    window apart (`resident_window_seconds`, paired with `window_seconds` by index); training is unchanged.
     """
 
     def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
                  sync: Callable[[], None], on_first_step: Callable[[], None] = lambda: None,
                  on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None,
                  stop_when_done: bool = False, on_warmup_done: Callable[[], None] = lambda: None,
-                 profiler: Profiler | None = None, profile_windows: int = 0, own_timer: OwnTimer | None = None):
+                 profiler: Profiler | None = None, profile_windows: int = 0, own_timer: OwnTimer | None = None,
+                 resident: Callable[[T], T] | None = None):
         if warmup < 1:
             raise ValueError("at least one warm-up step: the first step compiles and allocates")
         self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
@@ -88,6 +95,10 @@ class StepClock:
         self._own_timer = own_timer
         self.own_window_seconds: list[float] = []  # per timed window, this rank's own time (with an own_timer)
         self._window_input_wait = 0.0
+        self._resident = resident
+        self.resident_window_seconds: list[float] = []  # input phases: the window after each timed one, resident
+        self._held: list = []       # the resident window's batches, drawn before it opened
+        self._to_draw = 0           # batches the resident window still needs drawn (one that spans an epoch's end)
 
     @property
     def timing(self) -> bool:
@@ -95,7 +106,13 @@ class StepClock:
 
     @property
     def done(self) -> bool:
-        return len(self.window_seconds) >= self.windows
+        return len(self.window_seconds) >= self.windows and (
+            self._resident is None or len(self.resident_window_seconds) >= self.windows)
+
+    @property
+    def _in_resident(self) -> bool:
+        """The window timing now (or about to open) is a resident one: each timed window is followed by one."""
+        return self._resident is not None and len(self.resident_window_seconds) < len(self.window_seconds)
 
     @property
     def stop(self) -> bool:
@@ -105,8 +122,18 @@ class StepClock:
     def timed(self, batches: Iterable[T]) -> Iterator[T]:
         """The batches of one epoch, each followed by `step_done()`; ends early once `stop` holds.
         The time spent waiting for each batch inside a window adds up in `input_wait_s`."""
-        batches = iter(batches)
+        batches, exhausted = iter(batches), False
         while True:
+            if self._to_draw and not exhausted:
+                exhausted = self._draw(batches)
+            if self._held:  # a resident window's: no input work, no wait
+                yield self._held.pop(0)
+                self.step_done()
+                if self.stop:
+                    return
+                continue
+            if self._to_draw:  # the epoch ended before the resident window had its batches: the next epoch's
+                return
             asked = time.perf_counter()
             try:
                 batch = next(batches)
@@ -122,6 +149,24 @@ class StepClock:
             self.step_done()
             if self.stop:
                 return
+
+    def _draw(self, batches: Iterator[T]) -> bool:
+        """The resident window's batches, drawn and made resident, then the device synced, outside its time: before
+        it opens, or (its batches spanning an epoch's end) as a pause inside it. True: the epoch has no more."""
+        started, exhausted = time.perf_counter(), False
+        while self._to_draw:
+            try:
+                self._held.append(self._resident(next(batches)))
+            except StopIteration:
+                exhausted = True
+                break
+            self._to_draw -= 1
+        self._sync()
+        if self.timing:
+            self._window_paused += time.perf_counter() - started
+        else:
+            self._window_start, self._window_cpu_start = time.perf_counter(), time.process_time()
+        return exhausted
 
     def start(self) -> None:
         self._sync()
@@ -156,14 +201,18 @@ class StepClock:
         now, cpu = time.perf_counter(), time.process_time()
         timed_one = self.timing
         first_boundary = not timed_one and not self.window_seconds and not self.profiled_window_seconds
+        resident = timed_one and self._in_resident
         if timed_one:
             elapsed = now - self._window_start - self._window_paused
-            (self.profiled_window_seconds if self._profiling else self.window_seconds).append(elapsed)
-            if not self._profiling:
+            if resident:
+                self.resident_window_seconds.append(elapsed)
+            else:
+                (self.profiled_window_seconds if self._profiling else self.window_seconds).append(elapsed)
+            if not self._profiling and not resident:
                 self.window_cpu_seconds.append(cpu - self._window_cpu_start)
         if self._own_timer is not None:  # read at every boundary: what the warm-up or a profiled window timed goes
             own = self._window_input_wait + self._own_timer.collect()
-            if timed_one and not self._profiling:
+            if timed_one and not self._profiling and not resident:
                 self.own_window_seconds.append(own)
         self._window_input_wait = 0.0
         self._window_start, self._window_paused = None, 0.0
@@ -186,7 +235,10 @@ class StepClock:
             if first_boundary and not self._profiling:
                 self._on_warmup_done()  # after the sync, before the first timed window's clock starts
                 now = time.perf_counter()
-            self._window_start, self._window_cpu_start = now, time.process_time()
+            if self._in_resident and not self._profiling:
+                self._to_draw = self.window_steps  # `timed` draws its batches, then opens it
+            else:
+                self._window_start, self._window_cpu_start = now, time.process_time()
         if self._own_timer is not None:  # it times only what a window keeps: nothing piles up after the last one
             self._own_timer.timing = self.timing and not self._profiling
 
@@ -223,4 +275,5 @@ class StepClock:
                 "steps": self.steps, "first_step_s": self.first_step_s, "input_wait_s": self.input_wait_s,
                 "window_cpu_seconds": self.window_cpu_seconds,
                 **({"profiled_window_seconds": self.profiled_window_seconds} if self._profile_windows else {}),
-                **({"own_window_seconds": self.own_window_seconds} if self._own_timer is not None else {})}
+                **({"own_window_seconds": self.own_window_seconds} if self._own_timer is not None else {}),
+                **({"resident_window_seconds": self.resident_window_seconds} if self._resident else {})}

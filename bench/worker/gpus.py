@@ -53,7 +53,7 @@ def rotated(visible_by_worker: list[list[str]]) -> bool:
 def gpus_not_seen(variant: str, given: list[str], seen: int, tensorflow: str, cuda_build: str | None,
                   python: str) -> str:
     """The one-line refusal of a TensorFlow variant that sees fewer GPUs than it was given, with its fix:
-    from `require_tf_gpus` before a run, and from the worker itself (tf_impl/train.py) inside a sweep."""
+    from `tf_impl.framework.gpu_problem` before a run, and from the worker itself (tf_impl/train.py) inside a sweep."""
     build = f"a CUDA {cuda_build} build" if cuda_build else "a CPU-only build"
     fix = ("check the driver, CUDA_VISIBLE_DEVICES and TensorFlow's CUDA libraries" if cuda_build else
            f"install its GPU build (`make setup` on a GPU box makes .venv-tf) or set {TF_PYTHON_ENV} to a Python with one")
