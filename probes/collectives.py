@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from bench.spec.collectives import BUS_FACTOR
+from bench.spec.rank_record import Collectives
 from bench.worker import Worker, exit_now, spec_path_from_argv
 from torch_impl.train import set_threads
 
@@ -89,7 +90,7 @@ def main() -> None:
                                  "iterations": iterations})
                 if first > SECONDS_PER_SIZE:
                     break  # a link this slow: the larger sizes add minutes, and nothing the fit lacks
-        worker.record("collectives", backend=dist.get_backend(), results=measured)
+        worker.record(Collectives(backend=dist.get_backend(), results=measured))
         dist.destroy_process_group()
     exit_now(0)
 

@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from bench.spec.rank_record import Peak
 from bench.worker import Worker, spec_path_from_argv
 from torch_impl.train import device_info, single_process_device
 
@@ -54,8 +55,8 @@ def main() -> None:
         info = device_info(device)
         worker.joined(1, backend="none", **info)
         precisions = ["fp32", "bf16"] + (["tf32", "fp16"] if device.type == "cuda" else [])
-        worker.record("peak", device_type=device.type, device_name=info["device_name"], threads=info["threads"],
-                      results=[measure(device, p) for p in precisions])
+        worker.record(Peak(device_type=device.type, device_name=info["device_name"], threads=info["threads"],
+                           results=[measure(device, p) for p in precisions]))
 
 
 if __name__ == "__main__":

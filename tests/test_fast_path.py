@@ -12,6 +12,7 @@ from bench.run import fold
 from bench.results.jsonl import append_line
 from bench.sweep.forecast import Forecast, earlier_rows
 from bench.run.runspec import RunSpec
+from bench.spec.rank_record import Checkpoint, Epoch, FirstStep, Result
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.worker import kernels
@@ -86,11 +87,13 @@ def test_a_tensorflow_run_as_shipped_without_onednn_is_flagged():
 
 def test_the_wall_time_split_adds_up_to_the_wall_time():
     t0 = 1000.0
-    records = {0: [{"event": "joined", "time": t0 + 5}, {"event": "first_step", "time": t0 + 7},
-                   {"event": "epoch", "time": t0 + 17, "eval_s": 0.8},
-                   {"event": "checkpoint", "time": t0 + 17.5, "save_s": 0.4, "load_s": 0.1},
-                   {"event": "result", "time": t0 + 18}],
-               1: [{"event": "first_step", "time": t0 + 7.5}, {"event": "result", "time": t0 + 18.2}]}
+    def result(rank: int, at: float) -> Result:
+        return Result(rank=rank, time=at, window_seconds=[1.0], window_steps=1, samples_per_window=1, train_s=10.0,
+                      peak_memory_mb=1.0)
+
+    records = {0: [FirstStep(time=t0 + 7), Epoch(time=t0 + 17, epoch=1, train_s=10.0, eval_s=0.8),
+                   Checkpoint(time=t0 + 17.5, epoch=1, save_s=0.4, load_s=0.1, bytes=1), result(0, t0 + 18)],
+               1: [FirstStep(rank=1, time=t0 + 7.5), result(1, t0 + 18.2)]}
     split = fold.wall_split(records, [0, 1], t0, 20.0, train_s=10.0, first_step_s=1.5)
     assert split["startup"] == pytest.approx(7.5) and split["training"] == pytest.approx(8.5)
     assert split["evaluation"] == pytest.approx(0.8) and split["checkpoints"] == pytest.approx(0.5)

@@ -51,7 +51,7 @@ def test_the_pipeline_is_never_asked_for_a_batch_inside_a_resident_window():
     spans an epoch's end (the rest drawn at the next epoch's start, that time left out of the window)."""
     clock = StepClock(warmup=3, window_steps=4, windows=4, samples_per_step=8, sync=lambda: None,
                       resident=lambda batch: batch)
-    slow = 3 * STEP_S
+    slow = 12 * STEP_S  # one batch of it inside a resident window would show above any scheduling noise
     trained, pipelines = train(clock, 4, 9, input_s=slow)  # 9 batches an epoch: windows cross the epochs' ends
     assert clock.done and len(clock.resident_window_seconds) == 4
     assert trained == [i for _ in range(4) for i in range(9)]

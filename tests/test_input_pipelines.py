@@ -251,14 +251,17 @@ def test_the_s3_server_listens_on_loopback_only_and_stops(tmp_path):
     assert server.process.poll() is not None and not os.path.exists(f"/proc/{server.process.pid}/status")
 
 
-def test_a_sweep_runs_every_input_pipeline_and_one_synthetic_twin():
+def test_a_sweep_runs_every_input_pipeline_each_measuring_its_own_input_cost():
     modes = [{"input": "memory", "loader_workers": 0, "data_url": None},
              {"input": "files", "loader_workers": 0, "data_url": None},
              {"input": "files", "loader_workers": 2, "data_url": None},
              {"input": "s3", "loader_workers": 1, "data_url": "s3://b/p"}]
     specs = plan.plan([get_variant("torch-ddp")], get_task("quick"), "cpu", [1, 2], analysis=True, inputs=modes)
-    one = [(s.task.data.input, s.task.data.loader_workers) for s in specs if s.world_size == 1]
-    assert one == [("memory", 0), ("synthetic", 0), ("files", 0), ("files", 2), ("s3", 1)]
+    one = [(s.task.data.input, s.task.data.loader_workers, s.task.timing.input_phases) for s in specs
+           if s.world_size == 1]
+    # PyTorch's loop times its input's cost in the run's own phases: no synthetic twin is launched for it.
+    assert one == [("memory", 0, True), ("files", 0, True), ("files", 2, True), ("s3", 1, True)]
+    assert not any(s.task.timing.input_phases for s in specs if s.world_size > 1)
     keys = {s.key for s in specs if not s.independent}
     assert len(keys) == len([s for s in specs if not s.independent])  # every pipeline its own configuration
     s3_run = next(s for s in specs if s.task.data.input == "s3")

@@ -7,6 +7,7 @@ from bench.analysis.verdict import verdict_lines
 from bench.results import ResultStore, load
 from bench.analysis import aggregate
 from bench.analysis.folder import Folder
+from bench.spec.rank_record import FirstStep, Result
 from helpers import CPU, cli
 from test_report import row as report_row
 
@@ -84,10 +85,10 @@ def test_stragglers_fold_over_repeats_and_show_under_their_task(tmp_path):
 
 def ranks(cpu_by_rank: dict[int, list[float]], world: int = 2) -> metrics.Ranks:
     """Ranks whose windows of 3 steps x 32 samples took 0.1 s each, with `cpu_by_rank` CPU seconds a window."""
-    results = {rank: {"window_seconds": [0.1] * len(cpu), "window_steps": 3, "samples_per_window": 96,
-                      "train_s": 1.0, "peak_memory_mb": 100.0 + rank, "window_cpu_seconds": cpu}
+    results = {rank: Result(rank=rank, window_seconds=[0.1] * len(cpu), window_steps=3, samples_per_window=96,
+                            train_s=1.0, peak_memory_mb=100.0 + rank, window_cpu_seconds=cpu)
                for rank, cpu in cpu_by_rank.items()}
-    records = {rank: [{"event": "first_step", "time": 10.0 + rank}] for rank in results}
+    records = {rank: [FirstStep(rank=rank, time=10.0 + rank)] for rank in results}
     return metrics.Ranks(results, records, world, launch_time=9.0)
 
 

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pandas as pd
@@ -7,24 +8,25 @@ from bench.results import ResultRow, ResultStore, load
 from bench.results.jsonl import read_jsonl
 from bench.results.row import SCHEMA_VERSION
 from bench.run.fold import FoldError, first_error, fold
+from bench.spec.rank_record import Error, FirstStep, Joined, Result
 from bench.status import Status
 from helpers import REPO, result_row
 
 
 def joined(rank, world):
-    return {"event": "joined", "rank": rank, "time": 1.0, "world_size": world, "cores": [rank],
-            "framework_version": "x", "device_name": "cpu", "threads": 1, "backend": "gloo"}
+    return Joined(rank=rank, time=1.0, world_size=world, local_rank=rank, node_rank=0, pid=100 + rank, host="h",
+                  cores=[rank], cuda_visible=None, framework_version="x", device_name="cpu", threads=1,
+                  info={"backend": "gloo"})
 
 
 def result(rank, windows=(1.0, 2.0, 1.0, 1.0, 1.0, 1.0)):
-    return {"event": "result", "rank": rank, "time": 9.0, "window_seconds": list(windows), "window_steps": 10,
-            "samples_per_window": 1000, "steps": 70, "train_s": 8.0, "epochs": 2, "test_accuracy": 0.9,
-            "test_loss": 0.3, "eval_samples": 397, "time_to_accuracy_s": 4.0, "peak_memory_mb": 100.0 + rank}
+    return Result(rank=rank, time=9.0, window_seconds=list(windows), window_steps=10, samples_per_window=1000,
+                  steps=70, train_s=8.0, epochs=2, test_accuracy=0.9, test_loss=0.3, eval_samples=397,
+                  time_to_accuracy_s=4.0, peak_memory_mb=100.0 + rank)
 
 
 def records(world=2, joined_world=None):
-    return {r: [joined(r, joined_world or world), {"event": "first_step", "rank": r, "time": 3.0 + r}, result(r)]
-            for r in range(world)}
+    return {r: [joined(r, joined_world or world), FirstStep(rank=r, time=3.0 + r), result(r)] for r in range(world)}
 
 
 def test_fold_takes_rank_zero_windows_and_the_slowest_first_step():
@@ -37,8 +39,8 @@ def test_fold_takes_rank_zero_windows_and_the_slowest_first_step():
 
 def test_fold_names_the_rank_whose_own_time_is_slowest_and_how_far_behind_the_median_it_is():
     own = {0: [0.10, 0.10, 0.12], 1: [0.30, 0.30, 0.30], 2: [0.10, 0.11, 0.10]}  # seconds a window of 10 steps
-    recs = {r: [joined(r, 3), {"event": "first_step", "rank": r, "time": 3.0},
-                {**result(r), "own_window_seconds": own[r]}] for r in range(3)}
+    recs = {r: [joined(r, 3), FirstStep(rank=r, time=3.0), dataclasses.replace(result(r), own_window_seconds=own[r])]
+            for r in range(3)}
     times = fold(recs, planned_world=3, ranks=[0, 1, 2], launch_time=1.0)["rank_times"]
     assert times["own_ms"] == {"0": 10.0, "1": 30.0, "2": 10.0}  # each rank's median window, a step
     assert times["slowest_rank"] == 1 and times["behind_median"] == pytest.approx(2.0)
@@ -61,8 +63,8 @@ def test_fold_catches_a_rank_that_never_joined():
 
 def test_first_error_names_the_rank_and_keeps_the_traceback_tail():
     recs = records()
-    recs[1].append({"event": "error", "rank": 1, "time": 5.0, "error": "RuntimeError: boom",
-                    "traceback": "Traceback\n  File x\nRuntimeError: boom"})
+    recs[1].append(Error(rank=1, time=5.0, error="RuntimeError: boom",
+                         traceback="Traceback\n  File x\nRuntimeError: boom"))
     assert first_error(recs).startswith("rank 1: RuntimeError: boom")
 
 

@@ -90,8 +90,8 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
 
 def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
     found = modules()
-    loaded = ("bench.spec.rank_spec", "bench.spec.task", "bench.spec.models", "bench.spec.frameworks",
-              "bench.spec.setting")
+    loaded = ("bench.spec.rank_spec", "bench.spec.rank_record", "bench.spec.task", "bench.spec.models",
+              "bench.spec.frameworks", "bench.spec.setting")
     for name in loaded:
         assert imports_of(name, found[name], set(found)) <= {"bench", "bench.spec", *loaded}, name
     assert imports_of("bench", found["bench"], set(found)) == set()  # the package's own module: none either

@@ -145,16 +145,19 @@ def test_input_wait_counts_only_inside_windows():
     assert clock.input_wait_s <= sum(clock.window_seconds)
 
 
-def test_a_sweep_with_analysis_adds_synthetic_twins_and_compiled_runs():
+def test_a_sweep_with_analysis_times_the_input_in_phases_or_adds_synthetic_twins_and_compiled_runs():
     from bench.sweep import plan
     from bench.spec.variants import get_variant
 
     specs = plan.plan([get_variant("torch-ddp")], get_task("default"), "cpu", [1, 2], analysis=True, compiled=True)
     keys = [s.key for s in specs]
     labels = [(k.series, k.world_size) for k in keys]
-    assert labels == [("torch-ddp", 1), ("torch-ddp (synthetic)", 1), ("torch-ddp (compiled)", 1),
-                      ("torch-ddp (compiled) (synthetic)", 1), ("torch-ddp", 2), ("torch-ddp (no sync)", 2),
+    assert labels == [("torch-ddp", 1), ("torch-ddp (compiled)", 1), ("torch-ddp", 2), ("torch-ddp (no sync)", 2),
                       ("torch-ddp (compiled)", 2), ("torch-ddp (compiled) (no sync)", 2)]
+    assert [s.task.timing.input_phases for s in specs] == [True, True, False, False, False, False]
+    # TensorFlow's loops have no input phases: its one-device runs keep their synthetic twin.
+    tf = [s.key.series for s in plan.plan([get_variant("tf-single")], get_task("default"), "cpu", [1], analysis=True)]
+    assert tf == ["tf-single", "tf-single (synthetic)"]
     # The synthetic twin of a synthetic task would be the task itself: none.
     assert all(k.input == "memory" for k in (s.key for s in plan.plan(
         [get_variant("torch-ddp")], get_task("resnet50"), "cpu", [1], analysis=True)))

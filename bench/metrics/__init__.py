@@ -2,8 +2,9 @@
 over.
 
 A metric owns its figures' whole life: how the ranks' reports of one run fold into its fields of the row
-(`bench.run.fold`), how its columns fold over repeated runs and what it derives from the folded line (once, when a
-report is made: `bench.analysis.aggregate.configurations`), its columns in the results table, its section of the
+(`bench.run.fold`: the records' fields it reads, `Reads`, and the row's fields it fills), how its columns fold over
+repeated runs and what it derives from the folded line (once, when a report is made:
+`bench.analysis.aggregate.configurations`), its columns in the results table, its section of the
 report under each task's results table (its table and what the table says), the command-line options it reads,
 and the fact the verdict states about a winner.
 
@@ -24,6 +25,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from bench.spec.rank_record import RankRecord, Record, Result
 from bench.spec.setting import Setting
 
 if TYPE_CHECKING:  # pandas only where figures are folded: the command line imports the metrics' options
@@ -61,22 +63,29 @@ class Column:
 
 @dataclass(frozen=True)
 class Ranks:
-    """One run's ranks as they reported it (their JSON lines, bench.worker.Worker.record): what a metric's `fold`
-    reads to fill its fields of the row. `results` holds each reporting rank's result, rank 0's among them."""
-    results: dict[int, dict]
-    records: dict[int, list[dict]]
+    """One run's ranks as they reported it (their records, bench.spec.rank_record): what a metric's `fold` reads
+    to fill its fields of the row. `results` holds each reporting rank's result, rank 0's among them."""
+    results: dict[int, Result]
+    records: dict[int, list[RankRecord]]
     world_size: int
     launch_time: float
 
     @property
-    def main(self) -> dict:
+    def main(self) -> Result:
         """Rank 0's result: the windows are timed there (equal on every rank: each ends in a barrier)."""
         return self.results[0]
 
-    def events(self, name: str, rank: int | None = None) -> list[dict]:
-        """The events called `name` of one rank, or of every reporting rank."""
+    def events(self, kind: type[Record], rank: int | None = None) -> list[Record]:
+        """The records of one kind of one rank, or of every reporting rank."""
         ranks = self.results if rank is None else [rank]
-        return [r for k in ranks for r in self.records.get(k, []) if r["event"] == name]
+        return [r for k in ranks for r in self.records.get(k, []) if isinstance(r, kind)]
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The fields of one kind of rank record a metric's fold reads (tests/test_rank_record.py holds it to them)."""
+    record: type[RankRecord]
+    fields: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -99,8 +108,11 @@ class Part:
 @dataclass(frozen=True)
 class Metric:
     name: str
-    # Its fields of the row (bench.results.row.ResultRow) from one run's ranks' reports.
+    # Its fields of the row (bench.results.row.ResultRow) from one run's ranks' reports: what the fold reads of
+    # them, and the row's fields it returns.
     fold: Callable[[Ranks], dict] | None = None
+    reads: tuple[Reads, ...] = ()
+    row_fields: tuple[str, ...] = ()
     # Its columns of the configurations frame, there (empty) even where no run has them.
     figures: tuple[str, ...] = ()
     columns: tuple[Column, ...] = ()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.metrics import Column, Context, Metric, Ranks, present
+from bench.metrics import Column, Context, Metric, Ranks, Reads, present
+from bench.spec.rank_record import Result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,10 +19,10 @@ def fold(ranks: Ranks) -> dict:
     time it (a row of an older dtbench)."""
     per_sample = []
     for result in ranks.results.values():
-        cpu = result.get("window_cpu_seconds")
+        cpu = result.window_cpu_seconds
         if not cpu:
             return {"host_cpu_ms_per_sample": None}
-        share = result["samples_per_window"] * len(cpu) / ranks.world_size
+        share = result.samples_per_window * len(cpu) / ranks.world_size
         per_sample.append(1e3 * sum(cpu) / share)
     return {"host_cpu_ms_per_sample": sum(per_sample) / len(per_sample)}
 
@@ -38,7 +39,8 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
                                  for ms, throughput in zip(folded["host_cpu_ms_per_sample"], folded["throughput"])]
 
 
-METRIC = Metric("host_cpu", fold=fold, columns=(
+METRIC = Metric("host_cpu", fold=fold, reads=(Reads(Result, ("window_cpu_seconds", "samples_per_window")),),
+                row_fields=("host_cpu_ms_per_sample",), columns=(
     Column("host CPU ms / sample", "host_cpu_ms_per_sample", ".3f", False),
     Column("cores busy", "host_cores_busy", ".2f"),
 ), repeats=(("host_cpu_ms_per_sample", "median"),), derive=derive)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from bench.metrics import Metric, Part, Ranks, fmt, present
+from bench.metrics import Metric, Part, Ranks, Reads, fmt, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.results.frame import records_of
+from bench.spec.rank_record import Result
 from bench.status import Status
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ def refused_mb(error: str) -> float | None:
 
 def fold(ranks: Ranks) -> dict:
     """The largest resident or allocated peak of any rank, and the per-rank detail (`per_rank`)."""
-    return {"peak_memory_mb": max(r["peak_memory_mb"] for r in ranks.results.values()),
-            "memory": per_rank({rank: r.get("memory") or {} for rank, r in ranks.results.items()})}
+    return {"peak_memory_mb": max(r.peak_memory_mb for r in ranks.results.values()),
+            "memory": per_rank({rank: r.memory or {} for rank, r in ranks.results.items()})}
 
 
 def per_rank(reported: dict[int, dict]) -> dict:
@@ -118,6 +119,7 @@ def section(part: Part) -> list[Block]:
 
 
 PEAKS = ("peak_memory_mb", "device_peak_mb", "device0_peak_mb", "other_devices_peak_mb")
-METRIC = Metric("memory", fold=fold, figures=(*PEAKS, "model_state_mb", "model_state_parts"),
+METRIC = Metric("memory", fold=fold, reads=(Reads(Result, ("peak_memory_mb", "memory")),),
+                row_fields=("peak_memory_mb", "memory"), figures=(*PEAKS, "model_state_mb", "model_state_parts"),
                 repeats=tuple((c, "max") for c in PEAKS), fact=fact, section=section,
                 notes=lambda configs: device0_lines(entries(configs)))

@@ -7,9 +7,10 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from bench.metrics import Context, Metric, Part, Ranks, present
+from bench.metrics import Context, Metric, Part, Ranks, Reads, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.results.frame import records_of
+from bench.spec.rank_record import Result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,8 +21,8 @@ STRAGGLER_BEHIND = 0.10  # a rank this far behind the median rank's own time is 
 def fold(ranks: Ranks) -> dict:
     """Each rank's own time a step (median over its windows), the slowest rank and how far it is behind the
     median rank: a straggler, which the windows (equal on every rank) hide. None unless every rank timed it."""
-    own = {rank: 1000 * statistics.median(r["own_window_seconds"]) / r["window_steps"]
-           for rank, r in ranks.results.items() if r.get("own_window_seconds")}
+    own = {rank: 1000 * statistics.median(r.own_window_seconds) / r.window_steps
+           for rank, r in ranks.results.items() if r.own_window_seconds}
     if len(own) < 2 or len(own) < len(ranks.results):
         return {"rank_times": None}
     median = statistics.median(own.values())
@@ -101,5 +102,6 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
         folded.at[index, "rank_times.behind_median"] = own[slowest] / median - 1 if median else None
 
 
-METRIC = Metric("stragglers", fold=fold, repeats=((OWN, "median"),), derive=derive, section=section,
+METRIC = Metric("stragglers", fold=fold, reads=(Reads(Result, ("own_window_seconds", "window_steps")),),
+                row_fields=("rank_times",), repeats=((OWN, "median"),), derive=derive, section=section,
                 notes=lambda configs: lines(found(configs)))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.metrics import Column, Metric, Ranks, present
+from bench.metrics import Column, Metric, Ranks, Reads, present
 from bench.results import stats
+from bench.spec.rank_record import Result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -13,9 +14,9 @@ if TYPE_CHECKING:
 
 def fold(ranks: Ranks) -> dict:
     """Rank 0's windows (every rank's end in the same barrier); with input phases, the pairs' ratio."""
-    throughput = stats.throughput_summary(ranks.main["window_seconds"], ranks.main["samples_per_window"])
-    resident = ranks.main.get("resident_window_seconds")
-    phases = stats.paired_ratio(ranks.main["window_seconds"], resident) if resident else None
+    throughput = stats.throughput_summary(ranks.main.window_seconds, ranks.main.samples_per_window)
+    resident = ranks.main.resident_window_seconds
+    phases = stats.paired_ratio(ranks.main.window_seconds, resident) if resident else None
     return {"throughput": throughput, "per_device_throughput": throughput["median"] / ranks.world_size,
             "input_phases": phases}
 
@@ -34,7 +35,10 @@ def cell(line: dict) -> str:
     return f"{line['throughput']:,.0f} [{line['ci_low']:,.0f}, {line['ci_high']:,.0f}]{runs}"
 
 
-METRIC = Metric("throughput", fold=fold, figures=("throughput", "ci_low", "ci_high", "per_device_throughput"),
+METRIC = Metric("throughput", fold=fold, reads=(Reads(Result, ("window_seconds", "samples_per_window",
+                                                                 "resident_window_seconds")),),
+                row_fields=("throughput", "per_device_throughput", "input_phases"),
+                figures=("throughput", "ci_low", "ci_high", "per_device_throughput"),
                 fold_repeats=fold_repeats, columns=(
     Column("throughput (samples/s) median [95% CI]", "throughput", "throughput", True, cell=cell),
     Column("per device", "per_device_throughput", ",.0f", True),

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.metrics import Column, Context, Metric, Ranks
+from bench.metrics import Column, Context, Metric, Ranks, Reads
 from bench.results import stats
 from bench.results.frame import records_of
+from bench.spec.rank_record import FirstStep, Result
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,16 +16,16 @@ if TYPE_CHECKING:
 
 def fold(ranks: Ranks) -> dict:
     main = ranks.main
-    first_steps = [e["time"] for e in ranks.events("first_step")]
+    first_steps = [e.time for e in ranks.events(FirstStep)]
     return {
-        "step_time_ms": stats.step_time_ms(main["window_seconds"], main["window_steps"]),
+        "step_time_ms": stats.step_time_ms(main.window_seconds, main.window_steps),
         # Start-up ends when the slowest rank has finished its first step.
         "startup_s": max(first_steps) - ranks.launch_time if first_steps else None,
-        "train_s": main["train_s"],
-        "first_step_s": main.get("first_step_s"),
+        "train_s": main.train_s,
+        "first_step_s": main.first_step_s,
         # None where the loop fetches batches inside the step (TensorFlow) and the wait cannot be timed.
-        "input_wait_fraction": (main["input_wait_s"] / sum(main["window_seconds"])
-                                if main.get("input_wait_s") is not None else None),
+        "input_wait_fraction": (main.input_wait_s / sum(main.window_seconds)
+                                if main.input_wait_s is not None else None),
     }
 
 
@@ -34,8 +35,12 @@ def derive(folded: pd.DataFrame, context: Context) -> None:
                            for r in records_of(folded)]
 
 
-METRIC = Metric("timing", fold=fold, figures=("step_ms", "step_p90_ms", "startup_s", "train_s", "wall_s",
-                                              "input_wait_fraction", "compile_s", "first_step_s"), columns=(
+METRIC = Metric("timing", fold=fold, reads=(
+    Reads(Result, ("window_seconds", "window_steps", "train_s", "first_step_s", "input_wait_s")),
+    Reads(FirstStep, ("time",)),
+), row_fields=("step_time_ms", "startup_s", "train_s", "first_step_s", "input_wait_fraction"),
+    figures=("step_ms", "step_p90_ms", "startup_s", "train_s", "wall_s", "input_wait_fraction", "compile_s",
+             "first_step_s"), columns=(
     Column("step ms", "step_ms", ".1f", False),
     Column("startup s", "startup_s", ".1f", False),
 ), repeats=tuple((c, "median") for c in ("step_ms", "step_p90_ms", "startup_s", "train_s", "input_wait_fraction",

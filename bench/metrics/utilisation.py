@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-from bench.metrics import Column, Context, Metric, Part, Ranks, fmt, present
+from bench.metrics import Column, Context, Metric, Part, Ranks, Reads, fmt, present
 from bench.metrics.blocks import Block, table_section, text
 from bench.metrics.scaling import communication_cell, communication_cost
 from bench.results import peak, utilisation
 from bench.results.frame import records_of
 from bench.spec.peaks import dense_peak, matmul_precision
+from bench.spec.rank_record import Result
 from bench.status import Status
 
 
@@ -27,7 +28,7 @@ def _text(value) -> str | None:
 
 def fold(ranks: Ranks) -> dict:
     """The model's parameters and (rank 0 counts them) FLOPs per training sample."""
-    return {"params": ranks.main.get("params"), "flops_per_sample": ranks.main.get("flops_per_sample")}
+    return {"params": ranks.main.params, "flops_per_sample": ranks.main.flops_per_sample}
 
 
 def derive(folded: pd.DataFrame, context: Context) -> None:
@@ -179,8 +180,11 @@ def section(part: Part) -> list[Block]:
     return blocks
 
 
-METRIC = Metric("utilisation", fold=fold, figures=("params", "flops_per_sample", "matmul_precision", "achieved_tflops",
-                                                   "mfu", "peak_fraction", *PHASE_FIGURES), derived=("achieved_tflops", "mfu", "peak_fraction"), columns=(
+METRIC = Metric("utilisation", fold=fold, reads=(Reads(Result, ("params", "flops_per_sample")),),
+                row_fields=("params", "flops_per_sample"),
+                figures=("params", "flops_per_sample", "matmul_precision", "achieved_tflops", "mfu", "peak_fraction",
+                         *PHASE_FIGURES),
+                derived=("achieved_tflops", "mfu", "peak_fraction"), columns=(
     Column("TFLOP/s", "achieved_tflops", ".3g", True),
     Column("MFU", "mfu", ".1%", True),
     Column("of meas. peak", "peak_fraction", ".1%", True),

@@ -35,6 +35,7 @@ from bench.run.reaper import HARNESS_DIED, Reaper, partial
 from bench.run.runspec import RunSpec
 from bench.run import sampler, stacks
 from bench.spec.devices import Machine, Placement
+from bench.spec.rank_record import Joined, RankRecord
 from bench.spec.rank_spec import NodePlan, RankSpec
 from bench.worker import CHECKPOINT_DIR, FAULT_ENV
 from bench.worker.turns import DUET_NOTE, TURNS_ENV
@@ -49,7 +50,7 @@ class Launched:
     command: str
     status: str            # ok | failed | timeout
     reason: str | None
-    records: dict
+    records: dict[int, list[RankRecord]]  # each local rank's report (bench.run.fold.read_rank_records)
     launch_time: float
     wall_s: float
     hosts: dict[int, str] | None = None  # a multi-host run: every node's "address (interface)" (bench.hosts.exchange)
@@ -190,7 +191,7 @@ def write_row_if_the_harness_dies(spec: RunSpec, run_id: str, path: Path, enviro
         partial(path).unlink(missing_ok=True)
 
 
-def saved(series: sampler.Sampler | None, records: dict[int, list[dict]]) -> tuple[dict | None, str | None]:
+def saved(series: sampler.Sampler | None, records: dict[int, list[RankRecord]]) -> tuple[dict | None, str | None]:
     """The time series written (its summary), or why not: a full disk costs the samples, never the row."""
     if series is None:
         return None, None
@@ -200,10 +201,9 @@ def saved(series: sampler.Sampler | None, records: dict[int, list[dict]]) -> tup
         return None, f"its time series not saved: {exc.strerror or exc}"
 
 
-def reported_slots(records: dict[int, list[dict]]) -> dict[int, list[int]]:
+def reported_slots(records: dict[int, list[RankRecord]]) -> dict[int, list[int]]:
     """rank -> the cores it reported being pinned to when it joined."""
-    return {rank: joined[-1]["cores"] for rank, events in records.items()
-            if (joined := [e for e in events if e.get("event") == "joined" and "cores" in e])}
+    return {rank: joined[-1].cores for rank, events in records.items() if (joined := fold.of_kind(events, Joined))}
 
 
 def start_sampler(spec: RunSpec, placement: Placement, run_dir: Path, started: list) -> sampler.Sampler | None:

@@ -13,6 +13,7 @@ from bench.results.jsonl import append_line
 from bench.run.execute import start_and_wait
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
+from bench.spec.rank_record import Collectives, Peak, Record
 from bench.spec.task import get_task
 from bench.spec.variants import Variant, probed_collectives
 from bench.status import Status
@@ -41,11 +42,11 @@ def measure_collectives(out_dir: Path, machine: Machine, device_type: str, nodes
                         (launched.reason or "no reason recorded").splitlines()[0])
             return None
         return []
-    event = run(spec, "collectives", out_dir, machine)
+    event = run(spec, Collectives, out_dir, machine)
     if event is None:
         return []
-    rows = [{"backend": event["backend"], "device_type": device_type, "nodes": nodes,
-             "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event["results"]]
+    rows = [{"backend": event.backend, "device_type": device_type, "nodes": nodes,
+             "devices_per_node": devices_per_node, "world_size": spec.world_size, **r} for r in event.results]
     reduced = [r for r in rows if r["collective"] == "all_reduce"]
     return (append(out_dir / "allreduce.jsonl", reduced)
             + append(out_dir / collectives.FILE, [r for r in rows if r["collective"] != "all_reduce"]))
@@ -55,21 +56,21 @@ def measure_peak(out_dir: Path, machine: Machine, device_type: str, cores_per_sl
                  timeout_s: float = 300) -> list[dict]:
     """The matmul peak of one device slot; a row per precision appended to OUT/peak.jsonl and returned."""
     spec = RunSpec(PEAK, get_task("quick"), device_type, cores_per_slot=cores_per_slot, timeout_s=timeout_s)
-    event = run(spec, "peak", out_dir, machine)
+    event = run(spec, Peak, out_dir, machine)
     if event is None:
         return []
     return append(out_dir / "peak.jsonl", [
-        {"device_type": event["device_type"], "device_name": event["device_name"], "threads": event["threads"], **r}
-        for r in event["results"]])
+        {"device_type": event.device_type, "device_name": event.device_name, "threads": event.threads, **r}
+        for r in event.results])
 
 
-def run(spec: RunSpec, event: str, out_dir: Path, machine: Machine) -> dict | None:
-    """Launch it like a training run (same pinning, launcher, clean-up); rank 0's `event` record, or
+def run(spec: RunSpec, kind: type[Record], out_dir: Path, machine: Machine) -> Record | None:
+    """Launch it like a training run (same pinning, launcher, clean-up); rank 0's first record of `kind`, or
     None (with a warning) when it failed."""
     launched = start_and_wait(spec, out_dir, machine, data_path=None)
-    events = [r for r in launched.records.get(0, []) if r["event"] == event]
+    events = [r for r in launched.records.get(0, []) if isinstance(r, kind)]
     if launched.status != Status.OK or not events:
-        log.warning("%s benchmark %s failed: %s", event, spec.key.label,
+        log.warning("%s benchmark %s failed: %s", kind.EVENT, spec.key.label,
                     (launched.reason or "no result").splitlines()[0])
         return None
     return events[0]

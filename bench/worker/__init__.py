@@ -1,8 +1,9 @@
 """The small API every variant calls inside its processes. Standard library only.
 
 A worker loads the run spec the harness wrote, pins itself to its slot, times
-training with a `StepClock`, and reports JSON lines to `rank<R>.jsonl` in the
-run directory; the harness folds those files into one result row. The training
+training with a `StepClock`, and reports typed records (bench.spec.rank_record)
+as JSON lines to `rank<R>.jsonl` in the run directory; the harness reads them
+back into the same dataclasses and folds them into one result row. The training
 loop itself is the variant's own, written out in its framework's package:
 
     clock = worker.clock(global_batch, sync, steps=epochs * steps_per_epoch)
@@ -21,6 +22,7 @@ hands `save_model` its framework's MLflow save once training is done.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -32,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Protocol
 
+from bench.spec import rank_record as records  # by module: its Checkpoint record is not this Checkpoint
 from bench.spec.rank_spec import RankSpec
 from bench.spec.task import TaskSpec
 from bench.worker import faults, manifest, stacks
@@ -78,7 +81,8 @@ class LossCurve:
     def flush(self) -> None:
         samples_per_step = self.worker.task.recipe.global_batch
         for step, seconds, loss in self.pending:
-            self.worker.record("loss", step=step, samples=step * samples_per_step, train_s=seconds, loss=float(loss))
+            self.worker.record(records.Loss(step=step, samples=step * samples_per_step, train_s=seconds,
+                                            loss=float(loss)))
         self.pending = []
 
 
@@ -156,7 +160,7 @@ class Worker:
         workers = self.loader_workers
         threads = max(1, len(cores) - workers) if loader_processes else len(cores)
         if workers:
-            self.record("loader", workers=workers, cores=len(cores), trainer_threads=threads)
+            self.record(records.Loader(workers=workers, cores=len(cores), trainer_threads=threads))
         return threads
 
     @property
@@ -164,18 +168,24 @@ class Worker:
         return self.task.data.loader_workers
 
 
-    def record(self, event: str, **fields) -> None:
-        self._report.write(json.dumps({"event": event, "rank": self.rank, "time": time.time(), **fields}) + "\n")
+    def record(self, record: records.RankRecord) -> None:
+        """Write one record to this rank's report, stamped with the rank and the time."""
+        stamped = dataclasses.replace(record, rank=self.rank, time=time.time())
+        self._report.write(json.dumps(stamped.to_line()) + "\n")
 
-    def joined(self, world_size: int, **info) -> None:
-        """Report the world this process actually joined; the harness checks it against the plan."""
-        self.record("joined", world_size=world_size, local_rank=self.local_rank, node_rank=self.node_rank,
-                    pid=os.getpid(), host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
-                    cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                    **({"host_addr": os.environ[HOST_ADDR_ENV], "interface": os.environ.get("GLOO_SOCKET_IFNAME")}
-                       if os.environ.get(HOST_ADDR_ENV) else {}),
-                    malloc={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults",
-                    **info)
+    def joined(self, world_size: int, framework_version: str | None = None, device: str | None = None,
+               device_name: str | None = None, threads: int | None = None, keras: str | None = None,
+               **info) -> None:
+        """Report the world this process actually joined; the harness checks it against the plan. `info`: the rest
+        of what the framework says of itself and its devices (backend, CUDA/NCCL, kernels...)."""
+        self.record(records.Joined(
+            world_size=world_size, local_rank=self.local_rank, node_rank=self.node_rank, pid=os.getpid(),
+            host=socket.gethostname(), cores=sorted(os.sched_getaffinity(0)),
+            cuda_visible=os.environ.get("CUDA_VISIBLE_DEVICES"), host_addr=os.environ.get(HOST_ADDR_ENV) or None,
+            interface=os.environ.get("GLOO_SOCKET_IFNAME") if os.environ.get(HOST_ADDR_ENV) else None,
+            malloc={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults",
+            framework_version=framework_version, device=device, device_name=device_name, threads=threads,
+            keras=keras, info=info))
 
     @property
     def input_phases(self) -> bool:
@@ -203,9 +213,9 @@ class Worker:
                              f"{t.warmup_steps + needed * t.window_steps}: raise --epochs or "
                              "lower --window-steps" + (" (the input phases time two windows a pair)" if phases else ""))
         if windows < t.windows:
-            self.record("windows", planned=t.windows, timed=windows, steps=steps)
+            self.record(records.Windows(planned=t.windows, timed=windows, steps=steps))
         self._clock = StepClock(t.warmup_steps, t.window_steps, windows, samples_per_step, sync,
-                                on_first_step=lambda: self.record("first_step"),
+                                on_first_step=lambda: self.record(records.FirstStep()),
                                 on_step=lambda step: faults.inject(self.rank, step, self._clock),
                                 turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
                                 on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
@@ -229,7 +239,8 @@ class Worker:
             return 0
         started = time.perf_counter()
         epochs_done = checkpoint.load(Path(directory))
-        self.record("restored", load_s=time.perf_counter() - started, epochs_done=epochs_done, directory=directory)
+        self.record(records.Restored(load_s=time.perf_counter() - started, epochs_done=epochs_done,
+                                     directory=directory))
         return epochs_done
 
     @property
@@ -247,10 +258,10 @@ class Worker:
         try:
             flavor = save(directory)
         except Exception as exc:  # noqa: BLE001 - the measurement stands; the row says why there is no model
-            self.record("model", error=f"{type(exc).__name__}: {exc}"[:2000])
+            self.record(records.SavedModel(error=f"{type(exc).__name__}: {exc}"[:2000]))
             return
         save_s = time.perf_counter() - started
-        self.record("model", flavor=flavor, save_s=save_s, bytes=bytes_on_disk(directory))
+        self.record(records.SavedModel(flavor=flavor, save_s=save_s, bytes=bytes_on_disk(directory)))
 
     def _checkpoint(self, checkpoint: Checkpoint, epochs_done: int, last: bool) -> None:
         """Save (the training stall, timed across the barrier every approach ends its save with); after the
@@ -267,8 +278,8 @@ class Worker:
             started = time.perf_counter()
             checkpoint.load(self.checkpoint_dir)
             load_s = time.perf_counter() - started
-        self.record("checkpoint", epoch=epochs_done, save_s=save_s, load_s=load_s,
-                    bytes=bytes_on_disk(self.checkpoint_dir))
+        self.record(records.Checkpoint(epoch=epochs_done, save_s=save_s, load_s=load_s,
+                                       bytes=bytes_on_disk(self.checkpoint_dir)))
 
     def end_epoch(self, clock: StepClock, epoch: int, epochs: int, evaluate: Callable[[], dict] | None,
                   checkpoint: Checkpoint | None = None) -> dict | None:
@@ -291,23 +302,25 @@ class Worker:
             if self._time_to_accuracy is None and target and evaluation["test_accuracy"] >= target:
                 self._time_to_accuracy = clock.train_seconds()
             seen = self._loss_curve.step * self.task.recipe.global_batch if self._loss_curve else None
-            self.record("epoch", epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, eval_s=eval_s,
-                        **evaluation)
+            self.record(records.Epoch(epoch=epoch + 1, train_s=clock.train_seconds(), samples=seen, eval_s=eval_s,
+                                      **evaluation))
         if epoch + 1 < epochs:
             clock.resume()
         return evaluation
 
     def finish(self, clock: StepClock, evaluation: dict | None, epochs: int, peak_memory_mb: float,
                params: int, flops_per_sample: float | None = None, fast_path: dict | None = None,
-               **measured) -> dict:
+               **measured) -> records.Result:
         """The result: the clock's windows, the last evaluation, memory, the model's FLOPs per sample
         and the fast-path settings the run trained with; `measured` overrides the clock's figures
-        (e.g. input_wait_s=None where the wait cannot be timed); recorded for the harness."""
-        result = {**clock.summary(), **(evaluation or {}), "epochs": epochs if evaluation else 0,
-                  "train_s": clock.train_seconds(), "time_to_accuracy_s": self._time_to_accuracy,
-                  "peak_memory_mb": peak_memory_mb, "params": params, "flops_per_sample": flops_per_sample,
-                  "fast_path": fast_path or {}, **measured}
-        self.record("result", **result)
+        (e.g. input_wait_s=None where the wait cannot be timed) and adds memory and profile; recorded
+        for the harness."""
+        result = records.Result(**{
+            **clock.summary(), **(evaluation or {}), "epochs": epochs if evaluation else 0,
+            "train_s": clock.train_seconds(), "time_to_accuracy_s": self._time_to_accuracy,
+            "peak_memory_mb": peak_memory_mb, "params": params, "flops_per_sample": flops_per_sample,
+            "fast_path": fast_path or {}, **measured})
+        self.record(result)
         return result
 
     @contextmanager
@@ -316,8 +329,8 @@ class Worker:
         try:
             yield self
         except BaseException as exc:  # noqa: BLE001 - report everything, then re-raise
-            self.record("error", error=f"{type(exc).__name__}: {exc}",
-                        traceback="".join(traceback.format_exception(exc))[-4000:])
+            self.record(records.Error(error=f"{type(exc).__name__}: {exc}",
+                                      traceback="".join(traceback.format_exception(exc))[-4000:]))
             raise
         finally:
             self._report.close()
