@@ -2,7 +2,10 @@
 --zero-stage). Standard library only."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from bench.spec.options import Option
+from bench.spec.setting import setting
 from bench.spec.task import SpecError
 from deepspeed_impl import options as deepspeed_options
 
@@ -15,9 +18,15 @@ def parse_plugin(text: str) -> str | None:
     return None if text == "none" else text
 
 
-PLUGIN = Option("--accelerate-plugin", "accelerate_plugin", parse=parse_plugin, label="{} plugin",
-                help="accelerate: hand its loop to FSDP (fsdp) or DeepSpeed (deepspeed) through its config file, "
-                     "instead of DDP; CUDA only (a sweep takes several, e.g. none,fsdp,deepspeed)")
+@dataclass(frozen=True)
+class Settings:
+    """accelerate's own command-line setting: the text given (a sweep's several, comma-separated)."""
+    accelerate_plugin: str | None = field(default=None, metadata=setting(
+        "accelerate: hand its loop to FSDP (fsdp) or DeepSpeed (deepspeed) through its config file, instead of DDP; "
+        "CUDA only (a sweep takes several, e.g. none,fsdp,deepspeed)"))
+
+
+PLUGIN = Option(Settings, "accelerate_plugin", parse=parse_plugin, label="{} plugin")
 OPTIONS = (PLUGIN, deepspeed_options.ZERO_STAGE)
 
 

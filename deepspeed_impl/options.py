@@ -1,7 +1,10 @@
 """deepspeed's option: the ZeRO stage (also what accelerate's DeepSpeed plugin runs). Standard library only."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from bench.spec.options import Option
+from bench.spec.setting import setting
 from bench.spec.task import SpecError
 
 STAGES = (1, 2, 3)
@@ -18,10 +21,15 @@ def parse_stage(text: str) -> int:
     return stage
 
 
-ZERO_STAGE = Option("--zero-stage", "zero_stage", parse=parse_stage, label="ZeRO-{}",
-                    help=f"deepspeed (and accelerate --accelerate-plugin deepspeed): the ZeRO stage, 1 (optimizer "
-                         f"state sharded), 2 (+ gradients) or 3 (+ parameters); run default {RUN_DEFAULT}, a sweep "
-                         "runs each of 1,2,3 unless told")
+@dataclass(frozen=True)
+class Settings:
+    """deepspeed's own command-line setting: the text given (a sweep's several, comma-separated)."""
+    zero_stage: str | None = field(default=None, metadata=setting(
+        f"deepspeed (and accelerate --accelerate-plugin deepspeed): the ZeRO stage, 1 (optimizer state sharded), 2 "
+        f"(+ gradients) or 3 (+ parameters); run default {RUN_DEFAULT}, a sweep runs each of 1,2,3 unless told"))
+
+
+ZERO_STAGE = Option(Settings, "zero_stage", parse=parse_stage, label="ZeRO-{}")
 OPTIONS = (ZERO_STAGE,)
 
 

@@ -91,7 +91,7 @@ def test_what_runs_in_a_rank_imports_nothing_of_the_harness():
 def test_the_spec_modules_a_rank_loads_import_only_the_standard_library():
     found = modules()
     loaded = ("bench.spec.rank_spec", "bench.spec.rank_record", "bench.spec.task", "bench.spec.models",
-              "bench.spec.frameworks")
+              "bench.spec.frameworks", "bench.spec.setting")
     for name in loaded:
         assert imports_of(name, found[name], set(found)) <= {"bench", "bench.spec", *loaded}, name
     assert imports_of("bench", found["bench"], set(found)) == set()  # the package's own module: none either
@@ -223,3 +223,16 @@ def test_every_harness_import_runs_down_the_floors_the_architecture_page_draws()
                     if target.startswith("bench") and package(target) != package(name)
                     and floor_of[package(target)] >= floor_of[package(name)])
     assert upward == []
+
+
+def test_no_option_is_declared_by_hand_outside_the_one_generator():
+    """Every option is a field's Setting (bench.spec.setting); only its generator calls add_argument."""
+    generator = REPO / "bench" / "spec" / "setting.py"
+    hits = [f"{path.relative_to(REPO)}:{node.lineno}" for path in (REPO / "bench").rglob("*.py") if path != generator
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("add_argument", "add_mutually_exclusive_group", "add_argument_group")]
+    assert hits == []
+    calls = [node for node in ast.walk(ast.parse(generator.read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"]
+    assert calls, "the generator adds the options"

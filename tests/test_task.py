@@ -59,12 +59,13 @@ def test_each_task_flag_is_declared_once_on_its_field_and_reaches_the_task():
     from bench import cli, request
     from bench.spec import task as spec
 
-    declared = spec.flags()
-    task_options = inspect.getsource(cli._add_task_options)
-    for flat, option, _, _ in declared:
-        assert f'"{option}"' not in task_options, f"{option} is declared on its field and again in bench/cli.py"
+    declared = spec.settings()
+    hand_declared = {o for layer in (cli.layers.TaskChoice, cli.layers.Placement) for s in cli.settings_of(layer)
+                     for o in s.options}
+    for s in declared:
+        assert not set(s.options) & hand_declared, f"{s.options} is declared on its field and again in a layer"
     # One per setting, and no option twice (argparse would refuse it before this)
-    assert len({option for _, option, _, _ in declared}) == len(declared) >= 25
+    assert len({o for s in declared for o in s.options}) == len(declared) >= 25
     args = cli.build_parser().parse_args(
         ["run", "--variant", "torch-single", "--task", "quick", "--epochs", "4", "--loss-every", "5",
          "--device-memory", "2.5", "--schedule", "cosine", "--checkpoint-every-epoch", "--val-split", "0.2",

@@ -6,22 +6,27 @@ training function (`Variant.engine_entry`) to `bench.engines.api.run`, and every
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.engines import api
 from bench.spec.rank_spec import RankSpec
+from bench.spec.setting import parse, setting
 from bench.spec.variants import ENGINES, get_variant
 
 
+@dataclass(frozen=True)
+class DriverArgs:
+    spec: str = field(default="", metadata=setting(required=True))
+    engine: str = field(default="", metadata=setting(required=True, choices=ENGINES))
+    address: str | None = field(default=None, metadata=setting(
+        "an existing cluster: Ray address, Spark master, Dask scheduler"))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--spec", required=True)
-    parser.add_argument("--engine", required=True, choices=ENGINES)
-    parser.add_argument("--address", help="an existing cluster: Ray address, Spark master, Dask scheduler")
-    args = parser.parse_args(argv)
+    args = parse(DriverArgs, argv, __doc__)
     spec = RankSpec.load(args.spec)
     module, name = get_variant(spec.variant).engine_entry.split(":")
     train = getattr(importlib.import_module(module), name)

@@ -9,14 +9,15 @@ join it as clients: when its own bind then fails, torch's TCPStore connects inst
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
 import socket
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from bench.hosts.loopback import loopback_listener, loopback_store_env
+from bench.spec.setting import parse, setting
 
 
 def serve(fd: int):
@@ -40,10 +41,13 @@ def loopback_store():
         del store
 
 
+@dataclass(frozen=True)
+class RendezvousArgs:
+    fd: int = field(default=-1, metadata=setting("a socket bound to 127.0.0.1 and listening", required=True))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--fd", type=int, required=True, help="a socket bound to 127.0.0.1 and listening")
-    store = serve(parser.parse_args().fd)  # noqa: F841 - serves while referenced
+    store = serve(parse(RendezvousArgs, description=__doc__).fd)  # noqa: F841 - serves while referenced
     signal.pause()
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from bench.spec.rank_record import RankRecord, Record, Result
+from bench.spec.setting import Setting
 
 if TYPE_CHECKING:  # pandas only where figures are folded: the command line imports the metrics' options
     import pandas as pd
@@ -58,16 +59,6 @@ class Column:
 
     def value(self, line: dict):
         return line.get(self.name)
-
-
-@dataclass(frozen=True)
-class Option:
-    """A command-line option a metric reads (on `bench run`, `sweep` and `report`); its value reaches `derive`."""
-    flag: str
-    dest: str
-    type: Callable
-    metavar: str
-    help: str
 
 
 @dataclass(frozen=True)
@@ -135,7 +126,7 @@ class Metric:
     # which of its figures those are (MLflow logs them once the sweep is over).
     derive: Callable[[pd.DataFrame, Context], None] | None = None
     derived: tuple[str, ...] = ()
-    options: tuple[Option, ...] = ()
+    options: tuple[Setting, ...] = ()  # on `bench run`, `sweep` and `report`; their values reach `derive`
     # Its section under each task's results table: its blocks, [] where the part has nothing of it to show.
     section: Callable[[Part], list[Block]] | None = None
     # A fact about a group's winner for the verdict's sentence, or None.
@@ -202,10 +193,9 @@ def notes(configs: pd.DataFrame) -> list[str]:
     return [line for m in REGISTRY if m.notes for line in m.notes(configs)]
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    for option in (o for m in REGISTRY for o in m.options):
-        parser.add_argument(option.flag, dest=option.dest, type=option.type, metavar=option.metavar,
-                            help=option.help)
+def options() -> list[Setting]:
+    """Every metric's command-line options (bench.spec.setting generates them)."""
+    return [o for m in REGISTRY for o in m.options]
 
 
 def settings(args: argparse.Namespace) -> dict:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from bench.metrics import Column, Context, Metric, Option, present
+from bench.metrics import Column, Context, Metric, present
+from bench.spec.setting import Setting
 from bench.results.frame import records_of
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ METRIC = Metric("cost", columns=(
     Column("$ / M samples", "cost_per_million_samples", "", False, cell=cell("cost_per_million_samples")),
     Column("$ / epoch", "cost_per_epoch", "", False, cell=cell("cost_per_epoch")),
 ), derive=derive, fact=fact, options=(
-    Option("--price-per-device-hour", PRICE, price, "USD",
-           "what one device (a GPU, or a CPU slot) costs an hour: each configuration's cost per million training "
-           "samples and per epoch, in the table and the verdict"),
+    Setting("what one device (a GPU, or a CPU slot) costs an hour: each configuration's cost per million training "
+            "samples and per epoch, in the table and the verdict", option="--price-per-device-hour", dest=PRICE,
+            type=price, metavar="USD", default=None),
 ))

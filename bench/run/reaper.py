@@ -15,7 +15,6 @@ own and letting go).
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -23,10 +22,12 @@ import select
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.run.processes import kill_all_of_run, processes_of_run, python_path
+from bench.spec.setting import parse, setting
 
 ENDED = b"ended"  # the run's processes are gone; its row is not stored yet
 RELEASED = b"released"  # its row is stored (or the harness reports it itself): nothing left to record
@@ -91,13 +92,16 @@ class Reaper:
             pass
 
 
+@dataclass(frozen=True)
+class ReaperArgs:
+    fd: int = field(default=-1, metadata=setting(required=True))
+    run_id: str = field(default="", metadata=setting(required=True))
+    row: Path | None = field(default=None, metadata=setting())
+    store: Path | None = field(default=None, metadata=setting())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fd", type=int, required=True)
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--row", type=Path)
-    parser.add_argument("--store", type=Path)
-    args = parser.parse_args(argv)
+    args = parse(ReaperArgs, argv, __doc__.splitlines()[0])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as Reaper starts it; a terminal's Ctrl-C is the harness's
     said, semaphores = b"", set()
     while True:

@@ -1,5 +1,5 @@
 """Approach options: flags an approach declares in its own package (`<approach>_impl/options.py`, named by the
-variants table), each value a task field, so that it is part of the run key and of the series label
+variants table) as fields of its settings dataclass, each value a task field, so that it is part of the run key and of the series label
 ("deepspeed (ZeRO-3)"). The harness adds the flags to the command line, expands a sweep over their values and
 refuses them on variants that do not take them; what a value means is the approach's business.
 
@@ -14,17 +14,27 @@ import argparse
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.spec.setting import Setting, declared
 from bench.spec.task import SpecError
 from bench.spec.variants import VARIANTS, Variant
 
 
 @dataclass(frozen=True)
 class Option:
-    flag: str                        # --zero-stage
-    field: str                       # the TaskSpec field it sets: zero_stage
-    help: str
+    """One of an approach's options: a field of its settings dataclass (`settings`, its flag and help on the
+    field, bench.spec.setting) named as the TaskSpec field it sets, how a value is read, and its label."""
+    settings: type                   # the approach's settings dataclass, whose field declares the flag
+    field: str                       # its name there and the TaskSpec field it sets: zero_stage
     parse: Callable[[str], object]   # one command-line value (SpecError naming the choices)
     label: str                       # its part of the series name: "ZeRO-{}"
+
+    @property
+    def setting(self) -> Setting:
+        return next(s for s in declared(self.settings) if s.dest == self.field)
+
+    @property
+    def flag(self) -> str:  # --zero-stage
+        return self.setting.options[0]
 
 
 def options_of(variant: Variant) -> tuple[Option, ...]:
@@ -37,9 +47,9 @@ def every_option() -> dict[str, Option]:
     return {o.field: o for v in VARIANTS.values() for o in options_of(v)}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for option in every_option().values():
-        parser.add_argument(option.flag, help=option.help)
+def settings() -> list[Setting]:
+    """Every approach's options as command-line settings (bench.spec.setting generates them), each under its field."""
+    return [option.setting for option in every_option().values()]
 
 
 def given(args: argparse.Namespace) -> dict[str, list]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
 
 from bench import command
 from bench.spec import models
+from bench.spec.setting import Setting, declared, setting
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -44,23 +44,6 @@ class SpecError(ValueError):
     """Bad user input: the message is one line that names the fix."""
 
 
-@dataclass(frozen=True)
-class Flag:
-    """A setting's command-line flag, declared on its field: `--flat-name` unless `option` names it, its help, and
-    what argparse needs beyond the field's own type (an int, float or str field takes one; a bool is a switch)."""
-    help: str
-    option: str | None = None
-    choices: tuple | None = None
-    metavar: str | None = None
-    type: Callable | None = None
-    default: object = None
-
-
-def flag(help: str, **how) -> dict:
-    """The field metadata that gives a setting its flag (`Flag`)."""
-    return {"flag": Flag(help, **how)}
-
-
 def check_choice(name: str, value, choices) -> None:
     """One of the task's fixed choices (an input, a precision, a schedule ...), or the one-line error naming them."""
     if value not in choices:
@@ -71,56 +54,56 @@ def check_choice(name: str, value, choices) -> None:
 class ModelSpec:
     """What is trained: the model and the images it takes."""
     # a built-in model, a library's (timm:, torchvision:, keras:) or one named for both
-    name: str = field(metadata=flag(
+    name: str = field(metadata=setting(
         "override the task's model: a built-in one or one both frameworks' libraries build, named once "
         "(efficientnet_b0, convnext_tiny ...: `bench list`), timm:NAME or torchvision:NAME (PyTorch's approaches), "
         "keras:NAME (a keras.applications model, TensorFlow's); random weights, nothing downloaded", option="--model"))
-    image_size: int = field(metadata=flag(  # square images, pixels per side
+    image_size: int = field(metadata=setting(  # square images, pixels per side
         "train at this side: a bundled dataset is resized on the device, an image folder's files as they are decoded "
         "(default: the dataset's, or the folder's first image)"))
-    channels: int = field(metadata=flag(
+    channels: int = field(metadata=setting(
         "train on 1 or 3 channels: grey images repeated into 3 for a model that needs them (default: the dataset's)",
         choices=(1, 3)))
     classes: int
-    head_dropout: float = field(default=0.0, metadata=flag(
+    head_dropout: float = field(default=0.0, metadata=setting(
         "a library model's dropout before its classifier (timm's drop_rate, a Keras Dropout)", metavar="P"))
 
 
 @dataclass(frozen=True)
 class Recipe:
     """How it is trained: batch, optimizer, learning-rate schedule, precision, seed."""
-    global_batch: int = field(metadata=flag("override the task's global batch"))
-    epochs: int = field(metadata=flag("override the task's epochs"))
-    lr: float = field(metadata=flag("base learning rate (one device's)"))
-    momentum: float = field(default=0.9, metadata=flag("SGD momentum"))
-    weight_decay: float = field(default=0.0, metadata=flag("L2 in the gradient (sgd, adam); decoupled (adamw)"))
-    optimizer: str = field(default="sgd", metadata=flag("the task's optimizer (default sgd, momentum 0.9)",
+    global_batch: int = field(metadata=setting("override the task's global batch"))
+    epochs: int = field(metadata=setting("override the task's epochs"))
+    lr: float = field(metadata=setting("base learning rate (one device's)"))
+    momentum: float = field(default=0.9, metadata=setting("SGD momentum"))
+    weight_decay: float = field(default=0.0, metadata=setting("L2 in the gradient (sgd, adam); decoupled (adamw)"))
+    optimizer: str = field(default="sgd", metadata=setting("the task's optimizer (default sgd, momentum 0.9)",
                                                         choices=OPTIMIZERS))
     # The learning rate over training, per step: a linear warm-up, then constant, step (x lr_gamma every
     # lr_step_epochs) or cosine (to 0 at the end) decay.
-    schedule: str = field(default="constant", metadata=flag(
+    schedule: str = field(default="constant", metadata=setting(
         "after the warm-up: constant (default), step (x --lr-gamma every --lr-step-epochs), cosine (to 0)",
         choices=SCHEDULES))
     # None: none, or WEAK_SCALING_WARMUP_EPOCHS when the rate is scaled (TaskSpec.effective_warmup_epochs)
-    warmup_epochs: float | None = field(default=None, metadata=flag(
+    warmup_epochs: float | None = field(default=None, metadata=setting(
         "linear learning-rate warm-up, in epochs (default 0)"))
-    lr_step_epochs: int = field(default=1, metadata=flag("--schedule step: epochs between decays (default 1)"))
-    lr_gamma: float = field(default=0.1, metadata=flag("--schedule step: the factor of each decay (default 0.1)"))
+    lr_step_epochs: int = field(default=1, metadata=setting("--schedule step: epochs between decays (default 1)"))
+    lr_gamma: float = field(default=0.1, metadata=setting("--schedule step: the factor of each decay (default 0.1)"))
     # How the batch follows the device count, and the learning rate the batch (Goyal et al., 2017).
-    scaling: str = field(default="strong", metadata=flag(
+    scaling: str = field(default="strong", metadata=setting(
         "weak: each device keeps --per-device-batch and the global batch grows with the devices (sweep default); "
         "strong: the global batch is split over them (run default)", choices=SCALINGS))
-    per_device_batch: int | None = field(default=None, metadata=flag(
+    per_device_batch: int | None = field(default=None, metadata=setting(
         "weak scaling: each device's batch (default: the task's batch at one device)"))
-    lr_scaling: str = field(default="linear", metadata=flag(
+    lr_scaling: str = field(default="linear", metadata=setting(
         "weak scaling: linear (default) multiplies the learning rate by the devices, with a warm-up "
         f"({WEAK_SCALING_WARMUP_EPOCHS} epochs unless --warmup-epochs); none keeps it", choices=LR_SCALINGS))
     lr_scale: float = 1.0                 # set by TaskSpec.for_world: the factor the base lr is multiplied by
     seed: int = 0
-    precision: str = field(default="fp32", metadata=flag(
+    precision: str = field(default="fp32", metadata=setting(
         "fp32 | bf16 | fp16 (fp16 needs CUDA); default: the task's (fp32) on CPU, bf16 on CUDA", choices=PRECISIONS))
     # An epoch's steps at most (None: the whole training set). Sizes a sweep of a large model to its time.
-    steps_per_epoch: int | None = field(default=None, metadata=flag(
+    steps_per_epoch: int | None = field(default=None, metadata=setting(
         "train at most this many steps an epoch (each epoch's own order, cut short; the evaluation still reads the "
         "whole test set)"))
 
@@ -128,14 +111,14 @@ class Recipe:
 @dataclass(frozen=True)
 class Timing:
     """How it is measured: steps never timed, the timed windows, how often the loss is kept, the target."""
-    warmup_steps: int = field(default=10, metadata=flag(
+    warmup_steps: int = field(default=10, metadata=setting(
         "steps trained before the first timed window, never timed (default: the task's)"))
-    window_steps: int = field(default=20, metadata=flag("steps in each timed window (default: the task's)"))
-    windows: int = field(default=10, metadata=flag("override the number of timing windows"))
-    loss_every_steps: int = field(default=10, metadata=flag(  # the loss curve
+    window_steps: int = field(default=20, metadata=setting("steps in each timed window (default: the task's)"))
+    windows: int = field(default=10, metadata=setting("override the number of timing windows"))
+    loss_every_steps: int = field(default=10, metadata=setting(  # the loss curve
         "rank 0 records the training loss every N steps (default 10)", option="--loss-every"))
     # The input's cost inside the run: each timed window followed by one on the same batches made resident first.
-    input_phases: bool = field(default=False, metadata=flag(
+    input_phases: bool = field(default=False, metadata=setting(
         "time each window twice, fed by the input pipeline and then by its batches made resident on the device "
         "beforehand (the pipeline idle): the input's cost as the pairs' ratio, in the run itself"))
     target_accuracy: float | None = None  # for time-to-accuracy
@@ -144,21 +127,21 @@ class Timing:
 @dataclass(frozen=True)
 class DataSpec:
     """Where the images come from."""
-    dataset: str = field(metadata=flag("override the task's dataset; imagefolder reads --data-dir", choices=DATASETS))
+    dataset: str = field(metadata=setting("override the task's dataset; imagefolder reads --data-dir", choices=DATASETS))
     # A sweep's --input and --loader-workers take several, comma-separated (bench.request.input_modes).
-    input: str = field(default="memory", metadata=flag(
+    input: str = field(default="memory", metadata=setting(
         "memory: the cached dataset (default); files: image files through the framework's file pipeline "
         "(ImageFolder + DataLoader, tf.data); s3: the same from --data-url; synthetic: one batch made on the device, "
         "the input pipeline left out (a sweep takes several, comma-separated)"))
-    data_dir: str | None = field(default=None, metadata=flag(  # imagefolder root, or the dataset's files
+    data_dir: str | None = field(default=None, metadata=setting(  # imagefolder root, or the dataset's files
         "dataset files (Fashion-MNIST idx files, or an image folder)"))
-    val_split: float | None = field(default=None, metadata=flag(
+    val_split: float | None = field(default=None, metadata=setting(
         "imagefolder without test/ or val/: this fraction of each class, seeded, is the test set"))
-    loader_workers: int = field(default=0, metadata=flag(
+    loader_workers: int = field(default=0, metadata=setting(
         "files | s3: parallel decoders (DataLoader worker processes, tf.data map threads), their cores taken from "
         "the slot's; 0 decodes in the training loop (default); a sweep takes several, e.g. 0,1,2",
         type=str, default="0"))
-    data_url: str | None = field(default=None, metadata=flag(
+    data_url: str | None = field(default=None, metadata=setting(
         "--input s3: s3://BUCKET/PREFIX holding an image folder; the endpoint and credentials come from the AWS "
         "environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)"))
 
@@ -167,10 +150,10 @@ class DataSpec:
 class RunOptions:
     """How the approach runs it: compiled, checkpointed, its sharding (bench.spec.options: declared and checked in
     the approach's own package, kept here so that they are part of the run key), the device memory it is given."""
-    compile: bool = field(default=False, metadata=flag(
+    compile: bool = field(default=False, metadata=setting(
         "torch.compile (Accelerate: its dynamo plugin) / TensorFlow XLA; a sweep runs every configuration eager and "
         "compiled; its compile time (the first step, never timed) is the report's compile s"))
-    checkpoint_every_epoch: bool = field(default=False, metadata=flag(
+    checkpoint_every_epoch: bool = field(default=False, metadata=setting(
         "save model + optimizer after each epoch the approach's own way; the row times the save (the training "
         "stall) and loading it back, and counts its bytes"))
     # DeepSpeed's (and Accelerate's DeepSpeed plugin's) ZeRO stage: 1 shards the optimizer state, 2 + gradients,
@@ -179,7 +162,7 @@ class RunOptions:
     accelerate_plugin: str | None = None  # accelerate's fsdp | deepspeed plugin instead of its DDP
     # --device-memory: every rank given the memory of a smaller device (GiB): on CUDA the framework's own cap, on
     # a CPU the rank process's RLIMIT_DATA (framework and data included). Part of the run key.
-    device_memory_gib: float | None = field(default=None, metadata=flag(
+    device_memory_gib: float | None = field(default=None, metadata=setting(
         "give every rank the memory of a smaller device: on CUDA the framework's own cap, on a CPU the rank "
         "process's (RLIMIT_DATA); a run that does not fit is recorded as such", option="--device-memory",
         metavar="GIB"))
@@ -216,35 +199,16 @@ FLAT = {("model" if (g, f.name) == ("model", "name") else f.name): (g, f.name)
         for g, cls in GROUPS.items() for f in dataclasses.fields(cls)}
 
 
-def flags() -> list[tuple[str, str, Flag, dataclasses.Field]]:
-    """(flat name, option, flag, field) of every setting the command line takes, in the tree's order."""
-    out = []
-    for flat, (group, name) in FLAT.items():
-        declared = next(f for f in dataclasses.fields(GROUPS[group]) if f.name == name)
-        if "flag" in declared.metadata:
-            given = declared.metadata["flag"]
-            out.append((flat, given.option or "--" + flat.replace("_", "-"), given, declared))
-    return out
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Each flagged setting's flag, its value under the setting's flat name (None where not given)."""
-    for flat, option, given, declared in flags():
-        how = {"help": given.help, "dest": flat}
-        if declared.type == "bool":
-            how["action"] = "store_true"
-        else:
-            how.update(type=given.type or _TYPES[declared.type.split("|")[0].strip()], default=given.default,
-                       **{k: v for k, v in (("choices", given.choices), ("metavar", given.metavar)) if v is not None})
-        parser.add_argument(option, **how)
-
-
-_TYPES = {"int": int, "float": float, "str": str}
+def settings() -> list[Setting]:
+    """Every task setting the command line takes, in the tree's order, each under its flat name and None where not
+    given (the preset keeps its value)."""
+    return [s for group, cls in GROUPS.items()
+            for s in declared(cls, given_only=True, names={"name": "model"} if group == "model" else None)]
 
 
 def given(args: argparse.Namespace) -> dict:
     """The settings the command line gave, by flat name (a switch left off and a flag not given: left out)."""
-    given_values = {flat: getattr(args, flat, None) for flat, *_ in flags()}
+    given_values = {s.dest: getattr(args, s.dest, None) for s in settings()}
     return {flat: value for flat, value in given_values.items() if value is not None and value is not False}
 
 

@@ -498,8 +498,6 @@ def merged(full_plan: list[Step], now: list[Outcome], earlier: dict[str, Outcome
 def main(args: argparse.Namespace) -> int:
     machine = devices.discover()
     gpu = machine.gpu_names[0] if machine.gpus else None
-    if args.budget <= 0:
-        raise SpecError(f"--budget {args.budget:g}: give the check's seconds, e.g. {DEFAULT_BUDGET_S:.0f}")
     out = args.out or default_out(gpu)
     full_plan = plan(out, sampled=installed(SAMPLES_NEED))
     steps = select(full_plan, args.only)

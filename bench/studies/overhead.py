@@ -120,7 +120,7 @@ def measure_pair(framework: str, task: TaskSpec, machine, device_type: str, data
     """One round: the harness run, the plain loop and (a timm model on PyTorch) the peer, in rotated order."""
     variant, probe = overhead_pairs()[framework]
     spec = RunSpec(get_variant(variant), task, device_type, cores_per_slot=args.cores_per_slot,
-                   timeout_s=args.timeout)
+                   timeout_s=args.timeout_s)
     placement = spec.check(machine)
     sides = ["harness", "plain"] + (list(PEER_OPTIMIZERS) if peer_model(task, framework) else [])
     shift = i % len(sides)
@@ -135,12 +135,12 @@ def measure_pair(framework: str, task: TaskSpec, machine, device_type: str, data
             rates = row.throughput["windows"]
             measured[side] = both_statistics(rates)
         elif side == "plain":
-            result = run_probe([sys.executable, "-m", probe, "--spec"], spec, placement, run_dir, data_path, args.timeout)
+            result = run_probe([sys.executable, "-m", probe, "--spec"], spec, placement, run_dir, data_path, args.timeout_s)
             per_window = result["samples_per_window"]
             measured[side] = both_statistics([per_window / s for s in result["window_seconds"]])
         else:
             result = run_probe(peer_command(task, peer_model(task, framework), PEER_OPTIMIZERS[side], spec.device_type), spec,
-                               placement, run_dir, data_path, args.timeout)
+                               placement, run_dir, data_path, args.timeout_s)
             measured[side] = peer_statistics(result, task)
     log.info("round %d (%s): %s", i + 1, framework,
              ", ".join(f"{side} {m['median']:.0f} (mean {m['mean']:.0f})" for side, m in measured.items()))

@@ -1,18 +1,23 @@
-"""What a command line asks for, expanded into the harness's terms: the task (with its dataset's shape and
-the input pipelines named), the device type, the engines, the machine a sweep plans for."""
+"""What a command line asks for (its frozen `Request`, checked once), expanded into the harness's terms: the task
+(with its dataset's shape and the input pipelines named), the device type, the engines, the machine a sweep plans
+for, the settings each of its runs takes."""
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from pathlib import Path
 
 from bench.spec import devices, models
 from bench.spec import task as task_flags
 from bench.spec.task import (CPU_IMAGE_SIZE, DATA_URL_WITHOUT_S3, DATASET_SHAPES, DEFAULT_TASK, FILE_INPUTS, INPUTS,
                              WORKERS_WITHOUT_FILES, SpecError, TaskSpec, check_choice, get_task)
-from bench.spec.variants import check_engine
+from bench.request.command import Request
+from bench.request.layout import dataclass_layers
+from bench.request.settings import Engines
+from bench.run.runspec import RunSpec
+from bench.spec.setting import declared
 
 
-def input_modes(args: argparse.Namespace) -> list[dict]:
+def input_modes(args: Request) -> list[dict]:
     """The task fields of every input pipeline named (input, loader_workers, data_url): a file input once per
     --loader-workers count."""
     inputs = [i.strip() for i in (args.input or "memory").split(",") if i.strip()]
@@ -51,12 +56,12 @@ def gpu_batch(memory_mib: int | None) -> int:
     return batch
 
 
-def task_name(args: argparse.Namespace, device_type: str) -> str:
+def task_name(args: Request, device_type: str) -> str:
     """--task, else the device's default (the small CNN on a CPU, ResNet-50 on GPUs)."""
     return args.task or DEFAULT_TASK[device_type]
 
 
-def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machine | None = None) -> TaskSpec:
+def task_from(args: Request, device_type: str, machine: devices.Machine | None = None) -> TaskSpec:
     """The task of the command line. `machine` sizes the GPU default's batch to its GPUs' memory (this machine's
     when not given)."""
     # GPUs train in bf16 unless told otherwise; CPUs keep the task's own precision (fp32).
@@ -67,8 +72,6 @@ def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machi
     scaling = args.scaling or ("weak" if args.command == "sweep" else "strong")
     [first_mode, *more_modes] = input_modes(args)
     data_dir = args.data_dir and str(Path(args.data_dir).resolve())  # the ranks start in the repository
-    if args.model and args.model_module:
-        raise SpecError("--model and --model-module each name the model: give one")
     model = f"{models.OWN}:{args.model_module}" if args.model_module else args.model
     name = task_name(args, device_type)
     global_batch = args.global_batch
@@ -105,30 +108,35 @@ def task_from(args: argparse.Namespace, device_type: str, machine: devices.Machi
     return task
 
 
-def device_type(args: argparse.Namespace, machine: devices.Machine) -> str:
+def device_type(args: Request, machine: devices.Machine) -> str:
     return machine.default_device_type if args.device_type == "auto" else args.device_type
 
 
-def engines(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+def engines(args: Request) -> list[tuple[str, str | None]]:
     """(engine, the cluster address given for it) for every engine named."""
     addresses = {"ray": args.ray_address, "spark": args.spark_master, "dask": args.dask_scheduler}
-    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
-    for engine in engines:
-        check_engine(engine)
-    return [(engine, addresses.get(engine)) for engine in engines]
+    return [(engine, addresses.get(engine)) for engine in Engines(engine=args.engine).names()]
 
 
-def sweep_machine(args: argparse.Namespace) -> devices.Machine:
+def sweep_machine(args: Request) -> devices.Machine:
     """This machine, or with --assume-gpus the GPU box a --dry-run plans for."""
     machine = devices.discover()
     if args.assume_gpus is None:
         return machine
-    if not args.dry_run:
-        raise SpecError("--assume-gpus only plans: add --dry-run (a real sweep uses the GPUs it finds)")
-    if args.assume_gpus < 1:
-        raise SpecError(f"--assume-gpus {args.assume_gpus}: assume at least 1 GPU, or drop it to plan for this machine")
-    if args.device_type == "cpu":
-        raise SpecError("--assume-gpus plans GPU runs: drop --device-type cpu (or --assume-gpus)")
     from bench.sweep import preview
 
     return preview.assumed_machine(args.assume_gpus, machine.cores)
+
+
+# What a command's plan decides of each run (one run's too: bench.commands.common.one_run), not a setting's.
+PLANNED = {"variant", "task", "device_type", "nodes", "devices_per_node", "engine", "engine_address", "interface"}
+# RunSpec's fields a settings layer sets by the field's own name.
+RUN_SETTINGS = {f.name for f in dataclasses.fields(RunSpec)} - PLANNED
+
+
+def run_settings(args: Request) -> dict:
+    """What the command's settings set on each of its runs: every setting it takes whose field is named as one of
+    RunSpec's (--malloc: malloc, --timeout: timeout_s). A path is made absolute: the ranks start in the repository."""
+    values = {s.dest: getattr(args, s.dest) for cls in dataclass_layers(args.command) for s in declared(cls)
+              if s.dest in RUN_SETTINGS and s.takes(args.command)}
+    return {name: value.resolve() if isinstance(value, Path) else value for name, value in values.items()}
