@@ -122,6 +122,10 @@ class AcceleratedRank(loop.Approach):
         # Independent runs are the no-communication bound: no gradient all-reduce.
         self.no_sync = (lambda: accelerator.no_sync(model)) if worker.independent else contextlib.nullcontext
 
+    def sync_off(self):
+        # Accelerate's DDP can train a window unsynchronised; its FSDP and DeepSpeed plugins shard instead.
+        return None if self.plugin else self.accelerator.no_sync(self.model)
+
     def sync(self) -> None:
         super().sync()
         self.accelerator.wait_for_everyone()
@@ -142,7 +146,7 @@ class AcceleratedRank(loop.Approach):
             x, y = data.to_model_input(images, self.device), labels.to(self.device, non_blocking=True)
         with region("optimizer"):
             optimizer.zero_grad(set_to_none=True)
-        with self.no_sync():
+        with self.step_sync():
             with region("forward"), accelerator.autocast():
                 loss = F.cross_entropy(model(x).float(), y)
             with region("backward"):

@@ -2,8 +2,11 @@
 so that one run measures its input's cost a window apart, its training unchanged."""
 import time
 
+import pytest
+
 from bench.results import stats
 from bench.worker import StepClock
+from helpers import bench, rows
 
 STEP_S, INPUT_S = 0.004, 0.004  # what a step computes and what its input takes, each slept
 
@@ -68,3 +71,24 @@ def test_without_resident_batches_the_clock_is_unchanged():
     train(clock, 1, 40)
     assert len(clock.window_seconds) == 3 and clock.resident_window_seconds == []
     assert "resident_window_seconds" not in clock.summary()
+
+
+@pytest.mark.slow
+def test_the_phases_leave_training_as_it_was_and_measure_ddps_exposed_communication(tmp_path):
+    """torch-ddp on two slots, with and without the phases: the same test loss to the last digit (the resident
+    windows train the same batches in the same order; the windows trained with the sync off are undone), and the
+    phases' row holds the input's cost and the exposed communication with their intervals."""
+    found = {}
+    for side, extra in (("phases", ["--input-phases"]), ("plain", [])):
+        out = tmp_path / side
+        done = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", *extra, "--out", str(out),
+                     env={"CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        [found[side]] = rows(out)
+    assert found["phases"]["test_loss"] == found["plain"]["test_loss"]
+    assert found["phases"]["eval_samples"] == found["plain"]["eval_samples"] == 397
+    phases = found["phases"]["input_phases"]
+    assert found["plain"]["input_phases"] is None
+    assert len(phases["pairs"]) == found["phases"]["windows"] >= 3
+    communication = phases["communication"]
+    assert communication["ci_low"] <= communication["cost"] <= communication["ci_high"] < 1

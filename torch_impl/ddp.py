@@ -75,6 +75,10 @@ class DDPRank(loop.Distributed):
         # Independent runs are the no-communication bound: DDP skips its all-reduce.
         return self.model.no_sync() if self.independent else super().no_sync()
 
+    def sync_off(self):
+        # A static graph's buckets are fixed to the synchronised steps' order: no window without them.
+        return None if self.model.static_graph else self.model.no_sync()
+
 
 def main() -> None:
     loop.run_rank(train)

@@ -9,6 +9,7 @@ prepared loaders), its input and evaluation. The epoch loop, the batch loop and 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from typing import Callable
 
@@ -48,6 +49,7 @@ class Approach:
         self.model, self.raw_model, self.device = model, raw_model, device  # raw: evaluation, parameter count
         self.rank, self.world_size = rank, world_size  # which shard of every batch and of the test set it reads
         self.optimizer = optimizer  # the one its wrapper holds (the schedule steps it); None: the task's, made here
+        self.clock = None  # the run's clock, once made: whether this step's window is one to undo
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -59,6 +61,16 @@ class Approach:
     def no_sync(self) -> contextlib.AbstractContextManager:
         """Gradient synchronisation off (independent runs, the no-communication bound)."""
         return contextlib.nullcontext()
+
+    def sync_off(self) -> contextlib.AbstractContextManager | None:
+        """Gradient synchronisation off for one window the input phases then undo (bench.worker.clock.Undo), the
+        exposed communication's bound in the run itself; None: the approach cannot switch it off."""
+        return None
+
+    def step_sync(self) -> contextlib.AbstractContextManager:
+        """What a step runs under: its sync switched off while the clock trains a window it will undo."""
+        undoing = self.clock is not None and self.clock.discarding
+        return self.sync_off() if undoing else self.no_sync()
 
     def step(self, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError  # only where has_own_step
@@ -121,7 +133,7 @@ def train(worker: Worker, approach: Approach) -> dict:
     if task.options.compile and not approach.compiles_itself:  # the wrapped model, as torch.compile's docs for DDP say
         model = torch.compile(model)
     step = approach.step if approach.has_own_step else functools.partial(
-        train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=approach.no_sync)
+        train_step, model, optimizer, scaler, amp_dtype, device=device, no_sync=approach.step_sync)
     if worker.synthetic:  # one batch made on the device: no input pipeline, no evaluation
         loader = data.synthetic_batches(task, batch, device, worker.timed_steps, approach.rank)
         test_loader, set_epoch, epochs = None, None, 1
@@ -137,7 +149,10 @@ def train(worker: Worker, approach: Approach) -> dict:
     clock = worker.clock(task.recipe.global_batch, approach.sync, steps=(epochs - first_epoch) * len(loader),
                          on_warmup_done=lambda: memory.reset_peak(device, approach.every_visible_gpu),
                          profiler=profiler, own_timer=None if approach.lockstep_eval else own_time.keep(device),
-                         resident=functools.partial(resident, device=device))
+                         resident=functools.partial(resident, device=device),
+                         unsynced=Undo(raw_model, optimizer, scheduler, scaler)
+                         if approach.world_size > 1 and approach.sync_off() is not None else None)
+    approach.clock = clock
     running_loss = RunningLoss(device)
     evaluate_exactly = None if test_loader is None else (
         lambda: approach.evaluate(test_loader, amp_dtype, running_loss))
@@ -165,6 +180,8 @@ def run_epochs(worker: Worker, clock, loader, step: Callable[[torch.Tensor, torc
             set_epoch(epoch)
         for images, labels in clock.timed(loader):
             loss = step(images, labels)
+            if clock.discarding:  # a window trained with its sync off, to be undone: it counts nowhere
+                continue
             scheduler.step()
             running_loss.add(loss)
             loss_curve.add(loss.detach(), clock)
@@ -215,6 +232,32 @@ def cast_inputs(model: nn.Module, dtype: torch.dtype) -> None:
 def place(model: nn.Module, device: torch.device) -> nn.Module:
     """The model on its device, in the device's memory format (channels_last where that is the fast path)."""
     return model.to(device, memory_format=data.memory_format(device))
+
+
+class Undo:
+    """What a window trained with gradient synchronisation off changes, saved before it and put back after
+    (bench.worker.clock.Undo): the weights and buffers, the optimizer's state, the schedule, the loss scale and the
+    random state, so that training goes on as if the window had not been."""
+
+    def __init__(self, model: nn.Module, optimizer, scheduler, scaler: torch.amp.GradScaler):
+        self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
+        self.saved = None
+
+    def save(self) -> None:
+        self.saved = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.optimizer.state_dict()),
+                      self.scheduler.state_dict(), self.scaler.state_dict(), torch.get_rng_state(),
+                      torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+
+    def restore(self) -> None:
+        model, optimizer, scheduler, scaler, rng, cuda_rng = self.saved
+        self.model.load_state_dict(model)
+        self.optimizer.load_state_dict(optimizer)
+        self.scheduler.load_state_dict(scheduler)
+        self.scaler.load_state_dict(scaler)
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        self.saved = None
 
 
 def resident(batch: tuple[torch.Tensor, torch.Tensor], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

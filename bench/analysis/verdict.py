@@ -25,6 +25,7 @@ from bench.analysis.folder import Folder
 from bench.analysis.repeats import Ratio, Runs, measured_runs, ratio
 from bench import metrics
 from bench.metrics import present
+from bench.metrics.scaling import PHASES_COMMUNICATION
 from bench.results.frame import records_of
 from bench.results.key import RunKey
 from bench.spec import knobs, models
@@ -178,6 +179,9 @@ def _group(lines: list[dict], by_key: dict, measured: dict[RunKey, Runs], severa
     if bound is not None and bound["ok"]:
         group.context.append(f"{name_in_group(winner)} reaches {_pct(winner['throughput'] / bound['throughput'])} of its "
                              f"no-sync bound ({bound['throughput']:,.0f} samples/s)")
+    elif present(winner.get(PHASES_COMMUNICATION)):  # the same bound, measured in its own input phases
+        group.context.append(f"{name_in_group(winner)} reaches {_pct(1 - winner[PHASES_COMMUNICATION])} of its "
+                             "no-sync bound (its own windows trained with the sync off, then undone)")
     for r in lines:
         if r["ok"] and r["key"].asynchronous and not r["key"].independent:
             group.context.append(f"{name_in_group(r)} runs at {r['throughput'] / winner['throughput']:.2f}x of it, "

@@ -17,6 +17,9 @@ def fold(ranks: Ranks) -> dict:
     throughput = stats.throughput_summary(ranks.main.window_seconds, ranks.main.samples_per_window)
     resident = ranks.main.resident_window_seconds
     phases = stats.paired_ratio(ranks.main.window_seconds, resident) if resident else None
+    unsynced = ranks.main.unsynced_window_seconds
+    if phases is not None and unsynced:
+        phases["communication"] = stats.exposed_communication(resident, unsynced)
     return {"throughput": throughput, "per_device_throughput": throughput["median"] / ranks.world_size,
             "input_phases": phases}
 
@@ -36,7 +39,8 @@ def cell(line: dict) -> str:
 
 
 METRIC = Metric("throughput", fold=fold, reads=(Reads(Result, ("window_seconds", "samples_per_window",
-                                                                 "resident_window_seconds")),),
+                                                                 "resident_window_seconds",
+                                                                 "unsynced_window_seconds")),),
                 row_fields=("throughput", "per_device_throughput", "input_phases"),
                 figures=("throughput", "ci_low", "ci_high", "per_device_throughput"),
                 fold_repeats=fold_repeats, columns=(

@@ -125,7 +125,9 @@ def where_the_rest_goes(used: list[dict]) -> list[str]:
 
 
 # The input phases' ratio and interval as the configurations frame holds them (the row's `input_phases`).
-PHASE_FIGURES = ("input_phases.real_over_resident", "input_phases.ci_low", "input_phases.ci_high")
+PHASE_FIGURES = ("input_phases.real_over_resident", "input_phases.ci_low", "input_phases.ci_high",
+                 "input_phases.communication.cost", "input_phases.communication.ci_low",
+                 "input_phases.communication.ci_high")
 
 INPUT_COST_NOTE = (
     "The input's cost is measured three ways. Read the synthetic twin's: the same run with one batch made on the "

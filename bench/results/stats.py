@@ -52,6 +52,18 @@ def paired_ratio(real_seconds: list[float], resident_seconds: list[float]) -> di
             "ci_coverage": round(coverage, 4), "pairs": ratios}
 
 
+def exposed_communication(resident_seconds: list[float], unsynced_seconds: list[float | None]) -> dict | None:
+    """The input phases on several ranks: each resident window against the same batches trained with gradient
+    synchronisation off just before it -> 1 - unsynced / synchronised time per pair (the share of the step that
+    waits on communication), its median and 95 % interval. None where no pair has both."""
+    costs = [1 - unsynced / synced for synced, unsynced in zip(resident_seconds, unsynced_seconds) if unsynced]
+    if not costs:
+        return None
+    low, high, coverage = median_interval(costs)
+    return {"cost": float(np.median(costs)), "ci_low": low, "ci_high": high, "ci_coverage": round(coverage, 4),
+            "pairs": costs}
+
+
 def step_time_ms(window_seconds: list[float], window_steps: int) -> dict:
     per_step = [1000 * s / window_steps for s in window_seconds]
     return {"median": float(np.median(per_step)), "p90": float(np.percentile(per_step, 90))}

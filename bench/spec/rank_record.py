@@ -174,6 +174,8 @@ class Result(RankRecord):
     profiled_window_seconds: list[float] | None = None  # --profile: the profiled windows, as the clock timed them
     own_window_seconds: list[float] | None = None  # the rank's own time in each window, where it is timed
     resident_window_seconds: list[float] | None = None  # --input-phases: each timed window's resident partner
+    # --input-phases on several ranks: each resident window's batches first trained with the sync off (None: none)
+    unsynced_window_seconds: list[float | None] | None = None
     test_accuracy: float | None = None
     test_loss: float | None = None
     eval_samples: int | None = None

@@ -55,6 +55,9 @@ class Variant:
     requires: tuple[tuple[str, str], ...] = ()
     # Its loop feeds the clock's resident windows (--input-phases; None: as its framework's loops do).
     input_phases: bool | None = None
+    # With them on several ranks it also trains each resident window's batches with its sync off and undoes them:
+    # the exposed communication in the run (bench.worker.clock), where `independent` needs a no-sync run.
+    sync_phases: bool = False
 
     @property
     def times_input_in_phases(self) -> bool:
@@ -100,7 +103,8 @@ class Variant:
 VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("torch-ddp", "torch", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp", single_process=False,
             spans_nodes=True, summary="PyTorch DistributedDataParallel under torchrun (gloo on CPU, nccl on CUDA)",
-            baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train", knobs="torch_impl.knobs:DDP"),
+            baseline="torch-single", independent=True, engine_entry="torch_impl.ddp:train", knobs="torch_impl.knobs:DDP",
+            sync_phases=True),
     Variant("torch-ddp-static", "torch", "torch", "torch_impl.launch:TORCHRUN", "torch_impl.ddp",
             single_process=False, spans_nodes=True,
             summary="PyTorch DistributedDataParallel with static_graph=True (buckets fixed to the gradients' order "
@@ -135,7 +139,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             single_process=False, spans_nodes=True,
             requires=(("accelerate", "accelerate"),),
             summary="Hugging Face Accelerate under `accelerate launch` with an explicit config file",
-            baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train",
+            baseline="torch-single", independent=True, engine_entry="accelerate_impl.train:train", sync_phases=True,
             options="accelerate_impl.options", knobs="accelerate_impl.knobs:DDP"),
     Variant("tf-mirrored", "tensorflow", "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored",
             single_process=True, spans_nodes=False,

@@ -70,12 +70,15 @@ def plan(variants: list[Variant], task: TaskSpec, device_type: str, counts: list
                 for mode in modes:
                     # The input's cost in the run itself where its framework's loops can (the input phases),
                     # else from a synthetic-input twin: another run, so another moment of a shared machine.
-                    phased = analysis and n == 1 and not mode.synthetic and variant.times_input_in_phases
+                    # On several ranks, an approach that can train a window with its sync off and undo it measures
+                    # its exposed communication in the same phases, in place of a no-sync run.
+                    phased = analysis and not mode.synthetic and variant.times_input_in_phases and (
+                        n == 1 or variant.sync_phases)
                     spec = RunSpec(variant, mode.replace(input_phases=True) if phased else mode, device_type, *topology(n, nodes), cores_per_slot=cores_per_slot,
                                    timeout_s=timeout_s, engine=engine, engine_address=address)
                     specs.append(spec)
                     no_sync = dataclasses.replace(spec, independent=True)
-                    if analysis and variant.independent and n > 1 and options.accepts(no_sync):
+                    if analysis and variant.independent and n > 1 and not phased and options.accepts(no_sync):
                         specs.append(no_sync)
                     twin = mode.replace(input="synthetic", loader_workers=0, data_url=None)
                     if (analysis and n == 1 and not mode.synthetic and not phased

@@ -165,7 +165,9 @@ def render(plans: list[RunPlan], machine: Machine, assumed: bool, out_dir: Path,
                      "each multi-device count.")
     for plan in plans:
         spec = plan.spec
-        phases = " + its input's cost in the run (input phases)" if spec.task.timing.input_phases else ""
+        phases = "" if not spec.task.timing.input_phases else (
+            " + its input's cost and exposed communication in the run (input phases)" if spec.world_size > 1
+            else " + its input's cost in the run (input phases)")
         lines += ["", f"[{plan.index}/{len(plans)}] {spec.key.label}{phases}"]
         if plan.skipped:
             lines.append(f"  skipped (recorded as such): {plan.skipped}")

@@ -38,7 +38,7 @@ from bench.spec import rank_record as records  # by module: its Checkpoint recor
 from bench.spec.rank_spec import RankSpec
 from bench.spec.task import TaskSpec
 from bench.worker import faults, manifest, stacks
-from bench.worker.clock import OwnTimer, Profiler, StepClock
+from bench.worker.clock import OwnTimer, Profiler, StepClock, Undo
 from bench.worker.faults import FAULT_ENV  # noqa: F401  (the harness names it)
 from bench.worker.profile import PROFILE_DIR, PROFILED_WINDOWS
 from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
@@ -197,12 +197,15 @@ class Worker:
 
     def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
               on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None,
-              own_timer: OwnTimer | None = None, resident: Callable | None = None) -> StepClock:
+              own_timer: OwnTimer | None = None, resident: Callable | None = None,
+              unsynced: Undo | None = None) -> StepClock:
         """The run's clock, for a loop that trains `steps` steps in all. Fewer steps than the windows need
         (weak scaling on many devices: a bigger batch, fewer steps an epoch) time the windows that fit,
         recorded; fewer than MIN_WINDOWS is refused. With --profile, `profiler` runs over the profiled
         windows (`profile_windows`). `resident(batch)`: the batch made resident on the device, the loop's way,
-        for the input phases where the task asks for them (`input_phases`); each timed window then takes two."""
+        for the input phases where the task asks for them (`input_phases`); each timed window then takes two, and
+        with `unsynced` (an approach that can train a window with its gradient synchronisation off and undo it)
+        three."""
         t = self.task.timing
         profiled = self.profile_windows if profiler is not None else 0
         phases = resident is not None and self.input_phases
@@ -219,7 +222,8 @@ class Worker:
                                 on_step=lambda step: faults.inject(self.rank, step, self._clock),
                                 turns=Turns.from_environment(self.rank), stop_when_done=self.independent,
                                 on_warmup_done=on_warmup_done, profiler=profiler, profile_windows=profiled,
-                                own_timer=own_timer, resident=resident if phases else None)
+                                own_timer=own_timer, resident=resident if phases else None,
+                                unsynced=unsynced if phases else None)
         return self._clock
 
     def loss_curve(self, steps_done: int = 0) -> LossCurve:

@@ -24,6 +24,15 @@ class Profiler(Protocol):
         ...
 
 
+class Undo(Protocol):
+    """What a window trained with gradient synchronisation off changes (weights, optimizer, schedule, random
+    state), saved before it and put back after, so that the run trains on as if it had not happened."""
+
+    def save(self) -> None: ...
+
+    def restore(self) -> None: ...
+
+
 class OwnTimer(Protocol):
     """Times the part of each step in which a rank waits for no other (its forward pass: torch_impl/own_time.py),
     while `timing` (the clock sets it: inside the windows it keeps)."""
@@ -61,6 +70,12 @@ class StepClock:
     inside it the steps train on the same batches in the same order with no input work and the pipeline idle (its
     prefetch paused: nothing asks it for a batch). The pairs' ratio is the input's cost, measured in one process a
     window apart (`resident_window_seconds`, paired with `window_seconds` by index); training is unchanged.
+
+    With `unsynced` too (a multi-rank approach that can switch its gradient synchronisation off), the resident
+    window's batches are first trained with it off (`discarding` holds meanwhile: the loop steps with its sync off
+    and counts nothing), timed (`unsynced_window_seconds`), and undone (`unsynced.restore`); then the resident
+    window trains them synchronised. Same batches, same memory, a window apart: their ratio is the communication
+    the step leaves exposed. A resident window that spans an epoch's end has no such partner (None).
     """
 
     def __init__(self, warmup: int, window_steps: int, windows: int, samples_per_step: int,
@@ -68,7 +83,7 @@ class StepClock:
                  on_step: Callable[[int], None] = lambda step: None, turns: Turns | None = None,
                  stop_when_done: bool = False, on_warmup_done: Callable[[], None] = lambda: None,
                  profiler: Profiler | None = None, profile_windows: int = 0, own_timer: OwnTimer | None = None,
-                 resident: Callable[[T], T] | None = None):
+                 resident: Callable[[T], T] | None = None, unsynced: Undo | None = None):
         if warmup < 1:
             raise ValueError("at least one warm-up step: the first step compiles and allocates")
         self.warmup, self.window_steps, self.windows = warmup, window_steps, windows
@@ -100,6 +115,9 @@ class StepClock:
         self.resident_window_seconds: list[float] = []  # input phases: the window after each timed one, resident
         self._held: list = []       # the resident window's batches, drawn before it opened
         self._to_draw = 0           # batches the resident window still needs drawn (one that spans an epoch's end)
+        self._unsynced = unsynced if resident is not None else None
+        self.unsynced_window_seconds: list[float | None] = []  # each resident window's unsynchronised partner
+        self.discarding = False     # the steps now train with gradient synchronisation off, to be undone
 
     @property
     def timing(self) -> bool:
@@ -126,7 +144,13 @@ class StepClock:
         batches, exhausted = iter(batches), False
         while True:
             if self._to_draw and not exhausted:
+                opening = not self.timing and self.steps >= self.warmup
                 exhausted = self._draw(batches)
+                if opening and self._unsynced is not None:
+                    if len(self._held) == self.window_steps:
+                        yield from self._undone(list(self._held))
+                    else:
+                        self.unsynced_window_seconds.append(None)
             if self._held:  # a resident window's: no input work, no wait
                 yield self._held.pop(0)
                 self.step_done()
@@ -150,6 +174,20 @@ class StepClock:
             self.step_done()
             if self.stop:
                 return
+
+    def _undone(self, held: list[T]) -> Iterator[T]:
+        """The resident window's batches trained with gradient synchronisation off, timed, then undone; the
+        resident window itself opens after."""
+        self._unsynced.save()
+        self._sync()
+        started, self.discarding = time.perf_counter(), True
+        yield from held
+        self._sync()
+        self.unsynced_window_seconds.append(time.perf_counter() - started)
+        self.discarding = False
+        self._unsynced.restore()
+        self._sync()
+        self._window_start, self._window_cpu_start = time.perf_counter(), time.process_time()
 
     def _draw(self, batches: Iterator[T]) -> bool:
         """The resident window's batches, drawn and made resident, then the device synced, outside its time: before
@@ -281,4 +319,5 @@ class StepClock:
                 "window_cpu_seconds": self.window_cpu_seconds,
                 **({"profiled_window_seconds": self.profiled_window_seconds} if self._profile_windows else {}),
                 **({"own_window_seconds": self.own_window_seconds} if self._own_timer is not None else {}),
-                **({"resident_window_seconds": self.resident_window_seconds} if self._resident else {})}
+                **({"resident_window_seconds": self.resident_window_seconds} if self._resident else {}),
+                **({"unsynced_window_seconds": self.unsynced_window_seconds} if self._unsynced else {})}
