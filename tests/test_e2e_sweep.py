@@ -136,6 +136,8 @@ def test_a_crash_and_a_hang_are_recorded_and_earlier_rows_kept(swept, out):
     assert crash.returncode == 1
     row = rows(out)[-1]
     assert row["status"] == "failed" and "rank 1: RuntimeError: injected crash at step 3" in row["error"]
+    # On its first line, the one a table shows: which process died, and why.
+    assert "exit code" in row["error"].splitlines()[0] and "injected crash" in row["error"].splitlines()[0]
 
     hang = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", "--out", str(out),
                  "--timeout", "45", env={**CPU, "DTBENCH_FAULT": "hang:rank=0:step=2"}, timeout=300)

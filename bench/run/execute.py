@@ -372,8 +372,9 @@ def launched_row(spec: RunSpec, run: Launched, environment: dict) -> ResultRow:
     if run.status != Status.OK:
         row.status = run.status
         rank_error = fold.first_error(run.records) if run.status == Status.FAILED else None
-        # Which process died and how, then the error a rank reported (or, without one, the log's last lines).
-        row.error = f"{run.reason.splitlines()[0]}\n{rank_error}" if rank_error else run.reason
+        # Which process died and how, and on the same line the error a rank reported (the line a table shows),
+        # its traceback's end below; without one, the log's last lines.
+        row.error = f"{run.reason.splitlines()[0]} {rank_error}" if rank_error else run.reason
         if run.status == Status.FAILED and memory.ALLOCATION_REFUSED.search(row.error or ""):
             row.status = Status.DOES_NOT_FIT  # a result under the memory given, not a fault
             row.memory = {"refused_allocation_mb": memory.refused_mb(row.error)}
