@@ -1,5 +1,5 @@
-"""`dtbench` (or `python -m bench`): its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead, audit,
-gpu-check), parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
+"""`dtbench` (or `python -m bench`): its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, history,
+overhead, audit, gpu-check), parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,7 @@ import bench
 from bench import commands, install, metrics
 from bench.interrupt import Interrupted, stop_on_signals
 from bench.metrics.cost import price
+from bench.history import command as history
 from bench.results.store import StoreError
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import options
@@ -305,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accuracy-tolerance", type=float, default=0.01, help="absolute accuracy drop allowed")
     p.add_argument("--out", type=Path, default=Path("results/latest/regress"))
     p.set_defaults(func=commands.cmd_regress)
+
+    history.add_parser(sub)
 
     p = sub.add_parser("overhead", help="the harness (torch-single, tf-single on 1 device) vs a plain loop of its "
                                         "framework and, for a timm model, vs timm's train benchmark, interleaved; "
