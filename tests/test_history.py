@@ -242,3 +242,36 @@ def test_the_page_in_a_browser(tmp_path):
         finally:
             browser.close()
     assert errors == []
+
+
+def test_the_example_workflow_keeps_each_run_and_fails_on_a_new_regression(tmp_path):
+    """examples/ci/regress.yml's history job, its steps that need no GitHub (keep this run, read the history) run
+    with bash as a runner runs them: a history of 20 runs plus this one passes, and once a slowdown has held for
+    a few pushes the step exits 1 naming the commit it came in at."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    workflow = yaml.safe_load((REPO / "examples" / "ci" / "regress.yml").read_text())
+    steps = {step.get("name"): step for step in workflow["jobs"]["history"]["steps"]}
+    keep, read = steps["Keep this run"], steps["Change points over commits"]
+    assert workflow["jobs"]["history"]["needs"] == "regress" and "dtbench history history/runs" in read["run"]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    runs = tmp_path / "history" / "runs"
+    for i, v in enumerate(noisy(26, step_at=20, step=0.2, seed=11)):
+        if i < 25:
+            commit_folder(runs, i, v)
+            continue
+        commit_folder(tmp_path / "staging", i, v)  # this push's run, as the regress job's artifact holds it
+        (tmp_path / "staging" / f"{i:03d}").rename(tmp_path / "regress")
+    codes = {}
+    for name, step in (("keep", keep), ("read", read)):
+        done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, **step.get("env", {}), "GITHUB_SHA": sha(25), "PATH": path})
+        codes[name] = done.returncode
+        if name == "read":
+            assert f"REGRESSION at {sha(20)[:10]}" in done.stdout, done.stdout + done.stderr
+    assert codes == {"keep": 0, "read": 1}
+    assert len(list(runs.iterdir())) == 26 and (tmp_path / "history-page" / "history.html").exists()
