@@ -98,9 +98,11 @@ def render(analysis: Analysis, threshold: float) -> str:
                      f"p {f.p_value:.2g}" + (" (newest)" if f.newest else ""))
     lines.append("smallest change seen 80 % of the time (the gate flags nothing under its threshold "
                  f"{threshold:.0%}):")
-    for fl in sorted(analysis.floors, key=lambda x: (x.machine, x.metric, x.how)):
-        lines.append(f"  {fl.machine} {fl.metric}: {fl.smallest:.1%} by {fl.how} (sd {fl.sigma:.1%} over "
-                     f"{fl.samples})")
+    from bench.history.floor import describe
+
+    for fl in sorted(analysis.floors, key=lambda x: (x.machine, x.config, x.metric, x.how)):
+        lines.append(f"  {fl.machine}, {fl.config} {fl.metric}: {describe(fl)} by {fl.how} (sd {fl.sigma:.1%} "
+                     f"over {fl.samples})")
     return "\n".join(lines)
 
 

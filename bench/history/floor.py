@@ -8,7 +8,8 @@
   the smallest step that the change-point test (two-sided Welch at max_pvalue) finds 80 % of the time with
   `commits` commits on each side: (t[1-p/2] + t[0.8]) σ √(2 / commits), 2 commits - 2 degrees of freedom.
 
-Both are stated as a fraction of the figure (a step of 0.05 is 5 %)."""
+Both are stated as a fraction of the figure (a step of 0.05 is 5 %); a figure that repeats exactly (accuracy, with
+one seed) has σ 0, and any change of it is seen."""
 from __future__ import annotations
 
 import math
@@ -32,11 +33,16 @@ COMMITS_EACH_SIDE = 5
 @dataclass(frozen=True)
 class Floor:
     machine: str
+    config: str         # the configuration measured (a calibration's runs, or the series')
     metric: str
     how: str            # "A/B, 5 duets" | "history, 5 commits each side"
     sigma: float        # of one duet's (or one commit's) log figure
     samples: int        # the duets or commits sigma came from
     smallest: float     # the smallest change seen 80 % of the time, as a fraction
+
+
+def describe(fl: "Floor") -> str:
+    return "any change (it repeats exactly)" if fl.sigma == 0 else f"{fl.smallest:.1%}"
 
 
 def as_fraction(log_step: float) -> float:
@@ -61,13 +67,13 @@ def from_calibration(folder: Path, duets: int, alpha: float) -> list[Floor]:
     if len(pairs) < 3:
         raise SpecError(f"{folder}: fewer than 3 finished duets in a/ and b/: point --calibration at a folder "
                         "`bench regress --calibrate --out` wrote")
-    machine = machine_label([x for x, _ in pairs])
+    machine, config = machine_label([x for x, _ in pairs]), pairs[0][0].key.label
     floors = []
     for metric in ALL_METRICS.values():
         logs = [v for v in (duet_log_ratio(metric, x, y) for x, y in pairs) if v is not None]
         if len(logs) >= 3:
             sigma = statistics.stdev(logs)
-            floors.append(Floor(machine, metric.name, f"A/B, {duets} duets", sigma, len(logs),
+            floors.append(Floor(machine, config, metric.name, f"A/B, {duets} duets", sigma, len(logs),
                                 duet_floor(sigma, duets, alpha)))
     return floors
 
@@ -79,5 +85,5 @@ def from_history(series: Series, changes: list[detect.ChangePoint], max_pvalue: 
         return None
     residuals = detect.segment_residuals(values, changes)
     sigma = float(1.4826 * np.median(np.abs(residuals - np.median(residuals))))
-    return Floor(series.machine, series.metric.name, f"history, {commits} commits each side", sigma, len(values),
+    return Floor(series.machine, series.config, series.metric.name, f"history, {commits} commits each side", sigma, len(values),
                  history_floor(sigma, commits, max_pvalue))

@@ -14,6 +14,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on CI runners
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bench.history.floor import describe  # noqa: E402
+
 STYLE = ("body{font:15px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border-bottom:1px solid #ddd;padding:.3em .6em;"
          "text-align:left}th{background:#f4f4f4}tr.regression td{color:#b00020;font-weight:600}"
@@ -114,11 +116,12 @@ def write(analysis, out: Path, threshold: float) -> Path:
                  "(<code>bench regress --against</code>, from <code>--calibrate</code>'s null duets), and by this "
                  "history (its commits' spread about their level, a step with 5 commits on each side). The gate "
                  f"calls nothing under its threshold ({threshold:.0%}) a regression.</p>"
-                 "<table class=\"floors\"><tr><th>machine</th><th>metric</th><th>by</th><th>sd</th><th>over</th>"
-                 "<th>smallest change</th></tr>" + "".join(
-                     f"<tr><td>{escape(fl.machine)}</td><td>{fl.metric}</td><td>{fl.how}</td><td>{fl.sigma:.1%}</td>"
-                     f"<td>{fl.samples}</td><td>{fl.smallest:.1%}</td></tr>"
-                     for fl in sorted(analysis.floors, key=lambda x: (x.machine, x.metric, x.how))) + "</table>")
+                 "<table class=\"floors\"><tr><th>machine</th><th>configuration</th><th>metric</th><th>by</th>"
+                 "<th>sd</th><th>over</th><th>smallest change</th></tr>" + "".join(
+                     f"<tr><td>{escape(fl.machine)}</td><td>{escape(fl.config)}</td><td>{fl.metric}</td><td>{fl.how}"
+                     f"</td><td>{fl.sigma:.1%}</td><td>{fl.samples}</td><td>{describe(fl)}</td></tr>"
+                     for fl in sorted(analysis.floors, key=lambda x: (x.machine, x.config, x.metric, x.how)))
+                 + "</table>")
     for config in dict.fromkeys(s.config for s in history.series):
         parts.append(f"<h2>{escape(config)}</h2>" + _inline_png(plot(config, analysis, out)))
     path = out / "history.html"
