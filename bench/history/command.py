@@ -59,9 +59,11 @@ def analyse(history: series.History, threshold: float, accuracy_tolerance: float
             calibrations: list[Path], duets: int, alpha: float) -> Analysis:
     from bench.history import detect, floor
 
-    newest_machine = {}
-    for s in history.series:  # series come in commit order of their first point: the last seen is the newest
-        newest_machine[(s.config, s.metric.name)] = s.machine
+    position = {c: i for i, c in enumerate(history.commits)}
+    newest_machine: dict[tuple[str, str], tuple[int, str]] = {}
+    for s in history.series:  # the machine of a configuration's newest commit gates; a runner left behind does not
+        last = (position[s.points[-1].commit], s.machine)
+        newest_machine[(s.config, s.metric.name)] = max(newest_machine.get((s.config, s.metric.name), last), last)
     changes, findings, floors = {}, [], []
     for folder in calibrations:
         floors += floor.from_calibration(folder, duets, alpha)
@@ -73,7 +75,7 @@ def analyse(history: series.History, threshold: float, accuracy_tolerance: float
                                     s.points[change.index - 1].commit, change.before, change.after, change.ratio,
                                     change.low, change.high, change.p_value,
                                     verdict_of(s.metric, change, threshold, accuracy_tolerance),
-                                    i == len(found) - 1 and newest_machine[(s.config, s.metric.name)] == s.machine))
+                                    i == len(found) - 1 and newest_machine[(s.config, s.metric.name)][1] == s.machine))
         seen = floor.from_history(s, found, max_pvalue)
         if seen:
             floors.append(seen)
