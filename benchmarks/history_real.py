@@ -3,6 +3,11 @@ worktree of its own and run as CI would have run it on this machine, one results
 `python -m bench history OUT` reads the series.
 
     python benchmarks/history_real.py --out results/history-cpu/real [--commits SHA,SHA,...] [--repeats 2]
+    python benchmarks/history_real.py --out results/history-cpu/real --duets 0c0ae1b,b88bcf7 [--duet-repeats 5]
+
+--duets: for those commits, the A/B CI would have run on a push, each against the commit before in duets (as
+`bench regress --against`: bench.regress.duets), into the commit's folder: its verdict.json (which `bench history`
+puts beside the commit), and the duets' rows under ab/ (the series keeps the commit's own runs, timed alone).
 
 Every commit runs with this interpreter (its dependencies are the ones of this environment, not of its day) and a
 copy of the dataset cache, so that an older tree cannot rewrite the cache others share. A commit whose folder holds
@@ -19,6 +24,7 @@ import time
 from pathlib import Path
 
 from bench import REPO_ROOT
+from bench.regress import compare, duets
 from bench.regress.duets import worktree
 
 log = logging.getLogger("history_real")
@@ -35,11 +41,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--commits", default=",".join(COMMITS))
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--duets", help="commits to A/B against the commit before, comma-separated")
+    parser.add_argument("--duet-repeats", type=int, default=5)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache = Path(os.environ.get("TMPDIR", "/tmp")) / "dtbench-history-cache"
     if not cache.exists() and os.environ.get("DTBENCH_CACHE"):
         shutil.copytree(os.environ["DTBENCH_CACHE"], cache)
+    if args.duets:
+        return ab(args.out, args.duets.split(","), args.duet_repeats, cache)
     for i, commit in enumerate(args.commits.split(",")):
         sha = subprocess.run(["git", "rev-parse", commit], cwd=REPO_ROOT, capture_output=True, text=True,
                              check=True).stdout.strip()
@@ -58,6 +68,31 @@ def main() -> int:
                     log.info("%s %s: exit %d in %.0f s", sha[:10], run[1], done.returncode, time.monotonic() - started)
         shutil.rmtree(part / "runs", ignore_errors=True)  # the rows are the history; the run folders are megabytes
         part.rename(out)
+    return 0
+
+
+def ab(out: Path, commits: list[str], repeats: int, cache: Path) -> int:
+    """Each commit in duets against its parent, the verdict written into the commit's history folder."""
+    os.environ.update({"DTBENCH_CACHE": str(cache), "CUDA_VISIBLE_DEVICES": "", "DTBENCH_PYTHON": sys.executable})
+    for commit in commits:
+        sha = subprocess.run(["git", "rev-parse", commit], cwd=REPO_ROOT, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        [folder] = out.glob(f"*-{sha[:10]}")
+        if (folder / "verdict.json").exists():
+            continue
+        shutil.rmtree(folder / "ab", ignore_errors=True)
+        with worktree(f"{sha}^") as parent, worktree(sha) as tree:
+            started = time.monotonic()
+            # Each side's runs import their own tree's bench: the worker that takes turns is the tree's.
+            sides = {"baseline": (str(Path(__file__).parent / "tree_python.sh"), parent),
+                     "current": (str(Path(__file__).parent / "tree_python.sh"), tree)}
+            duets.duets(sides, list(RUNS), repeats, folder / "ab")
+            log.info("%s: %d duets in %.0f s", sha[:10], repeats, time.monotonic() - started)
+        for side in ("baseline", "current"):
+            shutil.rmtree(folder / "ab" / side / "runs", ignore_errors=True)
+        code, text = compare.judge(folder / "ab" / "baseline", folder / "ab" / "current", True, 0.05, 0.01, 0.01,
+                                   folder)
+        log.info("%s against its parent:\n%s", sha[:10], text)
     return 0
 
 
