@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--commits", default=",".join(COMMITS))
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="run the commits in a shuffled order: run in commit order, a machine that grows quieter "
+                             "over the hour reads as a commit that made training faster (bench history orders the "
+                             "folders by git)")
     parser.add_argument("--duets", help="commits to A/B against the commit before, comma-separated")
     parser.add_argument("--duet-repeats", type=int, default=5)
     args = parser.parse_args()
@@ -50,7 +55,10 @@ def main() -> int:
         shutil.copytree(os.environ["DTBENCH_CACHE"], cache)
     if args.duets:
         return ab(args.out, args.duets.split(","), args.duet_repeats, cache)
-    for i, commit in enumerate(args.commits.split(",")):
+    commits = args.commits.split(",")
+    if args.shuffle is not None:
+        random.Random(args.shuffle).shuffle(commits)
+    for i, commit in enumerate(commits):
         sha = subprocess.run(["git", "rev-parse", commit], cwd=REPO_ROOT, capture_output=True, text=True,
                              check=True).stdout.strip()
         out = (args.out / f"{i:02d}-{sha[:10]}").resolve()
