@@ -203,10 +203,14 @@ def test_the_detector_keeps_only_significant_changes():
     assert [c.index for c in big] == [20, 40] and big[0].ratio < 0.85 < 1.15 < big[1].ratio
 
 
-def test_the_page_holds_its_pngs_and_a_row_a_change_point(tmp_path):
-    root = history_of(tmp_path, noisy(30, step_at=17, step=0.10))
-    cli("history", str(root), "--out", str(tmp_path / "page"))
+def test_the_page_holds_its_pngs_and_a_row_a_change_point_with_its_duets(tmp_path):
+    root = tmp_path / "history"
+    for i, v in enumerate(noisy(30, step_at=17, step=0.10)):
+        commit_folder(root, i, v, duet=0.9 if i == 17 else None)
+    result = cli("history", str(root), "--out", str(tmp_path / "page"))
+    assert "its A/B against the commit before: x0.900 (0.890..0.910)" in result.stdout
     page = (tmp_path / "page" / "history.html").read_text()
+    assert "×0.900 (0.890–0.910)" in page
     pngs = list((tmp_path / "page").glob("*.png"))
     assert len(pngs) == 1 and page.count('src="data:image/png;base64,') == 1
     assert page.count('<tr class="regression">') == 2 and "REGRESSION" in page

@@ -35,6 +35,8 @@ class Finding:
     p_value: float
     verdict: str         # regression | improvement | change (within the threshold)
     newest: bool         # the newest change point of its configuration and metric on the newest machine
+    duet_ratio: float | None = None   # where --against ran at that commit: its duets against the commit before,
+    duet_range: tuple[float, float] | None = None  # paired, so free of the drift a plain series carries
 
 
 def verdict_of(metric: "series.Metric", change: "detect.ChangePoint", threshold: float,
@@ -75,7 +77,8 @@ def analyse(history: series.History, threshold: float, accuracy_tolerance: float
                                     s.points[change.index - 1].commit, change.before, change.after, change.ratio,
                                     change.low, change.high, change.p_value,
                                     verdict_of(s.metric, change, threshold, accuracy_tolerance),
-                                    i == len(found) - 1 and newest_machine[(s.config, s.metric.name)][1] == s.machine))
+                                    i == len(found) - 1 and newest_machine[(s.config, s.metric.name)][1] == s.machine,
+                                    s.points[change.index].duet_ratio, s.points[change.index].duet_range))
         seen = floor.from_history(s, found, max_pvalue)
         if seen:
             floors.append(seen)
@@ -85,6 +88,13 @@ def analyse(history: series.History, threshold: float, accuracy_tolerance: float
 
 def _percent(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f} %"
+
+
+def _duets(f: Finding) -> str:
+    if f.duet_ratio is None:
+        return ""
+    span = f" ({f.duet_range[0]:.3f}..{f.duet_range[1]:.3f})" if f.duet_range else ""
+    return f"; its A/B against the commit before: x{f.duet_ratio:.3f}{span}"
 
 
 def render(analysis: Analysis, threshold: float) -> str:
@@ -97,7 +107,7 @@ def render(analysis: Analysis, threshold: float) -> str:
         flag = f.verdict.upper() if f.verdict == "regression" else f.verdict
         lines.append(f"{f.config} {f.metric} on {f.machine}: {flag} at {f.commit[:10]} (after {f.previous[:10]}): "
                      f"{f.before:.4g} -> {f.after:.4g}, {_percent(f.ratio)} [{_percent(f.low)}, {_percent(f.high)}], "
-                     f"p {f.p_value:.2g}" + (" (newest)" if f.newest else ""))
+                     f"p {f.p_value:.2g}" + (" (newest)" if f.newest else "") + _duets(f))
     lines.append("smallest change seen 80 % of the time (the gate flags nothing under its threshold "
                  f"{threshold:.0%}):")
     from bench.history.floor import describe

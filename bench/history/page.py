@@ -87,6 +87,13 @@ def plot(config: str, analysis, out: Path) -> Path:
     return path
 
 
+def _duet_cell(f) -> str:
+    if f.duet_ratio is None:
+        return "–"
+    span = f" ({f.duet_range[0]:.3f}–{f.duet_range[1]:.3f})" if f.duet_range else ""
+    return f"×{f.duet_ratio:.3f}{span}"
+
+
 def _inline_png(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f'<figure><img alt="{escape(path.stem)}" src="data:image/png;base64,{data}"></figure>'
@@ -104,12 +111,14 @@ def write(analysis, out: Path, threshold: float) -> Path:
              "<h2>Change points</h2>"]
     if analysis.findings:
         parts.append("<table class=\"changes\"><tr><th>configuration</th><th>metric</th><th>machine</th><th>commit"
-                     "</th><th>before → after</th><th>change [95 %]</th><th>p</th><th>verdict</th></tr>" + "".join(
+                     "</th><th>before → after</th><th>change [95 %]</th><th>p</th><th>verdict</th>"
+                     "<th>its A/B (duets)</th></tr>" + "".join(
                          f"<tr class=\"{f.verdict}\"><td>{escape(f.config)}</td><td>{f.metric}</td><td>"
                          f"{escape(f.machine)}</td><td><code>{f.commit[:10]}</code></td><td>{f.before:.4g} → "
                          f"{f.after:.4g}</td><td>{(f.ratio - 1) * 100:+.1f} % [{(f.low - 1) * 100:+.1f}, "
                          f"{(f.high - 1) * 100:+.1f}]</td><td>{f.p_value:.2g}</td><td>{f.verdict}"
-                         f"{' (newest)' if f.newest else ''}</td></tr>" for f in analysis.findings) + "</table>")
+                         f"{' (newest)' if f.newest else ''}</td><td>{_duet_cell(f)}</td></tr>"
+                         for f in analysis.findings) + "</table>")
     else:
         parts.append("<p>None.</p>")
     parts.append("<h2>The smallest change each runner can see</h2><p>Seen 80 % of the time: by an A/B "
