@@ -1,5 +1,5 @@
-"""`dtbench` (or `python -m bench`): its options (list, run, sweep, maxbatch, peak, report, compare, data, regress, overhead, audit,
-gpu-check), parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
+"""`dtbench` (or `python -m bench`): its options (list, run, sweep, maxbatch, peak, report, compare, data, regress,
+history, overhead, audit, gpu-check), parsed and handed to the command (bench.commands); a bad request is one line and exit 2."""
 from __future__ import annotations
 
 import argparse

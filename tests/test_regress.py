@@ -291,3 +291,14 @@ def check_ci_formats(folder, regressed: bool) -> None:
     assert bool(failed) == regressed and all(c.get("classname") and c.get("name") for c in cases)
     if regressed:
         assert {c.get("name") for c in failed} >= {"throughput"}
+
+
+def test_a_relative_out_reaches_each_sides_run_as_an_absolute_folder(tmp_path, monkeypatch):
+    """Each side's run starts in its own tree: `--out results/latest/regress` (the default, and examples/ci's
+    OUT=regress) must not land in the baseline's temporary worktree, deleted with it."""
+    started = []
+    monkeypatch.setattr(ab.subprocess, "Popen", lambda argv, **kw: started.append((argv, kw["cwd"])))
+    monkeypatch.chdir(tmp_path)
+    ab.start_run("python", tmp_path / "elsewhere", ["--variant", "torch-ddp"], Path("regress") / "baseline", {})
+    [(argv, cwd)] = started
+    assert argv[argv.index("--out") + 1] == str(tmp_path / "regress" / "baseline") and cwd == tmp_path / "elsewhere"

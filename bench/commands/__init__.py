@@ -3,11 +3,12 @@ harness, print where the results went. One module a family of commands; what the
 from bench.commands.catalogue import cmd_list, cmd_schema
 from bench.commands.common import finish_stopped
 from bench.commands.data import cmd_data
+from bench.history.command import cmd_history
 from bench.commands.reports import cmd_compare, cmd_project, cmd_report
 from bench.commands.runs import cmd_collectives, cmd_maxbatch, cmd_peak, cmd_run
 from bench.commands.studies import cmd_audit, cmd_gpu_check, cmd_overhead, cmd_regress
 from bench.commands.sweeps import cmd_sweep, cmd_tune
 
-__all__ = ["cmd_audit", "cmd_collectives", "cmd_compare", "cmd_data", "cmd_gpu_check", "cmd_list", "cmd_maxbatch",
+__all__ = ["cmd_audit", "cmd_collectives", "cmd_compare", "cmd_data", "cmd_gpu_check", "cmd_history", "cmd_list", "cmd_maxbatch",
            "cmd_overhead", "cmd_peak", "cmd_project", "cmd_regress", "cmd_report", "cmd_run", "cmd_schema", "cmd_sweep",
            "cmd_tune", "finish_stopped"]

@@ -25,6 +25,13 @@ def cmd_regress(args: Request) -> int:
               f"detected: 10% slowdown {summary['detected_10pct']:.0%}, 20% slowdown {summary['detected_20pct']:.0%} "
               f"({args.repeats} duets a comparison). Noise: throughput of runs varies {summary['run_to_run_cv']:.1%} "
               f"(CV) from run to run, a duet's paired ratio {summary['duet_ratio_sd']:.1%} (sd)")
+        if args.groups * args.repeats < 3:  # too few null duets for a spread
+            return 0
+        from bench.history import floor
+
+        seen = [f"{fl.metric} {floor.describe(fl)}" for fl in floor.from_calibration(out, args.repeats, args.alpha)]
+        print(f"The smallest slowdown {args.repeats} duets see here 80 % of the time: {', '.join(seen)} (the gate "
+              f"flags none under --threshold {args.threshold:.0%})")
         return 0
     if args.against:
         baseline, current, paired = duets.against(args.against, run_args, args.repeats, out)

@@ -15,12 +15,13 @@ FAILS = ("regression", "failed")
 SKIPS = ("missing", "mismatch")
 
 
-def benchmark_entries(verdicts: list, metrics: dict, bigger: bool) -> list[dict]:
+def benchmark_entries(verdicts: list, metrics: dict, bigger: bool, machine: str = "") -> list[dict]:
     """github-action-benchmark's entries (name, unit, value; range and extra as text) for the current side's
-    figures that are better the `bigger` way."""
+    figures that are better the `bigger` way. The extra names the machine, so that `bench history` reading the
+    action's data.js splits the series where the runner changed."""
     return [{"name": f"{v.key} {v.metric}", "unit": metrics[v.metric].unit or "fraction", "value": v.current,
              "range": v.interval, "extra": f"{v.verdict}; baseline {v.baseline:.6g}; {v.test}"
-             + (f"; p {v.p_value:.3g}" if v.p_value is not None else "")}
+             + (f"; p {v.p_value:.3g}" if v.p_value is not None else "") + (f"; machine {machine}" if machine else "")}
             for v in verdicts if v.metric in metrics and metrics[v.metric].higher_is_better == bigger
             and v.current is not None and v.baseline is not None]
 
@@ -45,8 +46,8 @@ def junit(verdicts: list) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write(out: Path, verdicts: list, metrics: dict) -> None:
+def write(out: Path, verdicts: list, metrics: dict, machine: str = "") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / BIGGER).write_text(json.dumps(benchmark_entries(verdicts, metrics, bigger=True), indent=1))
-    (out / SMALLER).write_text(json.dumps(benchmark_entries(verdicts, metrics, bigger=False), indent=1))
+    (out / BIGGER).write_text(json.dumps(benchmark_entries(verdicts, metrics, True, machine), indent=1))
+    (out / SMALLER).write_text(json.dumps(benchmark_entries(verdicts, metrics, False, machine), indent=1))
     junit(verdicts).write(out / JUNIT, encoding="utf-8", xml_declaration=True)

@@ -239,6 +239,13 @@ def fingerprint(rows: list[ResultRow]) -> dict:
             "gpu_count": env.get("gpu_count")}
 
 
+def machine_label(rows: list[ResultRow]) -> str:
+    """The hardware the rows ran on, in words; not the host, which an ephemeral CI runner changes every job."""
+    fp = fingerprint(rows)
+    gpu = f", {fp['gpu_count']}x {fp['gpu_model']}" if fp.get("gpu_model") else ""
+    return f"{fp.get('cpu_model') or 'unknown CPU'} ({fp.get('cores') or '?'} cores){gpu}"
+
+
 def render(verdicts: list[Verdict]) -> str:
     headers = ("run", "metric", "baseline", "current", "ratio", "range or CI", "test", "p", "verdict")
     body = [[v.key, v.metric, _num(v.baseline), _num(v.current), _num(v.ratio, ".3f"), v.interval, v.test,
@@ -302,7 +309,8 @@ def judge(baseline_path: Path, current_path: Path, duets: bool, threshold: float
     code, verdicts = compare(baseline, current, threshold, alpha, accuracy_tolerance, duets)
     write_verdict(out / "verdict.json", code, verdicts, {"threshold": threshold, "alpha": alpha,
                                                          "duets": duets, "machines": machines})
-    ci_formats.write(out, verdicts, {m.name: m for m in (*METRICS, ACCURACY)})
+    ci_formats.write(out, verdicts, {m.name: m for m in (*METRICS, ACCURACY)},
+                     machine_label(current) if current else "")
     return code, (f"{render(verdicts)}\n\n{['no regression', 'REGRESSION', 'could not compare'][code]} "
                   f"(exit {code}); verdict in {out / 'verdict.json'} (and for CI pages: {ci_formats.JUNIT}, "
                   f"{ci_formats.BIGGER}, {ci_formats.SMALLER})")

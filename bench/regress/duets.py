@@ -61,7 +61,10 @@ def supports_turns(tree: Path) -> bool:
 
 
 def start_run(python: str, tree: Path, args: list[str], out: Path, env: dict[str, str]) -> subprocess.Popen:
-    """One `bench run` in a fresh process; a failed run is recorded as a failed row by the harness."""
+    """One `bench run` in a fresh process; a failed run is recorded as a failed row by the harness. OUT is made
+    absolute: the run starts in its side's tree, where a relative --out (the default's) is a folder of that
+    temporary worktree, deleted with it."""
+    out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "bench-run.log", "ab") as log_file:
         return subprocess.Popen([python, "-m", "bench", "run", *args, "--out", str(out)], cwd=tree,

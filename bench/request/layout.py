@@ -66,6 +66,8 @@ COMMANDS = {
                     "image folder (DIR/train/<class>/*, DIR/test/<class>/*)", (layers.Data,), "cmd_data"),
     "regress": Command("did a change slow training down? A/B against a revision, or two files", (layers.Regress,),
                        "cmd_regress"),
+    "history": Command("change points over commits in CI's results: when a slowdown came in, the smallest change "
+                       "each runner can see, and a page", (layers.History,), "cmd_history"),
     # the task and model as `bench run` takes them; a library model at 32 px, synthetic
     "overhead": Command("the harness (torch-single, tf-single on 1 device) vs a plain loop of its framework and, "
                         "for a timm model, vs timm's train benchmark, interleaved; unless given, at least 10 warm-up "

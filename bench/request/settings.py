@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import command as command_name, install
+from bench.history import MAX_PVALUE
 from bench.metrics.cost import price
 from bench.run.sampler import DEFAULT_INTERVAL_S
 from bench.spec import devices, knobs
@@ -400,6 +401,30 @@ class Regress(Settings):
     def check(self, command: str) -> None:
         if not (self.calibrate or self.against or (self.baseline and self.current)):
             raise SpecError("say what to compare: --against REV, or --baseline OLD.jsonl --current NEW.jsonl")
+
+
+@dataclass(frozen=True)
+class History(Settings):
+    """bench history: the series CI kept, and what counts as a change point and as a regression."""
+    source: Path = field(default=None, metadata=setting(
+        "a folder of per-commit results folders (each a `bench regress --out` or a results folder), or "
+        "github-action-benchmark's data.js", positional=True, type=Path))
+    threshold: float = field(default=0.05, metadata=setting("smallest change that counts (default 0.05)"))
+    accuracy_tolerance: float = field(default=0.01, metadata=setting("absolute accuracy drop allowed"))
+    max_pvalue: float = field(default=MAX_PVALUE, metadata=setting(
+        "a change point is kept where Welch's test between its segments gives p at most this (default 0.001, as "
+        "Apache Otava)"))
+    calibration: list[Path] | None = field(default=None, metadata=setting(
+        "a `bench regress --calibrate` folder of a runner: its null duets give the smallest change an A/B sees "
+        "there (repeatable, one a runner)", action="append", metavar="DIR"))
+    duets: int = field(default=5, metadata=setting("duets an A/B runs, for its floor (default 5)"))
+    alpha: float = field(default=0.01, metadata=setting("the A/B's significance level, for its floor"))
+    out: Path = field(default=Path("results/latest/history"), metadata=setting(
+        "history.html, its PNGs and history.json (default results/latest/history)"))
+
+    def check(self, command: str) -> None:
+        if not 0 < self.max_pvalue < 1:
+            raise SpecError(f"--max-pvalue {self.max_pvalue}: give a probability between 0 and 1 (default 0.001)")
 
 
 @dataclass(frozen=True)
