@@ -13,7 +13,8 @@ def cmd_list(args: Request) -> int:
     print("variants:")
     for v in VARIANTS.values():
         where = f"cpu ({v.cpu_max_per_node}/node), cuda" if v.cpu_max_per_node else "cpu, cuda"
-        missing = f"  [not installed: {v.not_installed().partition(': ')[2]}]" if v.not_installed() else ""
+        why = v.not_installed()
+        missing = f"  [not installed: {why.partition(': ')[2]}]" if why else ""
         print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}{missing}")
     print("tasks:")
     for t in PRESETS.values():

@@ -15,12 +15,12 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+
+from bench import REPO_ROOT
 
 # The packages whose `framework` module declares a built-in framework, in the order tables and reports list them.
 PACKAGES = ("torch_impl", "tf_impl")
 PLUGINS_ENV = "DTBENCH_PLUGINS"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -53,19 +53,21 @@ class Framework:
         harness's own."""
         if self.python_env and os.environ.get(self.python_env):
             return os.environ[self.python_env]
-        venv = _REPO_ROOT / self.venv / "bin" / "python" if self.venv else None
+        venv = REPO_ROOT / self.venv / "bin" / "python" if self.venv else None
         return str(venv) if venv and venv.exists() else sys.executable
 
     def installed(self) -> bool:
         """Whether its interpreter can import it (looked up, not imported: the harness imports no framework)."""
         return importable(self.python(), self.package)
 
-    def install_hint(self) -> str:
-        return f"pip install 'dtbench[{self.extra}]'"
-
     def panel(self, distribution: str) -> str:
         """The panel of a row whose variant records `distribution`: its own approaches', or its wrappers'."""
         return self.panels[0] if distribution == self.name else self.panels[-1]
+
+
+def install_hint(extra: str) -> str:
+    """What installs an extra of dtbench's distribution, as a refusal names it."""
+    return f"pip install 'dtbench[{extra}]'"
 
 
 @functools.cache

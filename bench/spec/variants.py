@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bench import command
 from bench.spec import frameworks
-from bench.spec.frameworks import Framework
+from bench.spec.frameworks import Framework, install_hint, load  # noqa: F401  (load: the harness imports it here)
 from bench.spec.task import SpecError
 
 # What starts the ranks of the variants that have an engine entry: torchrun (their own launcher), or an engine.
@@ -72,11 +72,10 @@ class Variant:
         """Why it cannot start here (its framework, or a library it wraps, is not importable), or None."""
         if not self.plugin.installed():
             return (f"{self.name} trains with {self.plugin.title}, which is not installed here: "
-                    f"{self.plugin.install_hint()}")
+                    f"{install_hint(self.plugin.extra)}")
         missing = [extra for module, extra in self.requires if not frameworks.importable(sys.executable, module)]
         if missing:
-            return (f"{self.name} needs {self.framework}, which is not installed here: "
-                    f"pip install 'dtbench[{missing[0]}]'")
+            return f"{self.name} needs {self.framework}, which is not installed here: {install_hint(missing[0])}"
         return None
 
     @property
@@ -271,12 +270,6 @@ FAST_PATH_SWITCHES = (
     Switch("fused optimizer", "torch-single", "DTBENCH_FUSED_OPTIMIZER", ("cuda",),
            "torch_impl.fast_path:cuda_switch_chosen"),
 )
-
-
-def load(path: str):
-    """The object a "module:NAME" string names."""
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def check_engine(name: str) -> None:
