@@ -187,7 +187,10 @@ class StepClock:
         self.discarding = False
         self._unsynced.restore()
         self._sync()
-        self._window_start, self._window_cpu_start = time.perf_counter(), time.process_time()
+        self._open_window(time.perf_counter())
+
+    def _open_window(self, now: float) -> None:
+        self._window_start, self._window_cpu_start = now, time.process_time()
 
     def _draw(self, batches: Iterator[T]) -> bool:
         """The resident window's batches, drawn and made resident, then the device synced, outside its time: before
@@ -204,7 +207,7 @@ class StepClock:
         if self.timing:
             self._window_paused += time.perf_counter() - started
         elif self.steps >= self.warmup:  # the resident window opens now (a warm-up step's batch: no window)
-            self._window_start, self._window_cpu_start = time.perf_counter(), time.process_time()
+            self._open_window(time.perf_counter())
         return exhausted
 
     def start(self) -> None:
@@ -281,7 +284,7 @@ class StepClock:
             if self._in_resident and not self._profiling:
                 self._to_draw = self.window_steps  # `timed` draws its batches, then opens it
             else:
-                self._window_start, self._window_cpu_start = now, time.process_time()
+                self._open_window(now)
         if self._own_timer is not None:  # it times only what a window keeps: nothing piles up after the last one
             self._own_timer.timing = self.timing and not self._profiling
 
