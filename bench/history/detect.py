@@ -47,13 +47,11 @@ def noise_scale(logs: np.ndarray) -> float:
 def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     """Two-sided Welch p for a change of mean between a and b, and the 95 % interval of mean(b) - mean(a)."""
     diff = float(b.mean() - a.mean())
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    if va + vb == 0:  # identical figures on each side (rounding aside): a change is certain, none is impossible
-        return (0.0 if abs(diff) > 1e-9 else 1.0), diff, diff
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    t = diff / math.sqrt(va + vb)
-    half = float(stats.t.ppf(0.975, df)) * math.sqrt(va + vb)
-    return float(2 * stats.t.sf(abs(t), df)), diff - half, diff + half
+    if a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b) == 0:  # identical figures on each side (rounding aside):
+        return (0.0 if abs(diff) > 1e-9 else 1.0), diff, diff  # a change is certain, none is impossible
+    test = stats.ttest_ind(b, a, equal_var=False)  # as bench.analysis.repeats compares two sets of runs
+    interval = test.confidence_interval(0.95)
+    return float(test.pvalue), float(interval.low), float(interval.high)
 
 
 def change_points(values: list[float], max_pvalue: float = MAX_PVALUE) -> list[ChangePoint]:
