@@ -45,6 +45,20 @@ def audit_row(chosen: bool, on: list[float], off: list[float]) -> dict:
             "ratio_high": max(pairs), "errors": []}
 
 
+def test_a_vms_cpu_name_is_told_apart_by_its_family_and_model(monkeypatch):
+    import bench.worker
+
+    # A cloud VM names every EPYC generation alike: the rows, the audit's fingerprint and the history's machines
+    # would pool a Zen 2 with a Zen 4.
+    zen2 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 49\nmodel name\t: AMD EPYC\n"
+    zen4 = zen2.replace("23", "25").replace("49", "17")
+    monkeypatch.setattr(bench.worker, "microarchitecture", lambda: None)
+    assert bench.worker.cpu_model(zen2) == "AMD EPYC, family 23 model 49"
+    assert bench.worker.cpu_model(zen2) != bench.worker.cpu_model(zen4)
+    monkeypatch.setattr(bench.worker, "microarchitecture", lambda: "zen2")
+    assert bench.worker.cpu_model(zen2 + "\nprocessor\t: 1\nmodel\t\t: 99\n") == "AMD EPYC, zen2, family 23 model 49"
+
+
 @pytest.mark.parametrize("chosen, on, off, named", [
     (False, [8000, 8100], [6000, 6200], True),    # off, and on was faster in both pairs: named
     (False, [8000, 6000], [6000, 6200], False),   # the pairs disagree: too noisy to name

@@ -23,6 +23,7 @@ hands `save_model` its framework's MLflow save once training is done.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -345,17 +346,36 @@ def bytes_on_disk(directory: Path) -> int:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name (platform.processor() is empty on Linux)."""
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's marketing name, with its microarchitecture and x86 family and model where /proc/cpuinfo has them:
+    a cloud VM's name ("AMD EPYC") is the same on every generation, whose speeds differ by more than the
+    effects compared (family 23 model 49 is a Zen 2, 25/17 a Zen 4)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        cpuinfo = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
     except OSError:
-        pass
-    import platform
+        cpuinfo = ""
+    first = dict(line.split(":", 1) for line in cpuinfo.split("\n\n")[0].splitlines() if ":" in line)
+    first = {key.strip(): value.strip() for key, value in first.items()}
+    if not (name := first.get("model name")):
+        import platform
 
-    return platform.machine()
+        return platform.machine()
+    known = [part for part in (microarchitecture(),) if part]
+    if "cpu family" in first and "model" in first:
+        known.append(f"family {first['cpu family']} model {first['model']}")
+    return ", ".join([name, *known])
+
+
+@functools.cache
+def microarchitecture() -> str | None:
+    """This CPU's microarchitecture as archspec (Spack's) names it from its vendor, family and flags ("zen2",
+    "sapphirerapids"); None without archspec (a lent GPU machine's Python) or where it knows only the ISA."""
+    try:
+        import archspec.cpu
+    except ImportError:
+        return None
+    name = archspec.cpu.host().name
+    return None if name.startswith(("x86_64", "aarch64", "ppc64", "riscv64")) else name
 
 
 def peak_rss_mb() -> float:
