@@ -1,8 +1,12 @@
 """The regression check's verdicts on fixed numbers, its exit codes, and the worktree A/B path."""
 import json
 import math
+import os
+import signal
 import statistics
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,6 +255,41 @@ def test_a_revision_older_than_turn_taking_falls_back_to_runs_in_turn():
         assert not ab.supports_turns(older)
     with ab.worktree("HEAD") as current:
         assert ab.supports_turns(current)
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for whoever adopted it to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("death", ["SIGTERM", "SIGKILL"])
+def test_a_comparison_that_dies_stops_the_runs_it_started(tmp_path, death):
+    # Each side's `bench run` stands in as a script that says when it is told to stop. Killed outright, the
+    # comparison cannot stop them itself: the kernel's parent-death signal does, as a SIGTERM they record.
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\ntrap 'kill $!; echo stopped > \"$0.$$\"; exit 143' TERM\necho $$ > \"$0.$$.started\"\n"
+                      "sleep 300 & wait\n")
+    python.chmod(0o755)
+    code = ("import sys; from pathlib import Path; from bench.regress import duets; from bench.interrupt import "
+            "stop_on_signals; stop_on_signals(); t = Path(sys.argv[1]); "
+            "duets.duets({'baseline': (str(t / 'python'), t), 'current': (str(t / 'python'), t)}, [['--task', 'quick']], "
+            "1, t / 'ab')")
+    comparison = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=REPO_ROOT)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("python.*.started"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(list(tmp_path.glob("python.*.started"))) == 2
+    comparison.send_signal(getattr(signal, death))
+    comparison.wait(timeout=60)
+    pids = [int(f.read_text()) for f in tmp_path.glob("python.*.started")]
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("python.[0-9]*[0-9]"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(f.read_text().strip() for f in tmp_path.glob("python.[0-9]*[0-9]")) == ["stopped", "stopped"]
+    assert not [pid for pid in pids if running(pid)]
 
 
 @pytest.mark.slow

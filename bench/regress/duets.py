@@ -12,20 +12,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from bench import REPO_ROOT
 from bench.results import ResultRow
+from bench.run import processes
 from bench.spec.task import SpecError
 from bench.worker import turns
 
 log = logging.getLogger(__name__)
+STOP_GRACE_S = 60.0  # a run told to stop records its interrupted row and stops its ranks within this
 
 
 @contextlib.contextmanager
@@ -67,8 +70,28 @@ def start_run(python: str, tree: Path, args: list[str], out: Path, env: dict[str
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "bench-run.log", "ab") as log_file:
+        # SIGTERM, not SIGKILL, if this harness dies first: the run records its row and stops its ranks itself.
         return subprocess.Popen([python, "-m", "bench", "run", *args, "--out", str(out)], cwd=tree,
-                                env={**os.environ, **env}, stdout=log_file, stderr=subprocess.STDOUT)
+                                env={**os.environ, **env}, stdout=log_file, stderr=subprocess.STDOUT,
+                                preexec_fn=processes.die_with(os.getpid(), signal.SIGTERM))
+
+
+@contextlib.contextmanager
+def stopped_if_we_stop(procs: Iterable[subprocess.Popen]) -> Iterator[None]:
+    """A comparison that is interrupted (or fails) stops the runs it started (`procs` as they are by then), each
+    recording its row as interrupted, rather than leaving them to train on without it."""
+    try:
+        yield
+    except BaseException:
+        live = [p for p in procs if p.poll() is None]
+        for proc in live:
+            proc.terminate()
+        for proc in live:
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # its own watchdog stops its ranks
+        raise
 
 
 def check_started(proc: subprocess.Popen, out: Path) -> None:
@@ -80,7 +103,8 @@ def check_started(proc: subprocess.Popen, out: Path) -> None:
 
 def run_once(python: str, tree: Path, args: list[str], out: Path) -> None:
     proc = start_run(python, tree, args, out, {})
-    proc.wait()
+    with stopped_if_we_stop([proc]):
+        proc.wait()
     check_started(proc, out)
 
 
@@ -92,15 +116,17 @@ def duets(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repeats: in
         for args in runs:
             log.info("[%d/%d] duet, %s first: bench run %s", i + 1, repeats, names[first], " ".join(args))
             with turns.baton(first) as baton:
-                procs = {side: start_run(*sides[names[side]], args, out / names[side], baton.environment(side))
-                         for side in (first, 1 - first)}
-                live = dict(procs)
-                while live:
-                    for side, proc in list(live.items()):
-                        if proc.poll() is not None:
-                            del live[side]
-                            baton.release(1 - side)  # its partner must not wait for a run that has ended
-                    time.sleep(0.05)
+                procs: dict[int, subprocess.Popen] = {}
+                with stopped_if_we_stop(procs.values()):
+                    for side in (first, 1 - first):
+                        procs[side] = start_run(*sides[names[side]], args, out / names[side], baton.environment(side))
+                    live = dict(procs)
+                    while live:
+                        for side, proc in list(live.items()):
+                            if proc.poll() is not None:
+                                del live[side]
+                                baton.release(1 - side)  # its partner must not wait for a run that has ended
+                        time.sleep(0.05)
             for side, proc in procs.items():
                 check_started(proc, out / names[side])
 

@@ -70,9 +70,9 @@ _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def die_with(parent: int):
+def die_with(parent: int, signum: int = signal.SIGKILL):
     def set_parent_death_signal() -> None:  # runs in the child between fork and exec
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _libc.prctl(_PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:  # the harness died before the line above
             os._exit(1)
     return set_parent_death_signal
