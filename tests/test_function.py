@@ -4,6 +4,8 @@ saying so, the script exits non-zero, and nothing of the run is left running or 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -130,3 +132,52 @@ def test_the_wheel_ships_dtbench():
     text = (REPO / "pyproject.toml").read_text()
     assert '"dtbench"' in text.split("[tool.setuptools.packages.find]")[1].split("\n")[1]
     assert json.loads(json.dumps(function.identity(function.load)))["name"] == "load"
+
+
+def sweep(tmp_path: Path, target: str, engines: str, devices: str, *timing: str):
+    return subprocess.run([sys.executable, "-m", "bench", "sweep", "--function", target, "--engines", engines,
+                           "--devices", devices, "--out", str(tmp_path), *timing], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, **CPU}, timeout=900)
+
+
+@pytest.mark.slow
+def test_a_sweep_ranks_one_function_across_two_engines_and_one_and_two_devices(tmp_path):
+    done = sweep(tmp_path, "examples.mlp_regression:train", "torchrun,dask", "1,2",
+                 "--warmup-steps", "4", "--window-steps", "10", "--windows", "3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = {(r["engine"], r["world_size"]): r for r in rows(tmp_path)}
+    assert set(got) == {(e, n) for e in ("torchrun", "dask") for n in (1, 2)}
+    assert all(r["status"] == "ok" and r["throughput"]["median"] > 0 for r in got.values())
+    assert all(r["timeseries"]["ranks"] == list(range(r["world_size"])) for r in got.values())  # the engine's ranks
+    report = (tmp_path / "report.md").read_text()
+    assert "train [dask]" in report and "verdict" in report.lower()
+
+
+EXAMPLES = {  # each seed's program under the engine it names
+    "examples.dask_pytorch_ddp_train:train": "dask",
+    "examples.torch_distributor_main_fn:main_fn": "spark",
+    "examples.mlp_regression:train": "torchrun",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", EXAMPLES)
+def test_the_seeds_programs_with_two_lines_added_each_get_a_row(tmp_path, target):
+    engine = EXAMPLES[target]
+    if engine == "spark":
+        pytest.importorskip("pyspark")
+    done = sweep(tmp_path, target, engine, "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [row] = rows(tmp_path)
+    assert (row["status"], row["engine"], row["function"]["name"]) == ("ok", engine, target.split(":")[1])
+    assert len(row["throughput"]["windows"]) == row["windows"]  # the default task's windows all fit
+    if "dask" in target:
+        assert row["eval_samples"] == 2048  # dtbench.evaluate: each rank's share, summed
+
+
+def test_sweep_function_refuses_a_name_it_cannot_import_in_one_line():
+    from helpers import cli
+
+    done = cli("sweep", "--function", "no_such_module_here:train", "--engines", "torchrun,dask")
+    assert done.returncode == 2 and "--function no_such_module_here:train" in done.stderr
+    assert "Traceback" not in done.stderr
