@@ -11,9 +11,10 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
+from bench.spec import rank_record as records
 from bench.worker import Worker, peak_rss_mb
 from torch_impl import memory
-from torch_impl.train import device_info, join_process_group, set_threads
+from torch_impl.train import join_process_group, set_threads
 
 _session: "Session | None" = None
 
@@ -79,6 +80,8 @@ def rank(spec_path: str):
             raise NeverStepped(f"{worker.spec.variant} returned without calling dtbench.step(samples): call it "
                                "once after each training step, so that the steps can be timed")
         clock.pause()
+        if len(clock.window_seconds) < clock.windows:  # the row says how many of the planned windows it rests on
+            worker.record(records.Windows(planned=clock.windows, timed=len(clock.window_seconds), steps=clock.steps))
         # Before the result: once every rank's is recorded the harness may stop what is still exiting.
         Path(worker.run_dir, f"value{worker.rank}.pkl").write_bytes(cloudpickle.dumps(value))
         peaks = memory.device_peaks(device)

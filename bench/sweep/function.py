@@ -86,7 +86,7 @@ def variant(fn: Callable, payload: Path) -> Variant:
         approach=(("engine_entry", ENTRY), ("payload", str(payload)), ("function", identity(fn))))
 
 
-def task(fn: Callable, warmup_steps: int | None, window_steps: int | None, windows: int | None):
+def task(fn: Callable, warmup_steps: int | None = None, window_steps: int | None = None, windows: int | None = None):
     """The task a function's row records: its own name as the model, the clock's timing (the task's unless given),
     no dataset of dtbench's (the function reads its own)."""
     timing = {k: v for k, v in (("warmup_steps", warmup_steps), ("window_steps", window_steps),
