@@ -50,21 +50,36 @@ print("returned", train(20))
 '''
 
 
-def run_script(tmp_path: Path, kind: str, engine: str, timeout_s: float = 120):
+def run_script(tmp_path: Path, kind: str, engine: str, timeout_s: float = 120, dtbench_at: Path = REPO):
     """The script run from a folder of its own, as its user would run it; what it printed, its rows, what it left."""
     script = tmp_path / "own.py"
     script.write_text(textwrap.dedent(SCRIPT))
     out = tmp_path / "out"
     done, shm = with_own_shm([sys.executable, str(script), kind, engine, str(out), str(timeout_s)],
-                             env={**CPU, "PYTHONPATH": str(REPO)}, timeout=400, cwd=tmp_path)
+                             env={**CPU, "PYTHONPATH": str(dtbench_at)}, timeout=400, cwd=tmp_path)
     return done, rows(out), shm
+
+
+@pytest.fixture(scope="module")
+def installed_wheel(tmp_path_factory) -> Path:
+    """dtbench's wheel, built from the checkout and installed into a folder of its own (its dependencies are this
+    environment's)."""
+    wheels, site = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("site")
+    def pip(*args: str) -> None:
+        subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=300, cwd=wheels)
+
+    pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO))
+    [wheel] = wheels.glob("dtbench-*.whl")
+    pip("install", "--no-deps", "-q", "--target", str(site), str(wheel))
+    return site
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["torchrun", "dask"])
-def test_a_decorated_function_gets_a_row_with_throughput_and_every_ranks_value(tmp_path, engine):
-    done, [row], _ = run_script(tmp_path, "ok", engine)
+def test_a_decorated_function_gets_a_row_with_throughput_and_every_ranks_value(tmp_path, engine, installed_wheel):
+    done, [row], _ = run_script(tmp_path, "ok", engine, dtbench_at=installed_wheel)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert str(installed_wheel) in row["command"]  # its ranks import the wheel's dtbench, not the checkout's
     assert "returned [0, 1]" in done.stdout
     assert (row["status"], row["engine"], row["variant"], row["world_size"]) == ("ok", engine, "train", 2)
     assert len(row["throughput"]["windows"]) == 3

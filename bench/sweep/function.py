@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +31,8 @@ def load(target: str) -> Callable:
     module, _, name = target.rpartition(":")
     if not module or not name.isidentifier():
         raise SpecError(f"--function {target!r}: give MODULE:FUNCTION, e.g. examples.mlp_regression:train")
+    if os.getcwd() not in sys.path:  # the `dtbench` script, unlike `python -m bench`, does not look here first
+        sys.path.insert(0, os.getcwd())
     try:
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
