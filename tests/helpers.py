@@ -114,14 +114,21 @@ def bench_with_own_shm(*args: str, env: dict | None = None, timeout: float = 600
     """`bench(*args)` with a /dev/shm of its own (a mount namespace over a fresh tmpfs, so that no other test's files
     mix in), and what it left there once it ended: named semaphores, shared-memory segments. None (run as `bench`
     does) where namespaces need the root this user lacks."""
+    return with_own_shm([sys.executable, "-m", "bench", *args], env=env, timeout=timeout)
+
+
+def with_own_shm(argv: list[str], env: dict | None = None, timeout: float = 600, cwd: Path = REPO
+                 ) -> tuple[subprocess.CompletedProcess, list[str] | None]:
+    """`argv` run as `bench_with_own_shm` runs the harness: a /dev/shm of its own, and what it left there."""
     if os.geteuid() != 0:
-        return bench(*args, env=env, timeout=timeout), None
+        return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                              timeout=timeout), None
     with tempfile.TemporaryDirectory(prefix="dtbench-shm-") as listing:
         left = Path(listing) / "left"
         script = ('mount -t tmpfs -o mode=1777 dtbench-shm /dev/shm || exit 99; "$@"; status=$?; '
                   f'ls -A /dev/shm > {left}; exit $status')
         done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-                               sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True,
+                               *argv], cwd=cwd, capture_output=True, text=True,
                               env={**os.environ, **(env or {})}, timeout=timeout)
         assert done.returncode != 99, f"no tmpfs on a private /dev/shm: {done.stderr}"
         return done, left.read_text().split()

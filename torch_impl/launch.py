@@ -17,3 +17,12 @@ def torchrun(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]
 
 
 TORCHRUN = Launcher("torchrun", torchrun, joins_store=True)
+
+
+def _through_engine(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
+    raise AssertionError("your own function's ranks start through bench.engines (Launcher.through_engine)")
+
+
+# Your own function (`@dtbench.distributed`): shipped to the ranks by value, so torchrun's ranks too are started by
+# bench.engines' torchrun adapter (its elastic_launch), the other engines' as for every variant.
+FUNCTION = Launcher("torchrun", _through_engine, through_engine=True)

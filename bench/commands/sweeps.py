@@ -32,6 +32,8 @@ def _approaches_for(task: TaskSpec, variants: list, refuse: bool) -> list:
 def cmd_sweep(args: Request) -> int:
     machine = request.sweep_machine(args)
     device_type = request.device_type(args, machine)
+    if args.function:
+        return sweep_function(args, machine, device_type)
     tasks = [request.task_from(args.replace(model=name.strip()), device_type, machine)
              for name in (args.models or "").split(",") if name.strip()] or [
         request.task_from(args, device_type, machine)]
@@ -106,6 +108,32 @@ def cmd_sweep(args: Request) -> int:
     print_verdict(results)
     # An approach that does not fit the device memory is an answer of the sweep, not a fault of it.
     return 0 if all(r.status in (Status.OK, Status.SKIPPED, Status.DOES_NOT_FIT) for r in rows) else 1
+
+
+def sweep_function(args: Request, machine, device_type: str) -> int:
+    """`--function MODULE:NAME`: your own function under each engine and device count, then the table, the report
+    and the verdict as for the approaches (bench.sweep.function)."""
+    from bench.sweep import function
+
+    if args.variants not in ("all", "") or args.models:
+        raise SpecError("--function runs your own function: drop --variants and --models")
+    fn = function.load(args.function)
+    counts = plan.given_counts(args.device_counts) if args.device_counts else plan.device_counts(args.max_devices)
+    specs = function.specs(fn, (), {}, args.out.resolve(), [engine for engine, _ in request.engines(args)], counts,
+                           args.nodes, device_type, args.timeout_s, warmup_steps=args.warmup_steps,
+                           window_steps=args.window_steps, windows=args.windows)
+    specs = plan.rounds(specs, args.repeats)
+    plan.check_all(specs, machine)
+    from bench.report import report
+    from bench.sweep import runner
+
+    rows = runner.run_all(specs, args.out, machine, args.mlflow)
+    results = conclude(args.out, rows, args)
+    print_table(rows, results)
+    path = report.write_report(results)
+    print(f"\nrows appended to {args.out / 'results.jsonl'}; report in {path} and {path.with_suffix('.html')}")
+    print_verdict(results)
+    return 0 if all(r.status == Status.OK for r in rows) else 1
 
 
 def cmd_tune(args: Request) -> int:

@@ -28,7 +28,8 @@ class DriverArgs:
 def main(argv: list[str] | None = None) -> int:
     args = parse(DriverArgs, argv, __doc__)
     spec = RankSpec.load(args.spec)
-    module, name = get_variant(spec.variant).engine_entry.split(":")
+    # Your own function's run names its entry in the spec (bench.sweep.function); a variant's is in the table.
+    module, name = (spec.approach.get("engine_entry") or get_variant(spec.variant).engine_entry).split(":")
     train = getattr(importlib.import_module(module), name)
     try:
         api.run(train, args.spec, devices=spec.world_size, nodes=spec.nodes, engine=args.engine,

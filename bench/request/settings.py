@@ -71,6 +71,10 @@ class Plan(Settings):
     device_counts: str | None = field(default=None, metadata=setting(
         "only these device counts (e.g. 8, or 1,8) instead of 1, 2, 4 ... --max-devices", option="--devices",
         metavar="N[,M...]", commands=("sweep",)))
+    function: str | None = field(default=None, metadata=setting(
+        "your own training function instead of the approaches, as MODULE:NAME (it calls dtbench.step(samples) after "
+        "each step): run under each --engine and device count, ranked as the approaches are", metavar="MODULE:NAME",
+        commands=("sweep",)))
     models: str | None = field(default=None, metadata=setting(
         "sweep each of these models (any --model name) in turn: a verdict and table per model, and throughput per "
         "device against model size", metavar="A,B,...", commands=("sweep",)))
@@ -213,8 +217,8 @@ class Execution(Settings):
 @dataclass(frozen=True)
 class Engines(Settings):
     """What starts the ranks, and where each run is also logged."""
-    engine: str = field(default="torchrun", metadata=setting(_engine_help(several=False),
-                                                             vary={"sweep": dict(help=_engine_help(several=True))}))
+    engine: str = field(default="torchrun", metadata=setting(_engine_help(several=False), vary={
+        "sweep": dict(help=_engine_help(several=True), option=("--engine", "--engines"))}))
     ray_address: str | None = field(default=None, metadata=setting(
         "--engine ray: an existing Ray cluster (default: a local one per run)"))
     spark_master: str | None = field(default=None, metadata=setting(

@@ -109,6 +109,8 @@ class ResultRow:
     # copy of the rank's partition), and on CUDA the largest peak allocated and reserved (MiB) after warm-up.
     memory: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Your own function (@dtbench.distributed): its module, name, source file and the SHA-256 of its source.
+    function: dict | None = None
     git_sha: str | None = None
     host: str | None = None
     environment: dict = field(default_factory=dict)

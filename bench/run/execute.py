@@ -290,6 +290,7 @@ def base_row(spec: RunSpec, run_id: str, status: str, error: str | None = None,
               "warmup_epochs_applied": spec.task.effective_warmup_epochs},
         warmup_steps=timing.warmup_steps, window_steps=timing.window_steps, windows=timing.windows,
         independent=spec.independent, asynchronous=spec.variant.asynchronous, as_shipped=spec.as_shipped,
+        function=dict(spec.variant.approach).get("function"),
         git_sha=env_info.git_sha(REPO_ROOT), host=env_info.host())
 
 

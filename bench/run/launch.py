@@ -49,6 +49,8 @@ class Launcher:
     joins_store: bool = False
     # Only the chief (rank 0) trains and reports; every other process serves it (tf-ps).
     chief_reports: bool = False
+    # Its ranks always start through bench.engines, torchrun's too (your own function: shipped to the ranks by value).
+    through_engine: bool = False
 
 
 def single_process(spec: RunSpec, plan: NodePlan, ctx: LaunchContext) -> list[Process]:
@@ -80,7 +82,7 @@ def processes(spec: RunSpec, placement: Placement, run_id: str, run_dir: Path, s
     ports = hosts[spec.host_node].ports if hosts else [free_port() for _ in range(launcher.ports(spec))]
     ctx = LaunchContext(run_id, run_dir, spec_path, store_port or spec.master_port or free_port(), ports, store_port,
                         hosts)
-    if spec.on_engine:
+    if spec.on_engine or launcher.through_engine:
         return [engine_driver(spec, placement, ctx)]
     return [process for plan in placement.nodes for process in launcher.start(spec, plan, ctx)]
 

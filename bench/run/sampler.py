@@ -15,6 +15,7 @@ run is measured in docs/methodology.md.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -40,6 +41,7 @@ class Sampler:
         self.rows: list[tuple] = []
         self.cores: dict[int, list[int]] = {}   # rank -> the cores it may run on (its slot)
         self._ranks: dict[int, int] = {}  # pid -> RANK from its environment
+        self._joined: dict[int, int] = {}  # pid -> rank, as the ranks reported when they joined
         self._processes: dict[int, psutil.Process] = {}
         self._trees: dict[int, list[psutil.Process]] = {}  # root pid -> it and its descendants, last walk
         self._stop = threading.Event()
@@ -154,9 +156,28 @@ class Sampler:
             except psutil.Error:
                 rank = None
             if rank is None or not rank.isdigit():
+                # An engine's rank (a Dask worker, a Ray actor) is told its RANK after it started (bench.engines.api):
+                # it is known by the pid it reported when it joined.
+                rank = self._joined_pids().get(process.pid)
+            if rank is None:
                 return None  # read again next time: a launcher's child shows the launcher's environment until its exec
             self._ranks[process.pid] = int(rank)
         return self._ranks[process.pid]
+
+    def _joined_pids(self) -> dict[int, int]:
+        """pid -> rank, from the `joined` line each rank's report begins with (read once a rank has written it)."""
+        found = self._joined
+        known = set(found.values())
+        for path in self.run_dir.glob("rank*.jsonl"):
+            rank = path.stem[4:]
+            if not rank.isdigit() or int(rank) in known:
+                continue
+            with contextlib.suppress(OSError, ValueError), open(path) as report:
+                for line in report:
+                    if line.startswith('{"event": "joined"'):
+                        found[int(json.loads(line)["pid"])] = int(rank)
+                        break
+        return found
 
 
 def _yield_to_the_run() -> None:

@@ -196,7 +196,7 @@ class Worker:
         return (self.task.timing.input_phases and not self.synthetic and not self.independent
                 and not Turns.from_environment(self.rank).in_duet)
 
-    def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int,
+    def clock(self, samples_per_step: int, sync: Callable[[], None], steps: int | None,
               on_warmup_done: Callable[[], None] = lambda: None, profiler: Profiler | None = None,
               own_timer: OwnTimer | None = None, resident: Callable | None = None,
               unsynced: Undo | None = None) -> StepClock:
@@ -206,8 +206,11 @@ class Worker:
         windows (`profile_windows`). `resident(batch)`: the batch made resident on the device, the loop's way,
         for the input phases where the task asks for them (`input_phases`); each timed window then takes two, and
         with `unsynced` (an approach that can train a window with its gradient synchronisation off and undo it)
-        three."""
+        three. `steps=None`: a loop of its own (`@dtbench.distributed`) that says nothing of its length ahead: the
+        task's windows are planned, and the row says how many it timed."""
         t = self.task.timing
+        if steps is None:
+            steps = t.warmup_steps + t.window_steps * t.windows
         profiled = self.profile_windows if profiler is not None else 0
         phases = resident is not None and self.input_phases
         windows = min(t.windows, ((steps - t.warmup_steps) // t.window_steps - profiled) // (2 if phases else 1))
