@@ -62,6 +62,12 @@ class Approach:
     measured_n: int
     step_n: tuple[float, float, float]     # the same at measured_n
     efficiency_n: float | None
+    parameters: float | None = None        # the model's elements (ZeRO-3's gathers depend on them)
+
+    @property
+    def bucketed(self) -> bool:
+        """Its gradients all-reduced in PyTorch DDP's buckets (projection.unhidden_s)."""
+        return self.kind == "ddp" and self.framework in projection.DDP_FRAMEWORKS
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,8 @@ def approaches(configs: pd.DataFrame) -> tuple[list[Approach], list[str]]:
         rest = one["device_peak_mb"] - sum(state.values()) / 2**20 if present(one.get("device_peak_mb")) else None
         found.append(Approach(series, line["framework"], traffic, int(line["per_device_batch"]), state["parameters"],
                               state, sharded(state, line), rest, _step(one), int(line["world_size"]), _step(line),
-                              float(line["scaling_efficiency"]) if present(line.get("scaling_efficiency")) else None))
+                              float(line["scaling_efficiency"]) if present(line.get("scaling_efficiency")) else None,
+                              float(one["params"]) if present(one.get("params")) else None))
     return found, skipped
 
 
@@ -156,17 +163,21 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
     """The approach at each count: every corner of its inputs' ranges, the lowest and highest kept, and beyond one
     device widened by the projection's measured `error` (|projected / measured - 1| at worst). `inside`: a node's
     own link in place of the one measured here (a preset, α at 2 ranks)."""
-    def comm(n: int, scale: float = 1.0, as_measured: bool = False) -> float:
+    def chosen(n: int, scale: float, as_measured: bool = False) -> dict[str, Link]:
+        """Each collective's link at n, its times `scale`d (a corner of the fit's residual)."""
         if as_measured:
-            chosen, at_ranks = near, a.measured_n
+            links_, at_ranks = near, a.measured_n
         elif n > devices_per_node and far is not None:
-            chosen, at_ranks = far, 2
+            links_, at_ranks = far, 2
         elif inside is not None:
-            chosen, at_ranks = inside, 2
+            links_, at_ranks = inside, 2
         else:
-            chosen, at_ranks = near, a.measured_n
-        return scale * projection.communication_s(a.kind, a.grad_bytes, n,
-                                                  {c: at(l, at_ranks, n) for c, l in chosen.items()})
+            links_, at_ranks = near, a.measured_n
+        return {c: Link(at(l, at_ranks, n).alpha_s * scale, l.busbw / scale) for c, l in links_.items()}
+
+    def comm(n: int, scale: float = 1.0, as_measured: bool = False) -> float:
+        return projection.communication_s(a.kind, a.grad_bytes, n, chosen(n, scale, as_measured),
+                                          elements=a.parameters)
 
     def step(n: int, compute: float, step_n: float, scale: float) -> tuple[float, float]:
         """(the step at n, the communication exposed in it)"""
@@ -178,6 +189,10 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
         hidden = projection.hidden_share(step_n, compute, predicted)
         rest = max(0.0, exposed - predicted)
         exposed_comm = (1 - hidden) * comm(n, scale)
+        measured_here = n == a.measured_n and inside is None and not (n > devices_per_node and far is not None)
+        if not measured_here:  # the hidden share, carried elsewhere, never hides more than the step has room for
+            exposed_comm = max(exposed_comm, projection.unhidden_s(a.kind, a.grad_bytes, n, chosen(n, scale),
+                                                                   compute, a.bucketed, a.parameters))
         return compute + exposed_comm + (rest if n > 1 else 0.0), exposed_comm
 
     result = []
@@ -319,7 +334,7 @@ def table(result: dict) -> pd.DataFrame:
     device."""
     lines = []
     for a in result["approaches"]:
-        comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"])
+        comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"], elements=a.parameters)
         hidden = projection.hidden_share(a.step_n[0], a.compute_s[0], comm)
         rest = max(0.0, a.step_n[0] - a.compute_s[0] - comm)
         line = {"approach": a.series, "traffic": a.kind,
