@@ -1,4 +1,6 @@
 """The projection's arithmetic (bench.projection.projection) against figures worked by hand."""
+from pathlib import Path
+
 import pytest
 
 from bench.projection import projection
@@ -336,3 +338,66 @@ def test_a_communication_bound_ddp_step_is_never_faster_than_its_link(framework,
         last = far["all_reduce"].seconds("all_reduce", psi - 2**20, 2)
         first = far["all_reduce"].seconds("all_reduce", 2**20, 2)
         assert two.throughput[0] == pytest.approx(128 / (compute_s + last + max(0.0, first - 2 / 3 * compute_s)))
+
+
+HELD_OUT = Path("results/projection-heldout-cpu")
+
+
+def reprojected(model: str, rate: str, elements: float | None = None) -> dict:
+    """Each approach of one committed check point projected again from its one-host runs and the link measured
+    across the hosts (what benchmarks/projection_check.py did), with `elements` in place of the model's."""
+    import dataclasses
+
+    from bench.projection import project
+
+    far = project.between_nodes(HELD_OUT / f"link-{rate}")
+    result = project.folder(Folder.read(HELD_OUT / model / "round-1" / "one-host"), counts=(2,), devices_per_node=1,
+                            far=far)
+    out = {}
+    for a in result["approaches"]:
+        if elements is not None:
+            a = dataclasses.replace(a, parameters=elements)
+        [point] = project.project(a, result["near"], result["residual"], (2,), 1, far)
+        out[a.series] = (a, point, far, result["residual"])
+    return out
+
+
+def committed_points() -> list[dict]:
+    """The held-out points the committed check measured."""
+    import json
+
+    lines = [json.loads(line) for line in (HELD_OUT / "check.jsonl").read_text().splitlines()]
+    return [line for line in lines if "measured" in line and line["split"] == "held-out"]
+
+
+@pytest.mark.skipif(not (HELD_OUT / "check.jsonl").exists(), reason="the held-out check is not committed")
+def test_the_held_out_points_rebuilt_from_their_inputs_never_beat_their_link():
+    """Issue 75: every committed point, projected again from its own one-host inputs, is the figure the check
+    recorded, and none exceeds the link-bound throughput (the torch-ddp resnet10t point at
+    100 Mbit/s was once projected 2.6x its measured 65 samples/s)."""
+    points = committed_points()
+    assert any(p["model"] == "timm-resnet10t" and p["rate"] == "100mbit" and p["kind"] == "ddp" for p in points)
+    for (model, rate) in {(p["model"], p["rate"]) for p in points}:
+        for series, (a, point, far, residual) in reprojected(model, rate).items():
+            for line in [p for p in points if (p["model"], p["rate"], p["series"]) == (model, rate, series)]:
+                assert point.throughput[0] == pytest.approx(line["predicted"], rel=1e-6)
+            bound = a.per_device_batch * 2 / projection.communication_s(a.kind, a.grad_bytes, 2, far,
+                                                                          elements=a.parameters)
+            assert point.throughput[0] <= bound * (1 + 1e-9), (model, rate, series)
+            # the interval's top: the link as fast as the fits' residual allows
+            assert point.throughput[2] <= bound / (1 - residual) * (1 + 1e-9), (model, rate, series)
+
+
+@pytest.mark.skipif(not (HELD_OUT / "check.jsonl").exists(), reason="the held-out check is not committed")
+def test_zero3_gathered_once_a_step_is_nearer_the_measured_than_the_papers_three_volumes():
+    """Issue 75: DeepSpeed's ZeRO-3 was under-projected by a steady 12-22 %. Counted as DeepSpeed runs it (one
+    all-gather a step within its reuse distance), each committed held-out ZeRO-3 point on a shaped link is nearer
+    what the two hosts measured than with the backward's second all-gather (a model past the distance), on each
+    link under 200 Mbit/s (where the issue measured the bias, and the count rather than the compute decides)."""
+    points = [p for p in committed_points() if p["kind"] == "zero-3" and p["link_busbw_gbps"] * 8 < 0.2]
+    assert points
+    for p in points:
+        [(_, once, _, _)] = [v for s, v in reprojected(p["model"], p["rate"]).items() if s == p["series"]]
+        [(_, twice, _, _)] = [v for s, v in reprojected(p["model"], p["rate"], elements=6e8).items()
+                              if s == p["series"]]
+        assert abs(once.throughput[0] / p["measured"] - 1) < abs(twice.throughput[0] / p["measured"] - 1), p["rate"]
