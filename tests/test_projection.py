@@ -209,8 +209,8 @@ def test_the_report_projects_after_every_measured_figure_and_says_so_first(tmp_p
     assert "\n## " not in section.split("\n", 1)[1]  # the last section: no measured one after it
     assert section.index("PROJECTED, not measured") < section.index("| torch-ddp ") < section.index("![projection]")
     header = next(line for line in section.splitlines() if line.startswith("| approach"))
-    assert [c.strip() for c in header.strip("|").split("|")][-5:] == [
-        "1 device", "2 devices", "8 devices", "64 devices", "512 devices"]
+    assert [c.strip() for c in header.strip("|").split("|")][-6:] == [
+        "1 device", "2 devices", "8 devices", "64 devices", "512 devices", "extrapolated (past the check)"]
     assert (folder / "projection.png").stat().st_size > 10_000
     one_device = tmp_path / "compile"
     shutil.copytree("results/reference-cpu-compile", one_device)
@@ -275,8 +275,37 @@ def test_the_interval_is_widened_by_the_projections_measured_error_beyond_one_de
     assert one.throughput[1] == one.throughput[2] == one.throughput[0]  # one device: measured, not projected
     check = {"worst_error": 0.1, "date": "2026-11-27T04:00:00+00:00", "within_10_percent": 9, "configurations": 10,
              "not_measured": 2}
-    assert project.checked(check).startswith("widened by ±10%, the projection's worst error")
-    assert "9 of 10 configurations within ±10 %, 2 not measured" in project.checked(check)
+    assert project.checked(check).startswith("widened by the projection's worst error on points held out of its "
+                                             "fitting (±10%)")
+    assert "9 of 10 held-out configurations within ±10 %, 2 not measured" in project.checked(check)
+
+
+def test_each_figure_carries_its_kinds_held_out_error_and_says_where_it_extrapolates():
+    """Issue 75, items 3 and 4: the interval is widened by the held-out error of the approach's traffic (the
+    worst of any where its kind was not held out), shown beside the figure; a link slower than the check's slowest,
+    or a step more communication-bound than any it held out, is named on the figure's line."""
+    from bench.projection import project
+
+    check = {"worst_error": 0.3, "worst_error_by_kind": {"ddp": 0.05}, "slowest_link_gbps": 0.01,
+             "most_exposed_fraction": 0.8, "date": "2026-12-02T14:00:00+00:00", "within_10_percent": 3,
+             "configurations": 4}
+    assert project.held_out_error(check, "ddp") == 0.05 and project.held_out_error(check, "fsdp") == 0.3
+    assert project.held_out_error(None, "ddp") == 0.0
+    near = {c: Link(1e-3, 1e9) for c in projection.BUS_FACTOR}
+    checked_link = {c: Link(1e-3, 0.02e9) for c in projection.BUS_FACTOR}  # 1 MB in 50 ms: the step 84 % exposed
+    slower = {c: Link(1e-3, 0.005e9) for c in projection.BUS_FACTOR}
+    [fast] = project.project(approach(0.012), near, 0.0, (2,), 1, {c: Link(1e-3, 1e9) for c in near}, 0.05,
+                             covered=check)
+    assert fast.error == 0.05 and fast.beyond == ""
+    [exposed] = project.project(approach(0.012), near, 0.0, (2,), 1, checked_link, 0.05, covered=check)
+    assert exposed.beyond == "communication 84% of the step, past the checked 80%"
+    [slow] = project.project(approach(0.012), near, 0.0, (2,), 1, slower, 0.05, covered=check)
+    assert slow.beyond.startswith("a link slower than any checked (80 Mbit/s)")
+    result = {"approaches": [approach(0.012)], "table": {"x": [fast]}, "near": near}
+    cells = project.table(result)
+    assert "±5%" in cells["2 devices"][0] and cells["extrapolated (past the check)"][0] == "–"
+    result["table"] = {"x": [slow]}
+    assert project.table(result)["extrapolated (past the check)"][0].startswith("2: a link slower than any checked")
 
 
 def test_bench_collectives_and_project_refuse_what_they_cannot_measure_or_mix(tmp_path):
