@@ -6,9 +6,10 @@ communication at N its collectives on the folder's α–β fits (beyond a node: 
 `bench collectives` measured across two hosts), and the share of that communication the backward pass hid is
 measured where it ran on the most devices. Every input's measured spread is carried through: the one-device and
 most-devices runs' intervals over repeats, and the fits' worst residual; the projection is evaluated at each corner
-of those ranges, and the lowest and highest are widened by the projection's own error as measured against runs
-across shaped links (benchmarks/projection_check.py's committed figures). Nothing here is measured at the
-projected counts: every figure it prints is labelled projected."""
+of those ranges, and the lowest and highest are widened by the projection's own error on runs across shaped links
+that nothing it fits was fitted on (benchmarks/projection_check.py's held-out points). Nothing here is measured
+at the projected counts: every figure it prints is labelled projected, beside its held-out error, and one past
+the links and communication-bound steps the check held out says so."""
 from __future__ import annotations
 
 import itertools
@@ -62,6 +63,12 @@ class Approach:
     measured_n: int
     step_n: tuple[float, float, float]     # the same at measured_n
     efficiency_n: float | None
+    parameters: float | None = None        # the model's elements (ZeRO-3's gathers depend on them)
+
+    @property
+    def bucketed(self) -> bool:
+        """Its gradients all-reduced in PyTorch DDP's buckets (projection.unhidden_s)."""
+        return self.kind == "ddp" and self.framework in projection.DDP_FRAMEWORKS
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class Projected:
     efficiency: tuple[float, float, float]
     exposed_fraction: float                 # of the step, at the median inputs
     memory_mb: float | None                 # per device
+    error: float = 0.0                      # the held-out error its interval is widened by
+    beyond: str = ""                        # why it extrapolates past what the check covered, or ""
 
 
 def _step(line: pd.Series) -> tuple[float, float, float]:
@@ -124,7 +133,8 @@ def approaches(configs: pd.DataFrame) -> tuple[list[Approach], list[str]]:
         rest = one["device_peak_mb"] - sum(state.values()) / 2**20 if present(one.get("device_peak_mb")) else None
         found.append(Approach(series, line["framework"], traffic, int(line["per_device_batch"]), state["parameters"],
                               state, sharded(state, line), rest, _step(one), int(line["world_size"]), _step(line),
-                              float(line["scaling_efficiency"]) if present(line.get("scaling_efficiency")) else None))
+                              float(line["scaling_efficiency"]) if present(line.get("scaling_efficiency")) else None,
+                              float(one["params"]) if present(one.get("params")) else None))
     return found, skipped
 
 
@@ -152,21 +162,27 @@ def at(link: Link, measured_n: int, world_size: int) -> Link:
 
 def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[int, ...],
             devices_per_node: int, far: dict[str, Link] | None, error: float = 0.0,
-            inside: dict[str, Link] | None = None) -> list[Projected]:
+            inside: dict[str, Link] | None = None, covered: dict | None = None) -> list[Projected]:
     """The approach at each count: every corner of its inputs' ranges, the lowest and highest kept, and beyond one
     device widened by the projection's measured `error` (|projected / measured - 1| at worst). `inside`: a node's
-    own link in place of the one measured here (a preset, α at 2 ranks)."""
-    def comm(n: int, scale: float = 1.0, as_measured: bool = False) -> float:
+    own link in place of the one measured here (a preset, α at 2 ranks); `covered`: what the check's held-out
+    points spanned (its slowest link, its most communication-bound step), past which a figure says it
+    extrapolates."""
+    def chosen(n: int, scale: float, as_measured: bool = False) -> dict[str, Link]:
+        """Each collective's link at n, its times `scale`d (a corner of the fit's residual)."""
         if as_measured:
-            chosen, at_ranks = near, a.measured_n
+            links_, at_ranks = near, a.measured_n
         elif n > devices_per_node and far is not None:
-            chosen, at_ranks = far, 2
+            links_, at_ranks = far, 2
         elif inside is not None:
-            chosen, at_ranks = inside, 2
+            links_, at_ranks = inside, 2
         else:
-            chosen, at_ranks = near, a.measured_n
-        return scale * projection.communication_s(a.kind, a.grad_bytes, n,
-                                                  {c: at(l, at_ranks, n) for c, l in chosen.items()})
+            links_, at_ranks = near, a.measured_n
+        return {c: Link(at(l, at_ranks, n).alpha_s * scale, l.busbw / scale) for c, l in links_.items()}
+
+    def comm(n: int, scale: float = 1.0, as_measured: bool = False) -> float:
+        return projection.communication_s(a.kind, a.grad_bytes, n, chosen(n, scale, as_measured),
+                                          elements=a.parameters)
 
     def step(n: int, compute: float, step_n: float, scale: float) -> tuple[float, float]:
         """(the step at n, the communication exposed in it)"""
@@ -178,6 +194,10 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
         hidden = projection.hidden_share(step_n, compute, predicted)
         rest = max(0.0, exposed - predicted)
         exposed_comm = (1 - hidden) * comm(n, scale)
+        measured_here = n == a.measured_n and inside is None and not (n > devices_per_node and far is not None)
+        if not measured_here:  # the hidden share, carried elsewhere, never hides more than the step has room for
+            exposed_comm = max(exposed_comm, projection.unhidden_s(a.kind, a.grad_bytes, n, chosen(n, scale),
+                                                                   compute, a.bucketed, a.parameters))
         return compute + exposed_comm + (rest if n > 1 else 0.0), exposed_comm
 
     result = []
@@ -193,17 +213,40 @@ def project(a: Approach, near: dict[str, Link], residual: float, counts: tuple[i
                   if a.rest_mb is not None else None)
         result.append(Projected(a.series, n, (samples / median, samples / longest, samples / shortest),
                                 (a.compute_s[0] / median, a.compute_s[0] / longest, a.compute_s[0] / shortest),
-                                exposed, memory))
+                                exposed, memory, error if n > 1 else 0.0,
+                                beyond(chosen(n, 1.0)["all_reduce"].busbw, exposed, covered) if n > 1 else ""))
     return result
 
 
-CHECK = REPO_ROOT / "results" / "projection-check-cpu"  # benchmarks/projection_check.py's committed figures
+def beyond(busbw: float, exposed: float, covered: dict | None) -> str:
+    """Why a projected figure extrapolates past the check's held-out points: a link slower than the slowest it
+    measured, or a step more communication-bound than any it held out; "" where neither."""
+    if not covered:
+        return ""
+    why = []
+    if covered.get("slowest_link_gbps") and busbw < covered["slowest_link_gbps"] * 1e9:
+        why.append(f"a link slower than any checked ({covered['slowest_link_gbps'] * 8e3:,.0f} Mbit/s)")
+    if covered.get("most_exposed_fraction") is not None and exposed > covered["most_exposed_fraction"]:
+        why.append(f"communication {exposed:.0%} of the step, past the checked {covered['most_exposed_fraction']:.0%}")
+    return "; ".join(why)
+
+
+# benchmarks/projection_check.py's committed figures: its error on points held out of what it fits.
+CHECK = REPO_ROOT / "results" / "projection-heldout-cpu"
 
 
 def measured_error(check: Path = CHECK) -> dict | None:
-    """The worst error of the projection against runs across shaped links (error.json of the check), or None."""
+    """The projection's error on the check's held-out points (its error.json), or None."""
     path = check / "error.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def held_out_error(check: dict | None, kind: str) -> float:
+    """The error an approach's intervals are widened by: the worst held-out error of its traffic kind, else the
+    worst held-out error of any (a kind the check did not hold out); 0 without a check."""
+    if not check or check.get("worst_error") is None:
+        return 0.0
+    return (check.get("worst_error_by_kind") or {}).get(kind, check["worst_error"])
 
 
 def between_nodes(directory: Path) -> dict[str, Link]:
@@ -244,12 +287,17 @@ def folder(results: Folder, counts: tuple[int, ...] = COUNTS, devices_per_node: 
     per_node = devices_per_node or (inside and inside.devices_per_node) or measured
     inside_links = inside.links() if inside else None
     far_links = far if isinstance(far, dict) or far is None else {c: far for c in projection.BUS_FACTOR}
-    error = check["worst_error"] if check and check.get("worst_error") is not None else 0.0
-    table = {a.series: project(a, near, residual, counts, per_node, far_links, error, inside_links) for a in found}
+    covered = check if check and check.get("worst_error") is not None else None
+
+    def at_counts(a: Approach, chosen: tuple[int, ...]) -> list[Projected]:
+        return project(a, near, residual, chosen, per_node, far_links, held_out_error(covered, a.kind), inside_links,
+                       covered)
+
+    table = {a.series: at_counts(a, counts) for a in found}
     grid = tuple(2 ** i for i in range(max(counts).bit_length()))  # every power of two up to the largest count
-    curve = {a.series: project(a, near, residual, grid, per_node, far_links, error, inside_links) for a in found}
+    curve = {a.series: at_counts(a, grid) for a in found}
     return {"approaches": found, "skipped": skipped, "table": table, "curve": curve, "residual": residual,
-            "check": check if error else None, "far_source": far_source, "far_name": far_name,
+            "check": covered, "far_source": far_source, "far_name": far_name,
             "inside": inside,
             "note": note, "devices_per_node": per_node, "far": far_links, "near": near, "measured": measured}
 
@@ -259,10 +307,14 @@ def checked(check: dict | None) -> str:
     if not check:
         return "not widened by a measured projection error (none measured)."
     missed = f", {check['not_measured']} not measured" if check.get("not_measured") else ""
-    return (f"widened by ±{check['worst_error']:.0%}, the projection's worst error against runs across two hosts "
-            f"on shaped links ({CHECK.relative_to(REPO_ROOT)}, {check['date'][:10]}: {check['within_10_percent']} of "
-            f"{check['configurations']} configurations within ±10 %{missed}). That error was measured with CPU ranks "
-            "over gloo, one rank a host: on GPUs and their fabrics it is the best measured figure, not a bound.")
+    kinds = ", ".join(f"{k} ±{e:.0%}" for k, e in sorted((check.get("worst_error_by_kind") or {}).items()))
+    return (f"widened by the projection's worst error on points held out of its fitting (±{check['worst_error']:.0%}"
+            + (f"; by traffic: {kinds}" if kinds else "") + "), against runs across two hosts on shaped links "
+            f"({CHECK.relative_to(REPO_ROOT)}, {check['date'][:10]}: {check['within_10_percent']} of "
+            f"{check['configurations']} held-out configurations within ±10 %{missed}), shown beside each figure. "
+            "That error was measured with CPU ranks over gloo, one rank a host: on GPUs and their fabrics it is the "
+            "best measured figure, not a bound. A figure past the links and communication-bound steps the check "
+            "held out says so on its line.")
 
 
 def _fmt(value: float) -> str:
@@ -307,7 +359,8 @@ def caveat(result: dict) -> str:
             f"fit residual {result['residual']:.0%}); " + checked(result["check"]))
 
 
-TABLE_TITLE = "Throughput (samples/s) [interval] · scaling efficiency · memory per device:"
+TABLE_TITLE = ("Throughput (samples/s) [interval] ±held-out error · scaling efficiency · memory per device, all "
+               "projected:")
 NOT_COMMUNICATION = ("Not communication: the step at the measured N beyond its compute and the communication the "
                      "fits predict (ranks contending for the machine, a straggler), held at every count above one. An "
                      f"upper bound shown – is over {UNBOUNDED}× the median: the runs' spread allows the communication "
@@ -319,16 +372,19 @@ def table(result: dict) -> pd.DataFrame:
     device."""
     lines = []
     for a in result["approaches"]:
-        comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"])
+        comm = projection.communication_s(a.kind, a.grad_bytes, a.measured_n, result["near"], elements=a.parameters)
         hidden = projection.hidden_share(a.step_n[0], a.compute_s[0], comm)
         rest = max(0.0, a.step_n[0] - a.compute_s[0] - comm)
         line = {"approach": a.series, "traffic": a.kind,
                 "at measured N: hidden · not communication": f"{hidden:.0%} · {rest * 1e3:.1f} ms"}
         for p in result["table"][a.series]:
             upper = _fmt(p.throughput[2]) if p.throughput[2] < UNBOUNDED * p.throughput[0] else "–"
+            error = f" ±{p.error:.0%}" if p.error else ""
             line[f"{p.world_size} device{'s' if p.world_size > 1 else ''}"] = (
-                f"{_fmt(p.throughput[0])} [{_fmt(p.throughput[1])}, {upper}] · {p.efficiency[0]:.2f} · "
+                f"{_fmt(p.throughput[0])} [{_fmt(p.throughput[1])}, {upper}]{error} · {p.efficiency[0]:.2f} · "
                 + (f"{p.memory_mb:,.0f} MB" if p.memory_mb is not None else "–"))
+        past = [f"{p.world_size}: {p.beyond}" for p in result["table"][a.series] if p.beyond]
+        line["extrapolated (past the check)"] = "; ".join(past) or "–"
         lines.append(line)
     return pd.DataFrame(lines)
 
