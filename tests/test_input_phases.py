@@ -97,14 +97,15 @@ def test_without_resident_batches_the_clock_is_unchanged():
 
 
 @pytest.mark.slow
-def test_the_phases_leave_training_as_it_was_and_measure_ddps_exposed_communication(tmp_path):
-    """torch-ddp on two slots, with and without the phases: the same test loss to the last digit (the resident
+@pytest.mark.parametrize("variant", ["torch-ddp", "lightning"])  # DDP's no_sync; Fabric's no_backward_sync
+def test_the_phases_leave_training_as_it_was_and_measure_ddps_exposed_communication(tmp_path, variant):
+    """DDP on two slots, with and without the phases: the same test loss to the last digit (the resident
     windows train the same batches in the same order; the windows trained with the sync off are undone), and the
     phases' row holds the input's cost and the exposed communication with their intervals."""
     found = {}
     for side, extra in (("phases", ["--input-phases"]), ("plain", [])):
         out = tmp_path / side
-        done = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", *extra, "--out", str(out),
+        done = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", *extra, "--out", str(out),
                      env={"CUDA_VISIBLE_DEVICES": ""}, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         [found[side]] = rows(out)

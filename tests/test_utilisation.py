@@ -157,6 +157,8 @@ def test_a_sweep_with_analysis_times_the_input_in_phases_or_adds_synthetic_twins
     assert all(s.task.timing.input_phases for s in specs)
     static = plan.plan([get_variant("torch-fsdp")], get_task("default"), "cpu", [1, 2], analysis=True)
     assert [s.task.timing.input_phases for s in static] == [True, False]  # FSDP2 has no window to undo
+    fabric = plan.plan([get_variant("lightning")], get_task("default"), "cpu", [1, 2], analysis=True)
+    assert [s.task.timing.input_phases for s in fabric] == [True, True]  # Fabric's no_backward_sync
     # Keras fit takes the resident windows through its train function: no synthetic twin either.
     fit = plan.plan([get_variant("tf-mirrored-fit")], get_task("default"), "cpu", [1], analysis=True)
     assert [s.key.series for s in fit] == ["tf-mirrored-fit"] and fit[0].task.timing.input_phases

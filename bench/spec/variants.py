@@ -129,7 +129,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
             baseline="torch-single", checkpoints=False,
             checkpoint_hint="fabric.save is not wired into the harness yet", compiles=False,
-            knobs="lightning_impl.knobs:DDP"),
+            knobs="lightning_impl.knobs:DDP", sync_phases=True),
     Variant("torch-dp", "torch", "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True,
             spans_nodes=False, summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
