@@ -70,7 +70,7 @@ def test_the_pipeline_is_never_asked_for_a_batch_inside_a_resident_window():
 def test_a_loop_that_asks_for_its_batches_itself_gets_them_held_and_recovers_the_cost(together):
     """Keras fit's way (tf_impl/fit.py ResidentCalls): each call of `together` steps asks the clock for held
     batches, else takes its own from the pipeline; the pipeline is never asked inside a resident window."""
-    clock = StepClock(warmup=2 * together, window_steps=4, windows=5, samples_per_step=8, sync=lambda: None,
+    clock = StepClock(warmup=2 * together, window_steps=6, windows=6, samples_per_step=8, sync=lambda: None,
                       resident=lambda batch: batch)
     pipeline = Pipeline(clock, 200, INPUT_S)
     batches, trained = iter(pipeline), []
@@ -82,7 +82,7 @@ def test_a_loop_that_asks_for_its_batches_itself_gets_them_held_and_recovers_the
         time.sleep(STEP_S * together)
         trained += call
         clock.steps_done(together)
-    assert len(clock.window_seconds) == len(clock.resident_window_seconds) == 5
+    assert len(clock.window_seconds) == len(clock.resident_window_seconds) == 6
     assert trained == list(range(len(trained)))  # the same batches in the same order
     assert (True, True) not in pipeline.asked and (False, True) in pipeline.asked  # drawn before, never inside
     phases = stats.paired_ratio(clock.window_seconds, clock.resident_window_seconds)
