@@ -3,7 +3,8 @@
 Read top to bottom, this is what Fabric adds to the PyTorch loop (torch_impl/train.py), as its docs'
 "convert to Fabric" steps say: `Fabric()` (under `fabric run` its accelerator, strategy, devices, nodes and
 precision come from the launcher, which has started the processes and the process group),
-`fabric.setup(model, optimizer)` (the DDP wrapper, autocast for bf16-mixed/16-mixed), `fabric.backward(loss)`.
+`fabric.setup(model, optimizer)` (the DDP wrapper, autocast for bf16-mixed/16-mixed), `fabric.backward(loss)`,
+and `fabric.no_backward_sync(model)` for the input phases' windows trained with the all-reduce skipped.
 The data stays the loop's own: the same seeded sampler as every PyTorch variant (fabric.setup_dataloaders would
 swap in a DistributedSampler, whose padding repeats test images).
 """
@@ -58,13 +59,18 @@ class FabricRank(loop.Distributed):
             x, y = data.to_model_input(images, self.device), labels.to(self.device, non_blocking=True)
         with region("optimizer"):
             self.fabric_optimizer.zero_grad(set_to_none=True)
-        with region("forward"):
-            loss = F.cross_entropy(self.model(x), y)
-        with region("backward"):
-            self.fabric.backward(loss)
+        with self.step_sync():  # DDP reads its sync switch in the forward: the forward goes inside
+            with region("forward"):
+                loss = F.cross_entropy(self.model(x), y)
+            with region("backward"):
+                self.fabric.backward(loss)
         with region("optimizer"):
             self.fabric_optimizer.step()
         return loss
+
+    def sync_off(self):
+        # Fabric's own switch for DDP's: the input phases' window trained with its all-reduce skipped, then undone.
+        return self.fabric.no_backward_sync(self.model)
 
 
 def main() -> None:

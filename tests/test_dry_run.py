@@ -1,6 +1,7 @@
 """`bench sweep --dry-run`: the plan for an 8-GPU box, whole and split into fake nodes, for every variant and
 engine, built by the launchers themselves on this CPU machine; and its refusals."""
 import json
+import re
 from collections import defaultdict
 
 import pytest
@@ -119,7 +120,7 @@ def test_the_default_on_gpus_is_resnet50_at_224_px_in_bf16_with_its_projected_ti
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "Task default-gpu: resnet50 at 224 px, bf16, 256 images a device, sized to the GPUs' memory: 80 GB" in out
-    assert "[1/61] torch-ddp 1x8 cuda default-gpu/bf16 batch 2048 (weak)" in out
+    assert "[1/59] torch-ddp 1x8 cuda default-gpu/bf16 batch 2048 (weak)" in out  # fit has no twin: its phases
     # Priced from the one-GPU H100 step, said to be a projection with no measured error yet.
     projected = next(line for line in out.splitlines() if line.startswith("Estimate (projected): about "))
     minutes = int(projected.split("about ")[1].split(" min")[0])
@@ -156,3 +157,19 @@ def test_a_smaller_gpu_is_planned_with_a_smaller_batch_and_says_why(tmp_path):
     assert "sized to the GPUs' memory: 22 GiB" in preview.task_line(task, small)
     told = request.task_from(build_parser().parse_args(["sweep", "--global-batch", "32"]), "cuda", small)
     assert told.recipe.global_batch == 32  # the user's batch is the user's
+
+
+def test_the_default_two_slot_sweep_plans_at_most_32_launches_and_keeps_every_input_cost(tmp_path):
+    """`make bench`'s plan on a 2-core CPU machine: the input's cost of each one-device run in its own input phases
+    where its loop has them, else from a synthetic-input twin, so that the table's column is still whole."""
+    result = cli("sweep", "--dry-run", "--max-devices", "2", "--device-type", "cpu", "--variants", "all",
+                 "--task", "default", "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    runs = re.findall(r"^\[\d+/(\d+)\] (.+?) (\d+x\d+) cpu", result.stdout, re.M)
+    assert 0 < len(runs) <= 32 and all(int(total) == len(runs) for total, _, _ in runs)
+    lines = re.findall(r"^\[\d+/\d+\] .*$", result.stdout, re.M)
+    twins = {name.removesuffix(" (synthetic)") for _, name, topology in runs if name.endswith(" (synthetic)")}
+    for line, (_, name, topology) in zip(lines, runs):
+        if topology == "1x1" and not name.endswith(" (synthetic)"):
+            assert "input phases" in line or name in twins, line
+    assert twins == {"tf-ps (asynchronous)"}  # the one loop that cannot hold a batch (docs/methodology.md)

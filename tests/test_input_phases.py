@@ -66,6 +66,29 @@ def test_the_pipeline_is_never_asked_for_a_batch_inside_a_resident_window():
     assert all(s >= 4 * (STEP_S + slow) for s in clock.window_seconds)
 
 
+@pytest.mark.parametrize("together", [1, 2])
+def test_a_loop_that_asks_for_its_batches_itself_gets_them_held_and_recovers_the_cost(together):
+    """Keras fit's way (tf_impl/fit.py ResidentCalls): each call of `together` steps asks the clock for held
+    batches, else takes its own from the pipeline; the pipeline is never asked inside a resident window."""
+    clock = StepClock(warmup=2 * together, window_steps=6, windows=6, samples_per_step=8, sync=lambda: None,
+                      resident=lambda batch: batch)
+    pipeline = Pipeline(clock, 200, INPUT_S)
+    batches, trained = iter(pipeline), []
+    clock.start()
+    while not clock.done:
+        held = clock.held(lambda: next(batches), together)
+        call = held if held is not None else [next(batches) for _ in range(together)]
+        assert len(call) == together
+        time.sleep(STEP_S * together)
+        trained += call
+        clock.steps_done(together)
+    assert len(clock.window_seconds) == len(clock.resident_window_seconds) == 6
+    assert trained == list(range(len(trained)))  # the same batches in the same order
+    assert (True, True) not in pipeline.asked and (False, True) in pipeline.asked  # drawn before, never inside
+    phases = stats.paired_ratio(clock.window_seconds, clock.resident_window_seconds)
+    assert abs(phases["real_over_resident"] - STEP_S / (STEP_S + INPUT_S)) < 0.1, phases
+
+
 def test_without_resident_batches_the_clock_is_unchanged():
     clock = StepClock(warmup=2, window_steps=5, windows=3, samples_per_step=8, sync=lambda: None)
     train(clock, 1, 40)
@@ -74,14 +97,15 @@ def test_without_resident_batches_the_clock_is_unchanged():
 
 
 @pytest.mark.slow
-def test_the_phases_leave_training_as_it_was_and_measure_ddps_exposed_communication(tmp_path):
-    """torch-ddp on two slots, with and without the phases: the same test loss to the last digit (the resident
+@pytest.mark.parametrize("variant", ["torch-ddp", "lightning"])  # DDP's no_sync; Fabric's no_backward_sync
+def test_the_phases_leave_training_as_it_was_and_measure_ddps_exposed_communication(tmp_path, variant):
+    """DDP on two slots, with and without the phases: the same test loss to the last digit (the resident
     windows train the same batches in the same order; the windows trained with the sync off are undone), and the
     phases' row holds the input's cost and the exposed communication with their intervals."""
     found = {}
     for side, extra in (("phases", ["--input-phases"]), ("plain", [])):
         out = tmp_path / side
-        done = bench("run", "--variant", "torch-ddp", "--devices", "2", "--task", "quick", *extra, "--out", str(out),
+        done = bench("run", "--variant", variant, "--devices", "2", "--task", "quick", *extra, "--out", str(out),
                      env={"CUDA_VISIBLE_DEVICES": ""}, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         [found[side]] = rows(out)
@@ -92,3 +116,21 @@ def test_the_phases_leave_training_as_it_was_and_measure_ddps_exposed_communicat
     assert len(phases["pairs"]) == found["phases"]["windows"] >= 3
     communication = phases["communication"]
     assert communication["ci_low"] <= communication["cost"] <= communication["ci_high"] < 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["tf-mirrored-fit", "tf-multiworker-fit"])
+def test_keras_fit_has_the_phases_and_trains_as_it_did(tmp_path, variant):
+    """fit (Keras 3 and Keras 2) fed the resident windows through its train function: the same test loss to the
+    last digit as without them, and the row's input cost with its interval."""
+    found = {}
+    for side, extra in (("phases", ["--input-phases"]), ("plain", [])):
+        out = tmp_path / side
+        done = bench("run", "--variant", variant, "--devices", "1", "--task", "quick", *extra, "--out", str(out),
+                     env={"CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        [found[side]] = rows(out)
+    assert found["phases"]["test_loss"] == found["plain"]["test_loss"]
+    phases = found["phases"]["input_phases"]
+    assert len(phases["pairs"]) == found["phases"]["windows"] >= 3
+    assert phases["ci_low"] <= phases["real_over_resident"] <= phases["ci_high"]

@@ -157,10 +157,14 @@ def test_a_sweep_with_analysis_times_the_input_in_phases_or_adds_synthetic_twins
     assert all(s.task.timing.input_phases for s in specs)
     static = plan.plan([get_variant("torch-fsdp")], get_task("default"), "cpu", [1, 2], analysis=True)
     assert [s.task.timing.input_phases for s in static] == [True, False]  # FSDP2 has no window to undo
-    # Keras fit draws its own batches, so it has no input phases: its one-device runs keep their synthetic twin.
-    fit = [s.key.series for s in plan.plan([get_variant("tf-mirrored-fit")], get_task("default"), "cpu", [1],
-                                           analysis=True)]
-    assert fit == ["tf-mirrored-fit", "tf-mirrored-fit (synthetic)"]
+    fabric = plan.plan([get_variant("lightning")], get_task("default"), "cpu", [1, 2], analysis=True)
+    assert [s.task.timing.input_phases for s in fabric] == [True, True]  # Fabric's no_backward_sync
+    # Keras fit takes the resident windows through its train function: no synthetic twin either.
+    fit = plan.plan([get_variant("tf-mirrored-fit")], get_task("default"), "cpu", [1], analysis=True)
+    assert [s.key.series for s in fit] == ["tf-mirrored-fit"] and fit[0].task.timing.input_phases
+    # tf-ps's coordinator schedules each step onto whichever worker is free: its one-device run keeps its twin.
+    ps = [s.key.series for s in plan.plan([get_variant("tf-ps")], get_task("default"), "cpu", [1], analysis=True)]
+    assert ps == ["tf-ps (asynchronous)", "tf-ps (asynchronous) (synthetic)"]
     assert plan.plan([get_variant("tf-single")], get_task("default"), "cpu", [1], analysis=True)[0].task.timing.input_phases
     # The synthetic twin of a synthetic task would be the task itself: none.
     assert all(k.input == "memory" for k in (s.key for s in plan.plan(

@@ -5,7 +5,9 @@ what `fit` costs or saves is read against tf-mirrored and tf-multiworker in one 
 The run's clock rides a Keras callback that hooks only the start of each batch and the end of each epoch: a
 callback with `on_train_batch_end` makes Keras convert every step's logs to Python floats (a device sync per
 step), which neither the custom loop nor a user's plain `fit` does. The step before a batch's start is the one
-that has just ended. Under Keras 2 (tf-multiworker-fit, tf_impl/keras_flavour.py) the same code runs: only the
+that has just ended. With the input phases (--input-phases) the callback hands fit a train function of its own
+(`ResidentCalls`, Keras' `model.train_function`, which fit looks up at every call): a call the clock holds resident
+batches for trains on them with Keras' step, and asks the pipeline for nothing. Under Keras 2 (tf-multiworker-fit, tf_impl/keras_flavour.py) the same code runs: only the
 loss tracker's place and the reading of its variables differ. Import this module only after `configure()`
 (tf_impl/configure.py) has pinned the process (it imports Keras).
 """
@@ -68,7 +70,10 @@ def train_with_fit(worker: Worker, strategy, num_workers: int = 1, worker_index:
                              clocked.epoch_loss_sum(), clocked.steps_this_epoch)
 
     profiler = TFProfiler(worker, optimizer.name) if worker.profile_windows else None
-    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler)
+    # The input phases' resident batches: fetched from fit's own iterator onto the replicas' devices when the
+    # clock draws them (ResidentCalls), so identity here.
+    clock = worker.clock(global_batch, sync, steps=(epochs - first_epoch) * steps_per_epoch, profiler=profiler,
+                         resident=None if source is None else lambda batch: batch)
 
     def finish() -> dict:
         mlflow_model.save(worker, network, chief=worker_index == 0)  # --mlflow: the network fit trained
@@ -162,6 +167,10 @@ class ClockedFit(keras.callbacks.Callback):
         self.evaluation, self.epochs_done, self.steps_this_epoch = None, 0, 0
         self._sums: dict[int, tuple] = {}  # the tracker after a step of this epoch, kept on the device
 
+    def on_train_begin(self, logs=None):
+        if self.clock.phased:  # fit has made its train function by now and looks it up at every call
+            self.model.train_function = ResidentCalls(self.model, self.clock, self.steps_per_execution)
+
     def on_epoch_begin(self, epoch, logs=None):
         self.steps_this_epoch, self._sums = 0, {}
 
@@ -211,6 +220,53 @@ class ClockedFit(keras.callbacks.Callback):
     def epoch_loss_sum(self) -> float:
         """This epoch's per-step losses summed (every step's batch is the same size: the mean times the steps)."""
         return float(self.tracker.result()) * self.steps_this_epoch
+
+
+class ResidentCalls:
+    """fit's train function with the input phases (bench.worker.clock): where the clock holds resident batches for a
+    call (a resident window's, drawn from fit's own iterator before it opens), the call trains on them with Keras'
+    step, the pipeline asked for nothing (its prefetch idle); every other call is fit's own."""
+
+    def __init__(self, model: keras.Model, clock: StepClock, steps_per_execution: int):
+        self.fits_own, self.clock, self.steps = model.train_function, clock, steps_per_execution
+        self.fetch = tf.function(lambda iterator: next(iterator))  # inside a tf.function, as fit's step fetches
+        self.on_held = held_step(model)
+
+    def __call__(self, iterator):
+        held = self.clock.held(lambda: self.fetch(iterator), self.steps)
+        return self.fits_own(iterator) if held is None else self.on_held(held)
+
+
+def held_step(model: keras.Model) -> Callable[[list], object]:
+    """Keras' training step over batches already on the replicas' devices, one call each: Keras 3's own train
+    function takes a list of batches and runs its compiled step on each; Keras 2's takes only an iterator, so its
+    step (train_step under the strategy, the step counter, the logs reduced) is made here the way fit makes it."""
+    if not LEGACY:
+        return model.train_function
+    from tf_keras.src.engine.training import reduce_per_replica
+
+    strategy = model.distribute_strategy
+
+    def run_step(data):
+        outputs = model.train_step(data)
+        with tf.control_dependencies(tf.nest.flatten(outputs)):
+            model._train_counter.assign_add(1)
+        return outputs
+
+    if model.jit_compile:
+        run_step = tf.function(run_step, jit_compile=True, reduce_retracing=True)
+
+    @tf.function(reduce_retracing=True)
+    def one_step(data):
+        outputs = strategy.run(run_step, args=(data,))
+        return reduce_per_replica(outputs, strategy, reduction=model.distribute_reduction_method)
+
+    def steps(held: list):
+        for data in held:
+            outputs = one_step(data)
+        return outputs
+
+    return steps
 
 
 class StepLoss:

@@ -64,7 +64,7 @@ FRAMEWORK = Framework(
     model_types=("keras", "tf_keras"), distributions=("tensorflow", "tensorflow-cpu", "keras", "tf-keras"),
     plain_loop=("tf-single", "probes.plain_tf_loop"),
     fast_path_environment="tf_impl.fast_path:environment",
-    input_phases=True,  # the custom loop (tf_impl/train.py); fit's and tf-ps's variants say otherwise
+    input_phases=True,  # the custom loop (tf_impl/train.py) and fit (tf_impl/fit.py); tf-ps's variant says otherwise
     kernel_summary="tf_impl.framework:kernel_summary",
     gpu_problem="tf_impl.framework:gpu_problem",
     venv=".venv-tf", python_env=TF_PYTHON_ENV,

@@ -80,8 +80,9 @@ def die_with(parent: int, signum: int = signal.SIGKILL):
 
 # Once every rank has recorded its result, its processes get this long to exit; what still runs then is
 # stopped, the run ok: a process's teardown is not the run's (TensorFlow's tf.data iterator, destroyed, waits out
-# its autotuner's sleep, tens of seconds; docs/methodology.md#where-a-runs-wall-time-goes).
-RESULT_GRACE_S = 1.0
+# its autotuner's sleep, tens of seconds; docs/methodology.md#where-a-runs-wall-time-goes). A quarter of a second:
+# a torch rank's interpreter exit alone took 1.6 s here, which a longer grace only waited out before the kill.
+RESULT_GRACE_S = 0.25
 
 
 def wait(procs: list[subprocess.Popen], started: float, timeout_s: float,

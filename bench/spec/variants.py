@@ -129,7 +129,7 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             summary="Lightning Fabric, strategy ddp, under `fabric run` (Lightning's own launcher)",
             baseline="torch-single", checkpoints=False,
             checkpoint_hint="fabric.save is not wired into the harness yet", compiles=False,
-            knobs="lightning_impl.knobs:DDP"),
+            knobs="lightning_impl.knobs:DDP", sync_phases=True),
     Variant("torch-dp", "torch", "torch", "bench.run.launch:PYTHON", "torch_impl.dp", single_process=True,
             spans_nodes=False, summary="PyTorch nn.DataParallel, one process over the visible GPUs (CPU: one slot)",
             cpu_max_per_node=1, cpu_limit_reason="DataParallel on CPU runs the plain module",
@@ -151,13 +151,12 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
     Variant("tf-mirrored-fit", "tensorflow", "tensorflow", "bench.run.launch:PYTHON", "tf_impl.mirrored_fit",
             single_process=True, spans_nodes=False,
             summary="tf-mirrored trained with Keras' model.compile + model.fit under the strategy",
-            input_phases=False,  # fit draws its own batches: its input's cost is its synthetic twin's
             baseline="tf-single", custom_loop="tf-mirrored", knobs="tf_impl.knobs:MIRRORED"),
     Variant("tf-multiworker-fit", "tensorflow", "tensorflow", "tf_impl.launch:TF_CONFIG_WORKERS",
             "tf_impl.multiworker_fit", single_process=False, spans_nodes=True,
             summary="tf-multiworker trained with Keras' model.compile + model.fit under the strategy (Keras 2: "
                     "tf-keras)", baseline="tf-single", custom_loop="tf-multiworker",
-            knobs="tf_impl.knobs:MULTIWORKER_FIT", input_phases=False,
+            knobs="tf_impl.knobs:MULTIWORKER_FIT",
             # Keras 2's jit_compile takes the step's all-reduce into the XLA cluster: on CPU it fails
             # (CollectiveReduceV2 has no XLA kernel), where the custom loop compiles only forward and backward.
             compiles=False,
@@ -175,7 +174,10 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             summary="TensorFlow ParameterServerStrategy: a chief, a worker per device slot, a parameter server per "
                     "node (TF_CONFIG); ASYNCHRONOUS updates", baseline="tf-single", asynchronous=True,
             checkpoints=False, checkpoint_hint="its variables live on the parameter servers: not wired here",
-            compiles=False, reads_files=False, profiles=False, input_phases=False),
+            compiles=False, reads_files=False, profiles=False,
+            # No batch can be held on a worker for a later step: a RemoteValue cannot be a scheduled function's
+            # input (TensorFlow 2.21), and the coordinator picks the worker. Its input's cost is its twin's.
+            input_phases=False),
     # The plain single-device loops with no wrapper: the baselines of "efficiency vs single".
     Variant("torch-single", "torch", "torch", "bench.run.launch:PYTHON", "torch_impl.single", single_process=True,
             spans_nodes=False, max_devices=1, summary="PyTorch, the loop on one device with no wrapper"),

@@ -1,6 +1,7 @@
 """The StepClock: warm-up, then timing windows bounded by a device sync + barrier. Standard library only."""
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Callable, Iterable, Iterator, Protocol, TypeVar
 
@@ -118,10 +119,16 @@ class StepClock:
         self._unsynced = unsynced if resident is not None else None
         self.unsynced_window_seconds: list[float | None] = []  # each resident window's unsynchronised partner
         self.discarding = False     # the steps now train with gradient synchronisation off, to be undone
+        self._together = 1          # the steps that end together (steps_done): the warm-up's resident call's
 
     @property
     def timing(self) -> bool:
         return self._window_start is not None
+
+    @property
+    def phased(self) -> bool:
+        """Its timed windows alternate with resident ones (the input phases)."""
+        return self._resident is not None
 
     @property
     def done(self) -> bool:
@@ -175,6 +182,18 @@ class StepClock:
             if self.stop:
                 return
 
+    def held(self, draw: Callable[[], T], steps: int = 1) -> list[T] | None:
+        """For a loop whose framework asks for its batches itself (Keras fit's train function): the resident batches
+        its next call of `steps` steps trains on, drawn first with `draw()` (the pipeline's next batch), the device
+        synced and the window opened after, where a resident window is due; None: the call takes its batches from
+        the pipeline. The call's steps are then counted with `steps_done`."""
+        if self._to_draw:
+            self._draw(draw() for _ in itertools.repeat(None))
+        if not self._held:
+            return None
+        taken, self._held = self._held[:steps], self._held[steps:]
+        return taken
+
     def _undone(self, held: list[T]) -> Iterator[T]:
         """The resident window's batches trained with gradient synchronisation off, timed, then undone; the
         resident window itself opens after."""
@@ -222,6 +241,7 @@ class StepClock:
                 raise ValueError(f"a timing boundary falls at step {self.steps + ahead}, inside {steps} steps that "
                                  f"end together: their count must divide the warm-up ({self.warmup}), the window "
                                  f"({self.window_steps}) and the epoch's steps")
+        self._together = steps
         for _ in range(steps):
             self.step_done()
 
@@ -233,10 +253,11 @@ class StepClock:
     def step_done(self) -> None:
         self.steps += 1
         self._on_step(self.steps)
-        if self._resident is not None and self.steps == self.warmup - 1:
-            # The last warm-up step trains on a resident batch: whatever the resident path costs once (a compiled
-            # function traced and first run for batches already on the device) is paid untimed.
-            self._to_draw = 1
+        if self._resident is not None and self.steps == self.warmup - self._together:
+            # The last warm-up step (call of steps that end together) trains on resident batches: whatever the
+            # resident path costs once (a compiled function traced and first run for batches already on the device)
+            # is paid untimed.
+            self._to_draw = self._together
         if self.steps == 1:
             self._sync()
             self.first_step_s = time.perf_counter() - self._running_since
