@@ -1,10 +1,10 @@
 """Planted effects, for testing `bench tune`: a NumPy approach (the plug-in framework of tests/numpy_framework.py)
-whose knobs change its speed by known shares and nothing else. Each step does a fixed matrix product, then sleeps
-what the product took times (BASE x (1 - save) / (1 - cost) - 1): `cost` adds that share of the step, `save` takes
-that share off, `null` does nothing. Joins as DTBENCH_PLUGINS=tests.planted_framework."""
+whose knobs change its speed by known shares and nothing else. Each step multiplies ROWS x BASE x (1 - save) /
+(1 - cost) rows of the batch (cycled) by a fixed matrix: `cost` adds that share of the step's work, `save` takes that
+share off, `null` does nothing. Work, not a sleep: on a loaded machine a sleep's wake-up latency, the same for every
+setting, dilutes a planted sleep (measured: a 5 % sleep read as 1.00 there). Joins as
+DTBENCH_PLUGINS=tests.planted_framework."""
 from __future__ import annotations
-
-import time
 
 import numpy as np
 
@@ -14,8 +14,9 @@ from tests.numpy_framework import FRAMEWORK, _evaluate, _flat
 
 __all__ = ["FRAMEWORK", "VARIANTS", "KNOBS"]
 
-BASE = 1.25   # the defaults' step: the product and a sleep of a quarter of it (room for `save` to take off)
-HIDDEN = 2048  # the product's width: a few milliseconds a step on one core
+BASE = 1.25   # the defaults' work: a quarter more than ROWS (room for `save` to take off)
+ROWS = 256    # 5 % of ROWS x BASE is 16 rows: the shares hold to a row
+HIDDEN = 512  # the product's width: a few milliseconds a step on one core
 
 
 def share(text: str) -> float:
@@ -49,7 +50,7 @@ def main() -> None:
         worker.joined(1, backend="none", device="cpu")
         task, arrays = worker.task, data.load(worker.spec.data_path)
         chosen = knobs.values(KNOBS, task.options.knobs)
-        factor = BASE * (1 - chosen["save"]) / (1 - chosen["cost"])
+        rows = round(ROWS * BASE * (1 - chosen["save"]) / (1 - chosen["cost"]))
         x, y = _flat(arrays["train_x"]), np.asarray(arrays["train_y"])
         batch = task.recipe.global_batch
         work = np.random.default_rng(0).standard_normal((x.shape[1], HIDDEN)).astype(np.float32)
@@ -61,10 +62,9 @@ def main() -> None:
         for epoch in range(epochs):
             batches = (np.arange(i * batch, (i + 1) * batch) % len(x) for i in range(steps_per_epoch))
             for index in clock.timed(batches):
-                started = time.perf_counter()
-                hidden = x[index] @ work
-                work -= 1e-6 * (x[index].T @ hidden)
-                time.sleep((time.perf_counter() - started) * (factor - 1))
+                rows_of = x[np.arange(index[0], index[0] + rows) % len(x)]
+                hidden = rows_of @ work
+                work -= 1e-6 * (rows_of.T @ hidden)
             evaluation = worker.end_epoch(clock, epoch, epochs, lambda: _evaluate(weights, arrays))
         worker.finish(clock, evaluation, epochs, peak_memory_mb=0.0, params=work.size)
 
