@@ -36,7 +36,8 @@ VARIANTS = (
     Variant("numpy-planted", "numpy", "numpy", "bench.run.launch:PYTHON", "tests.planted_framework",
             single_process=True, spans_nodes=False, max_devices=1, in_default_sweep=False,
             summary="NumPy with planted costs and savings (a test's plug-in, for `bench tune`)",
-            checkpoints=False, compiles=False, reads_files=False, profiles=False, knobs="tests.planted_framework:KNOBS"),
+            checkpoints=False, compiles=False, reads_files=False, profiles=False,
+            knobs="tests.planted_framework:KNOBS"),
 )
 
 

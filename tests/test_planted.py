@@ -18,7 +18,8 @@ TASK = ("--task", "quick", "--window-steps", "150", "--steps-per-epoch", "760", 
 def tuned(out, pairing: str, budget_min: float = 5) -> str:
     """One tuning's line for the planted approach."""
     result = bench("tune", "--variants", "numpy-planted", "--devices", "1", *TASK, "--budget", str(budget_min),
-                   "--repeats", "1", "--pairing", pairing, "--out", str(out), env=PLANTED, timeout=60 * budget_min + 300)
+                   "--repeats", "1", "--pairing", pairing, "--out", str(out), env=PLANTED,
+                   timeout=60 * budget_min + 300)
     assert result.returncode == 0, result.stderr[-2000:]
     [line] = [line for line in result.stdout.splitlines() if "numpy-planted: best" in line]
     return line

@@ -254,9 +254,9 @@ def test_a_budget_the_earlier_rows_price_below_the_pairing_is_refused_before_any
     assert cli.main(["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "9",
                      "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error == ("error: not tuned: pairing needs at least 3 full-length duets with the defaults for each of the "
-                     "1 approaches, about 10.0 min by the earlier rows, more than the 9-minute budget: give --budget 15 "
-                     "or more, or fewer approaches")
+    assert error == ("error: not tuned: pairing needs at least 3 full-length duets with the defaults for each of "
+                     "the 1 approaches, about 10.0 min by the earlier rows, more than the 9-minute budget: give "
+                     "--budget 15 or more, or fewer approaches")
     assert fake_time[0] == 0 and not (tmp_path / tune.SEARCH).exists()
 
 

@@ -322,8 +322,10 @@ def tune_paired(specs: list[RunSpec], out: Path, machine: Machine, budget_s: flo
             f"{budget_s / 60:g}-minute budget: give --budget {math.ceil(floor / 60 * 1.5)} or more, or fewer "
             f"approaches")
     mode = dict.fromkeys(by_variant, pairing)
+    how = ("by turns (two live runs taking turns window by window)" if pairing == TURNS
+           else "one after the other (interleaved)")
     say(f"tuning {', '.join(f'{n} ({len(c)} settings)' for n, c in raced.items())} within {budget_s / 60:g} min, "
-        f"paired {'by turns (two live runs taking turns window by window)' if pairing == TURNS else 'one after the other (interleaved)'}: "
+        f"paired {how}: "
         f"each setting in duets of short runs ({DUET_WINDOWS} windows) with its approach's defaults until its "
         f"interval leaves 1; then each approach's best and its defaults, {repeats} full-length duets")
 
@@ -344,10 +346,11 @@ def tune_paired(specs: list[RunSpec], out: Path, machine: Machine, budget_s: flo
 
     def race_duet(name: str, setting: str) -> None:
         before = now()
-        rows = play(name, setting, len(logs[name][setting]), short(by_variant[name].task, DUET_WINDOWS), searched, out / SEARCH)
+        task = short(by_variant[name].task, DUET_WINDOWS)
+        rows = play(name, setting, len(logs[name][setting]), task, searched, out / SEARCH)
         walls = [row.wall_s or 0.0 for row in rows]  # a replayed duet's: its runs' recorded time
         duet_s.setdefault(name, now() - before or (sum(walls) if mode[name] == INTERLEAVED else max(walls)))
-        full_s.setdefault(name, full_length_s(rows[0], short(by_variant[name].task, DUET_WINDOWS), by_variant[name].task))
+        full_s.setdefault(name, full_length_s(rows[0], task, by_variant[name].task))
         if (ratio := duet.log_ratio(*rows)) is None:
             unfinished[name].add(setting)
         else:
