@@ -56,3 +56,21 @@ def test_a_simulated_race_keeps_to_its_budget_and_finds_the_best_setting():
     assert race.leader(state["torch-ddp"]) == "bucket_cap_mb=100.0" and len(state["torch-ddp"]) == 1
     # ZeRO's 0.6 % apart: not told apart by the noise, both kept for the confirmation to judge; the slow one out
     assert set(state["deepspeed"]) == {"", "overlap_comm=true"}
+
+
+def test_a_setting_stands_by_its_duets_interval_and_straddling_1_asks_for_another_duet():
+    """Three duets at least; wholly above 1 gains, wholly below costs, wholly within 5 % of 1 is no gain worth a
+    knob, and an interval across 1 that still reaches a 5 % gain is open: the next round gives it a duet."""
+    import math
+
+    def logs(*ratios):
+        return [math.log(r) for r in ratios]
+
+    assert race.decision(logs(1.06, 1.05, 1.07)) == race.GAINS
+    assert race.decision(logs(0.94, 0.95, 0.96)) == race.COSTS
+    assert race.decision(logs(1.00, 1.005, 0.995, 1.0)) == race.NULL
+    assert race.decision(logs(1.06, 0.94, 1.02)) == race.OPEN
+    assert race.decision(logs(1.06, 1.06)) == race.OPEN  # two duets: no interval yet
+    duets = {"a=1": logs(1.06, 1.05, 1.07), "b=1": logs(1.10, 1.12, 1.11), "c=1": logs(1.2, 0.9, 1.0)}
+    assert race.pick(duets) == "b=1"  # the surest gain with the highest mean ratio; c's mean is higher but open
+    assert race.pick({"a=1": logs(0.94, 0.95, 0.96)}) == ""  # nothing gains: the defaults are kept

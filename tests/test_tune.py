@@ -10,32 +10,38 @@ from bench.run.execute import base_row, new_run_id
 from bench.spec.task import get_task
 from bench.spec.variants import get_variant
 from bench.status import Status
-from bench.sweep import tune
+from bench.sweep import duet, tune
 
 SPEED = {"bucket_cap_mb=100.0": 1.3, "bucket_cap_mb=1.0": 0.8}
-SHORT_S, FULL_S = 10.0, 40.0
+SHORT_S, FULL_S = 10.0, 40.0  # a race's short run (3 windows; a duet's of 7 windows: twice as long), a full one
 
 
 @pytest.fixture
 def fake_time(monkeypatch):
-    """Each run takes SHORT_S (a tuning's short run) or FULL_S of the fake clock; its speed is SPEED's."""
+    """Each run takes SHORT_S (a tuning's short run; a duet's, of more windows, twice that) or FULL_S of the fake
+    clock; its speed is SPEED's."""
     from bench.sweep import runner
 
     now = [0.0]
 
     def execute(spec, out_dir, machine, data_path, environment=None, store=None):
         row = base_row(spec, new_run_id(spec), Status.OK)
-        short = spec.task.timing.windows == tune.SHORT_WINDOWS
+        timed = spec.task.timing.windows
         median = 1000.0 * SPEED.get(spec.task.options.knobs, 1.0)
         windows = [median * (1 + 0.01 * (i % 5 - 2)) for i in range(spec.task.timing.windows)]
         row.throughput = {"median": median, "ci_low": min(windows), "ci_high": max(windows), "windows": windows}
-        row.test_accuracy, row.wall_s = 0.9, SHORT_S if short else FULL_S
+        row.test_accuracy = 0.9
+        row.wall_s = {tune.SHORT_WINDOWS: SHORT_S, tune.DUET_WINDOWS: 2 * SHORT_S}.get(timed, FULL_S)
         now[0] += row.wall_s
         if store is not None:  # as execute stores it
             store.append(row)
         return row
 
+    def play(specs, out, machine, first, pairing):  # a duet: the two runs, through `execute` as patched
+        return [runner.execute(spec, out, machine, None) for spec in specs]
+
     monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(duet, "play", play)
     return now
 
 
@@ -75,7 +81,7 @@ def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tm
     from bench.analysis import verdict
     from bench.results import load
 
-    budget_min = 9.0
+    budget_min = 22.0  # three duets of each of its 7 settings with its defaults, and the confirmation
     monkeypatch.setattr(tune, "now", lambda: fake_time[0])
     assert cli.main(["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick",
                      "--budget", str(budget_min), "--out", str(tmp_path)]) == 0
@@ -85,7 +91,8 @@ def test_tune_keeps_to_its_budget_finds_the_faster_setting_and_ranks_it_apart(tm
     confirmed = load(tmp_path)
     assert sorted(confirmed["task.knobs"].fillna("")) == [""] * 3 + ["bucket_cap_mb=100.0"] * 3
     search = load(tmp_path / tune.SEARCH)
-    assert set(search["task.windows"]) == {tune.SHORT_WINDOWS} and len(search) >= 8  # every setting ran short
+    assert set(search["task.windows"]) == {tune.DUET_WINDOWS} and len(search) == 2 * 3 * 7  # 3 duets a setting
+    assert "paired by turns, ratio 1.300..1.300; gains: bucket_cap_mb=100.0; costs: bucket_cap_mb=1.0" in printed
     assert (tmp_path / RESULTS).exists() and verdict.TUNED in (tmp_path / "report.md").read_text()
 
 
@@ -113,7 +120,7 @@ def test_a_sweep_with_tune_tunes_its_approaches_with_knobs_at_the_most_devices(t
 
     monkeypatch.setattr(tune, "now", lambda: fake_time[0])
     assert cli.main(["sweep", "--variants", "torch-ddp,deepspeed,torch-single", "--zero-stage", "2", "--max-devices",
-                     "2", "--task", "quick", "--no-analysis", "--tune", "12", "--out", str(tmp_path)]) == 0
+                     "2", "--task", "quick", "--no-analysis", "--tune", "45", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     # torch-single has no knobs, and deepspeed is named with its stage
     assert "torch-ddp: best bucket_cap_mb=100.0" in printed and "deepspeed (ZeRO-2): best" in printed
@@ -160,7 +167,8 @@ def test_a_stopped_tuning_resumes_with_the_runs_it_lacks_and_ends_as_the_whole_o
         return execute(spec, *args, **kwargs)
 
     monkeypatch.setattr(runner, "execute", counted)
-    request = ["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "9"]
+    request = ["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "9", "--pairing",
+               "none"]
     stop_after = [None]
     assert cli.main([*request, "--out", str(tmp_path / "whole")]) == 0
     whole, found = list(executed), best_line(capsys.readouterr().out)
@@ -208,11 +216,48 @@ def test_a_budget_that_cannot_hold_the_confirmation_stops_once_priced_naming_the
 
     monkeypatch.setattr(tune, "now", lambda: fake_time[0])
     assert cli.main(["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "2",
-                     "--out", str(tmp_path)]) == 2
+                     "--pairing", "none", "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("error: not tuned: the confirmation (1 approaches' best and defaults, 3 full-length runs")
     assert "more than the 2-minute budget: give --budget" in error
     assert fake_time[0] == SHORT_S and not (tmp_path / RESULTS).exists()  # only the pricing run ran
+
+
+def test_a_budget_that_cannot_hold_the_pairing_stops_once_priced_naming_the_budget_that_does(
+        tmp_path, fake_time, capsys, monkeypatch):
+    """Paired, the first duet prices the rest: 5 minutes do not hold three duets of a setting and three full-length
+    duets with the defaults; the line names the budget that does, and that budget tunes."""
+    from bench import cli
+
+    monkeypatch.setattr(tune, "now", lambda: fake_time[0])
+    request = ["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick"]
+    assert cli.main([*request, "--budget", "5", "--out", str(tmp_path / "small")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("error: not tuned: pairing needs 3 short duets of a setting and 3 full-length duets")
+    assert fake_time[0] == 2 * 2 * SHORT_S and not (tmp_path / "small" / RESULTS).exists()  # the pricing duet alone
+    named = int(error.split("give --budget ")[1].split()[0])
+    assert cli.main([*request, "--budget", str(named), "--out", str(tmp_path / "named")]) == 0
+
+
+def test_a_budget_the_earlier_rows_price_below_the_pairing_is_refused_before_any_run(tmp_path, fake_time, capsys,
+                                                                                    monkeypatch):
+    """Where earlier rows of the task price a full-length run (the folder's own here), a budget below the paired
+    confirmation is refused before the first run starts."""
+    from bench import cli
+    from bench.results import ResultStore
+    from bench.run.runspec import RunSpec
+
+    spec = RunSpec(get_variant("torch-ddp"), get_task("quick").for_world(2), "cpu", 1, 2)
+    earlier = base_row(spec, new_run_id(spec), Status.OK)
+    earlier.wall_s = 100.0
+    ResultStore(tmp_path).append(earlier)
+    assert cli.main(["tune", "--variants", "torch-ddp", "--devices", "2", "--task", "quick", "--budget", "9",
+                     "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == ("error: not tuned: pairing needs at least 3 full-length duets with the defaults for each of "
+                     "the 1 approaches, about 10.0 min by the earlier rows, more than the 9-minute budget: give "
+                     "--budget 15 or more, or fewer approaches")
+    assert fake_time[0] == 0 and not (tmp_path / tune.SEARCH).exists()
 
 
 def test_the_summary_counts_the_settings_that_ran_and_those_that_did_not_fit():

@@ -156,7 +156,7 @@ def cmd_tune(args: Request) -> int:
     from bench.sweep import tune
 
     tune.tune_and_say(specs, args.out, machine, args.budget, args.repeats, args.resume, args.allow_mixed_revisions,
-                      opt_ins=args.layer(Plan).opt_ins())
+                      opt_ins=args.layer(Plan).opt_ins(), pairing=args.pairing)
     results = conclude(args.out, [], args)
     path = report.write_report(results)
     print(f"report in {path}; the short runs of the search in {args.out / tune.SEARCH} (never ranked)")

@@ -40,7 +40,19 @@ COMMANDS = {
                         "bisects (out of memory caught and recorded)", (layers.Plan, *TASK), "cmd_maxbatch"),
     "tune": Command("each approach at its best within a time budget: its own knobs raced in short runs, then its "
                     "best and its defaults confirmed, ranked apart in the report",
-                    (layers.Plan, layers.Execution, *TASK), "cmd_tune"),
+                    (layers.Plan, layers.Execution, *TASK), "cmd_tune",
+                    "Races each approach's knobs within --budget. How it pairs runs (--pairing turns, the default): "
+                    "each setting runs as a duet with the approach's defaults, the two runs alive at once and taking "
+                    "turns window by window, so that window i of each is timed milliseconds from the other's and the "
+                    "machine's drift hits both alike; a duet's ratio is the median of its paired windows' ratios, "
+                    "a setting's interval the Student t interval over its duets (as `bench regress` judges duets). "
+                    "A round adds a duet only to the settings whose interval still straddles 1 and reaches a 5 % "
+                    "gain; a setting is out once its interval lies below 1 or within 5 % of it, and the best of "
+                    "those wholly above 1 is confirmed in full-length duets against the defaults. Where two runs "
+                    "of an approach cannot be alive at once (memory), its pairs run one after the other, who goes "
+                    "first alternating (--pairing interleaved, also said in the output); --pairing none races the "
+                    "settings' short runs one after another on their own medians (drift included). A budget that "
+                    "cannot hold the pairing is refused before any run."),
     "peak": Command("the device's measured peak: large matmuls per precision on one device slot",
                     (layers.Placement,), "cmd_peak"),
     "collectives": Command("all-reduce, all-gather and reduce-scatter on one topology and their α–β fits; across "

@@ -106,6 +106,10 @@ class Plan(Settings):
     tune_compile: bool = field(default=False, metadata=setting(
         "race compile=true too (torch.compile / XLA): each compiled run pays its compilation, which the race prices "
         "from the defaults' uncompiled runs, so the budget may run over by it", commands=("sweep", "tune")))
+    pairing: str = field(default="turns", metadata=setting(
+        "how the race pairs a setting's runs with its defaults': turns (default: duets taking turns window by "
+        "window), interleaved (one after the other), none (short runs one after another, each on its own)",
+        choices=("turns", "interleaved", "none"), commands=("tune",)))
     resume: bool = field(default=False, metadata=setting(
         "run only what --out lacks: configurations without a finished row of this revision and task",
         commands=("sweep", "tune"),

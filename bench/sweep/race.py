@@ -6,6 +6,8 @@ The budget keeps back what the confirmation costs: each approach's best and its 
 """
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -59,3 +61,44 @@ def prune(race: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[f
     """The race with every dropped setting taken out."""
     return {approach: {k: v for k, v in samples.items() if k not in dropped(samples)}
             for approach, samples in race.items()}
+
+
+# The race by turns (bench.sweep.duet): each setting against its approach's defaults, one duet a round, judged on
+# the duets' log ratios (the paired windows' median each) as `bench regress` judges a duet's.
+MIN_DUETS = 3    # fewer leave the t interval wider than any effect worth a knob
+GAIN = 0.05      # the smallest gain worth a knob: a setting whose interval lies within +-GAIN of 1 is out
+
+
+def paired_interval(logs: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The mean log ratio's Student t interval over the duets (the spread left between processes)."""
+    from scipy import stats
+
+    mean = statistics.mean(logs)
+    half = stats.t.ppf(0.5 + level / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return mean - half, mean + half
+
+
+GAINS, COSTS, NULL, OPEN = "gains", "costs", "no gain worth it", "undecided"
+
+
+def decision(logs: list[float], gain: float = GAIN) -> str:
+    """A setting's standing from its duets with the defaults: GAINS (its interval wholly above 1), COSTS (wholly
+    below), NULL (wholly within +-gain of 1), else OPEN: it straddles 1 and may still gain `gain`, so the next
+    round gives it another duet."""
+    if len(logs) < MIN_DUETS:
+        return OPEN
+    low, high = paired_interval(logs)
+    if low > 0:
+        return GAINS
+    if high < 0:
+        return COSTS
+    if math.log(1 - gain) < low and high < math.log(1 + gain):
+        return NULL
+    return OPEN
+
+
+def pick(logs: dict[str, list[float]]) -> str:
+    """The setting whose gain is surest to be one with the highest mean ratio; "" (the defaults) where none
+    gains."""
+    gaining = {knobs: statistics.mean(v) for knobs, v in logs.items() if decision(v) == GAINS}
+    return max(gaining, key=gaining.get) if gaining else ""
