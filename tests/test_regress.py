@@ -289,6 +289,8 @@ def test_a_comparison_that_dies_stops_the_runs_it_started(tmp_path, death):
     while len(list(tmp_path.glob("python.[0-9]*[0-9]"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert sorted(f.read_text().strip() for f in tmp_path.glob("python.[0-9]*[0-9]")) == ["stopped", "stopped"]
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:  # each writes, then exits
+        time.sleep(0.1)
     assert not [pid for pid in pids if running(pid)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.results import ResultStore
 from bench.results.jsonl import RESULTS
 from bench.run.execute import base_row, new_run_id
 from bench.spec.task import get_task
@@ -37,8 +38,8 @@ def fake_time(monkeypatch):
             store.append(row)
         return row
 
-    def play(specs, out, machine, first, pairing):  # a duet: the two runs, through `execute` as patched
-        return [runner.execute(spec, out, machine, None) for spec in specs]
+    def play(specs, out, machine, first, pairing):  # a duet: the two runs, each side storing its own row
+        return [runner.execute(spec, out, machine, None, store=ResultStore(out)) for spec in specs]
 
     monkeypatch.setattr(runner, "execute", execute)
     monkeypatch.setattr(duet, "play", play)

@@ -19,7 +19,7 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from bench import REPO_ROOT
 from bench.results import ResultRow
@@ -28,7 +28,6 @@ from bench.spec.task import SpecError
 from bench.worker import turns
 
 log = logging.getLogger(__name__)
-STOP_GRACE_S = 60.0  # a run told to stop records its interrupted row and stops its ranks within this
 
 
 @contextlib.contextmanager
@@ -76,24 +75,6 @@ def start_run(python: str, tree: Path, args: list[str], out: Path, env: dict[str
                                 preexec_fn=processes.die_with(os.getpid(), signal.SIGTERM))
 
 
-@contextlib.contextmanager
-def stopped_if_we_stop(procs: Iterable[subprocess.Popen]) -> Iterator[None]:
-    """A comparison that is interrupted (or fails) stops the runs it started (`procs` as they are by then), each
-    recording its row as interrupted, rather than leaving them to train on without it."""
-    try:
-        yield
-    except BaseException:
-        live = [p for p in procs if p.poll() is None]
-        for proc in live:
-            proc.terminate()
-        for proc in live:
-            try:
-                proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()  # its own watchdog stops its ranks
-        raise
-
-
 def check_started(proc: subprocess.Popen, out: Path) -> None:
     """Exit code 2 is bad input (nothing recorded): stop the whole comparison with its one line."""
     if proc.returncode == 2:
@@ -103,7 +84,7 @@ def check_started(proc: subprocess.Popen, out: Path) -> None:
 
 def run_once(python: str, tree: Path, args: list[str], out: Path) -> None:
     proc = start_run(python, tree, args, out, {})
-    with stopped_if_we_stop([proc]):
+    with processes.stopped_if_we_stop([proc]):
         proc.wait()
     check_started(proc, out)
 
@@ -117,7 +98,7 @@ def duets(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repeats: in
             log.info("[%d/%d] duet, %s first: bench run %s", i + 1, repeats, names[first], " ".join(args))
             with turns.baton(first) as baton:
                 procs: dict[int, subprocess.Popen] = {}
-                with stopped_if_we_stop(procs.values()):
+                with processes.stopped_if_we_stop(procs.values()):
                     for side in (first, 1 - first):
                         procs[side] = start_run(*sides[names[side]], args, out / names[side], baton.environment(side))
                     live = dict(procs)

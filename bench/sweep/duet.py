@@ -5,7 +5,7 @@ not their windows.
 
 Each side of a duet is its own harness process (`python -m bench.sweep.duet SPEC OUT ROW`): the turn-taking reaches a
 run's ranks through their environment, which one harness cannot give two concurrent runs apart. The sides write their
-rows to files; the tuning appends them to its store in the order asked, so a stopped tuning resumes as a whole one.
+rows to the tuning's store themselves (an interrupted run's too) and to files the tuning reads back.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import json
 import math
 import os
 import pickle
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.results import ResultRow, ResultStore
+from bench.run import processes
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.status import Status
@@ -46,20 +48,23 @@ def play(specs: tuple[RunSpec, RunSpec], out: Path, machine: Machine, first: int
     with tempfile.TemporaryDirectory(prefix="dtbench-duet-") as temp:
         folder = Path(temp)
         order = (first, 1 - first)
-        if pairing == INTERLEAVED:
-            for side in order:
-                _side(specs[side], out, machine, folder / str(side), {}).wait()
-        else:
-            with turns.baton(first) as baton:
-                procs = {side: _side(specs[side], out, machine, folder / str(side), baton.environment(side))
-                         for side in order}
-                live = dict(procs)
-                while live:
-                    for side, proc in list(live.items()):
-                        if proc.poll() is not None:
-                            del live[side]
-                            baton.release(1 - side)  # its partner must not wait for a run that has ended
-                    time.sleep(0.05)
+        procs: dict[int, subprocess.Popen] = {}
+        with processes.stopped_if_we_stop(procs.values()):
+            if pairing == INTERLEAVED:
+                for side in order:
+                    procs[side] = _side(specs[side], out, machine, folder / str(side), {})
+                    procs[side].wait()
+            else:
+                with turns.baton(first) as baton:
+                    for side in order:
+                        procs[side] = _side(specs[side], out, machine, folder / str(side), baton.environment(side))
+                    live = dict(procs)
+                    while live:
+                        for side, proc in list(live.items()):
+                            if proc.poll() is not None:
+                                del live[side]
+                                baton.release(1 - side)  # its partner must not wait for a run that has ended
+                        time.sleep(0.05)
         return [_row(folder / str(side)) for side in (0, 1)]
 
 
@@ -67,9 +72,10 @@ def _side(spec: RunSpec, out: Path, machine: Machine, folder: Path, env: dict[st
     folder.mkdir()
     (folder / "spec.pickle").write_bytes(pickle.dumps((spec, machine, out.resolve())))
     with open(folder / "harness.log", "wb") as log:
+        # SIGTERM if the tuning dies first: the side records its run as interrupted and stops its ranks.
         return subprocess.Popen([sys.executable, "-m", "bench.sweep.duet", str(folder)], cwd=REPO_ROOT,
                                 env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env}, stdout=log,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, preexec_fn=processes.die_with(os.getpid(), signal.SIGTERM))
 
 
 def _row(folder: Path) -> ResultRow:
@@ -80,21 +86,17 @@ def _row(folder: Path) -> ResultRow:
     return ResultRow.from_dict(json.loads(path.read_text()))
 
 
-def store(rows: list[ResultRow], out: Path) -> None:
-    """The duet's rows into the tuning's store, in the order asked."""
-    store = ResultStore(out)
-    for row in rows:
-        store.append(row)
-
-
 def main(folder: Path) -> None:
-    """One side: its run executed as a sweep's would be, its row written for the tuning to store."""
+    """One side: its run executed and stored as a sweep's would be (an interrupted one's row too), its row also
+    written for the tuning to read."""
+    from bench.interrupt import stop_on_signals
     from bench.run import environment
     from bench.run.execute import execute
     from bench.worker import data
 
+    stop_on_signals()
     spec, machine, out = pickle.loads((folder / "spec.pickle").read_bytes())
-    row = execute(spec, out, machine, data.prepare(spec.task), environment.environment())
+    row = execute(spec, out, machine, data.prepare(spec.task), environment.environment(), store=ResultStore(out))
     (folder / "row.json").write_text(json.dumps(row.to_dict()))
 
 

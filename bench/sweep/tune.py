@@ -173,9 +173,7 @@ class Replay:
         identities = [resume.identity(spec) for spec in specs]
         if all(len(self.rows.get(i) or []) >= identities.count(i) for i in identities):
             return [self.take(spec) for spec in specs]
-        rows = duet.play(specs, out, machine, first, pairing)
-        duet.store(rows, out)
-        return rows
+        return duet.play(specs, out, machine, first, pairing)
 
     def run(self, specs: list[RunSpec], out: Path, machine: Machine) -> list[ResultRow]:
         """The runs of `specs`: those the folder holds handed back, the others run in their planned order."""
