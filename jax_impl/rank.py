@@ -8,6 +8,10 @@ import os
 from bench.worker import Worker, exit_now, spec_path_from_argv
 
 HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+# XLA:CPU ends the process when a device's thread reaches an all-reduce more than 40 s before its peer does (its
+# default): on an oversubscribed CPU (two vCPUs, other runs beside) one host device's thread fell that far behind
+# and the rank died of signal 6. A late peer there is slow, not lost: wait up to ten minutes.
+COLLECTIVE_TIMEOUT_FLAG = "--xla_cpu_collective_call_terminate_timeout_seconds=600"
 
 
 def main(kind: str) -> None:
@@ -17,7 +21,8 @@ def main(kind: str) -> None:
         threads = worker.pin()
         if worker.device_type == "cpu":
             host_devices = worker.spec.devices_per_node if kind == "mesh" else 1
-            os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {HOST_DEVICES_FLAG}={host_devices}".strip()
+            flags = [HOST_DEVICES_FLAG + f"={host_devices}"] + ([COLLECTIVE_TIMEOUT_FLAG] if host_devices > 1 else [])
+            os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()
         import jax
 
         if kind == "distributed":

@@ -30,6 +30,7 @@ def test_a_jax_variant_without_jax_installed_is_refused_in_one_line(out):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_each_jax_variant_trains_to_torch_ddps_accuracy_on_one_and_two_slots(out):
     # Five epochs: at the quick task's three each framework's seed is still leaving the first plateau (JAX 0.84,
     # torch 0.92, TensorFlow 0.93 here); by five every one has converged (JAX 0.97).
