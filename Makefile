@@ -11,7 +11,7 @@ PYTHON ?= python3
 VENV := .venv
 # What `make bench` (and reference, regress, overhead) installs: the default sweep's approaches and the quick task's
 # digits. The tests' setup adds the engines, S3, MLflow and the test tools; `bench` names the extra an option lacks.
-BENCH_EXTRAS ?= torch,tf,accelerate,deepspeed,lightning,data
+BENCH_EXTRAS ?= torch,tf,jax,accelerate,deepspeed,lightning,data
 EXTRAS ?= $(BENCH_EXTRAS),s3,ray,spark,dask,mlflow,test
 # Exact versions of everything installed, transitive included (`make lock` remakes it from the venv): a pip
 # constraints file rather than uv.lock, because pip alone reads it, within pyproject.toml's ranges, and it

@@ -15,11 +15,12 @@ PLUGIN = {"DTBENCH_PLUGINS": "tests.numpy_framework"}
 
 
 def test_every_variant_names_a_declared_framework_and_the_tables_come_from_the_records():
-    assert frameworks.names() == ("torch", "tensorflow")
+    assert frameworks.names() == ("torch", "tensorflow", "jax")
     assert {v.family for v in VARIANTS.values()} == set(frameworks.names())
     assert overhead_pairs() == {"torch": ("torch-single", "probes.plain_loop"),
-                                "tensorflow": ("tf-single", "probes.plain_tf_loop")}
-    assert panels() == ("PyTorch", "PyTorch wrappers", "TensorFlow")
+                                "tensorflow": ("tf-single", "probes.plain_tf_loop"),
+                                "jax": ("jax-single", "probes.plain_jax_loop")}
+    assert panels() == ("PyTorch", "PyTorch wrappers", "TensorFlow", "JAX")
     assert [panel(f) for f in ("torch", "deepspeed", "tensorflow", "tensorflow-cpu")] == [
         "PyTorch", "PyTorch wrappers", "TensorFlow", "TensorFlow"]
     assert probed_collectives() == ("torch", "accelerate")

@@ -6,7 +6,7 @@ import sys
 import bench
 from helpers import REPO
 
-FRAMEWORKS = ("torch", "tensorflow", "keras", "accelerate")
+FRAMEWORKS = ("torch", "tensorflow", "keras", "accelerate", "jax")
 
 
 def harness_modules() -> list[str]:

@@ -63,7 +63,7 @@ def test_a_real_dataset_trains_as_many_epochs_as_the_timed_steps_need(tmp_path):
 
 
 def test_only_the_frameworks_that_build_the_model_are_compared_and_none_is_one_line():
-    assert overhead.frameworks_for(get_task("quick"), "both") == ["torch", "tensorflow"]
+    assert overhead.frameworks_for(get_task("quick"), "both") == ["torch", "tensorflow", "jax"]
     assert overhead.frameworks_for(get_task("quick", model="timm:resnet18", image_size=32, channels=3), "both") == ["torch"]
     with pytest.raises(SpecError, match="--framework torch"):
         overhead.frameworks_for(get_task("quick", model="timm:resnet18", image_size=32, channels=3), "tensorflow")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from bench import REPO_ROOT
 
 # The packages whose `framework` module declares a built-in framework, in the order tables and reports list them.
-PACKAGES = ("torch_impl", "tf_impl")
+PACKAGES = ("torch_impl", "tf_impl", "jax_impl")
 PLUGINS_ENV = "DTBENCH_PLUGINS"
 
 
@@ -82,6 +82,11 @@ def importable(python: str, package: str) -> bool:
         return False
 
 
+def package_modules() -> list[str]:
+    """The built-in frameworks' record modules."""
+    return [f"{p}.framework" for p in PACKAGES]
+
+
 def plugin_modules() -> list[str]:
     return [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
 
@@ -89,7 +94,7 @@ def plugin_modules() -> list[str]:
 @functools.cache
 def registry() -> dict[str, Framework]:
     """Every framework, by name: the built-in packages' in their order, then the plug-ins'."""
-    declared = [importlib.import_module(f"{p}.framework").FRAMEWORK for p in PACKAGES]
+    declared = [importlib.import_module(m).FRAMEWORK for m in package_modules()]
     declared += [importlib.import_module(m).FRAMEWORK for m in plugin_modules()]
     return {f.name: f for f in declared}
 

@@ -185,8 +185,10 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in (
             single_process=True, spans_nodes=False, max_devices=1,
             summary="TensorFlow, the loop under the default (no-op) strategy"),
 )}
-# A framework of one's own (bench.spec.frameworks.PLUGINS_ENV) brings its variants in its module's VARIANTS.
-VARIANTS.update({v.name: v for m in frameworks.plugin_modules() for v in importlib.import_module(m).VARIANTS})
+# A framework that declares its variants beside its record (jax_impl/framework.py), and a framework of one's own
+# (bench.spec.frameworks.PLUGINS_ENV), bring them in the module's VARIANTS.
+VARIANTS.update({v.name: v for m in (*frameworks.package_modules(), *frameworks.plugin_modules())
+                 for v in getattr(importlib.import_module(m), "VARIANTS", ())})
 
 
 def current_framework(framework: str) -> str:

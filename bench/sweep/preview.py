@@ -94,6 +94,15 @@ def ranks(spec: RunSpec, placement: Placement, procs: list[Process]) -> list[Ran
             out.append(RankPlan(node, index, local, len(config["cluster"]["worker"]), visible, plan.cpu_slots[local],
                                 config["cluster"]["worker"][index], config))
         return out
+    if all(k in proc.env for proc in procs for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")):
+        # A process per rank the harness starts itself, told its rank (jax-distributed's): no launcher between.
+        for proc in procs:
+            index, local = int(proc.env["RANK"]), int(proc.env["LOCAL_RANK"])
+            plan = placement.nodes[index // spec.processes_per_node]
+            visible = tuple(g for g in proc.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g) if cuda else ()
+            out.append(RankPlan(plan.node_rank, index, local, int(proc.env["WORLD_SIZE"]), visible,
+                                plan.cpu_slots[local], "its own coordinator (one process per rank)"))
+        return out
     for proc, plan in zip(procs, placement.nodes):
         visible = list(plan.cuda_visible or ())
         if spec.variant.single_process:  # one process drives all of its node's devices
