@@ -1,11 +1,15 @@
-"""Stopping the harness cleanly. SIGINT (Ctrl-C), SIGTERM (a CI runner's cancel) and SIGHUP (the
+"""Stopping the harness cleanly, and the processes it started with it. SIGINT (Ctrl-C), SIGTERM (a CI runner's cancel) and SIGHUP (the
 terminal closed) raise `Interrupted` in the harness's main thread, so that the run in flight is killed
 and recorded as `interrupted`; the few steps that must not be torn (appending a row, killing a run's
 processes) hold those signals until they are done. Standard library only."""
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import subprocess
 from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -47,3 +51,34 @@ def held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def stopped_if_we_stop(procs: Iterable[subprocess.Popen], grace_s: float = 60.0) -> Iterator[None]:
+    """A harness that starts other harnesses (a regression duet's sides, a tuning's) and is interrupted, or fails,
+    stops them (`procs` as they are by then), each given `grace_s` to record its row as interrupted and stop its
+    ranks, rather than leaving them to train on without it."""
+    try:
+        yield
+    except BaseException:
+        live = [p for p in procs if p.poll() is None]
+        for proc in live:
+            proc.terminate()
+        for proc in live:
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # its own watchdog stops its ranks
+        raise
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with(parent: int, signum: int = signal.SIGKILL):
+    def set_parent_death_signal() -> None:  # runs in the child between fork and exec
+        _libc.prctl(_PR_SET_PDEATHSIG, signum)
+        if os.getppid() != parent:  # the harness died before the line above
+            os._exit(1)
+    return set_parent_death_signal

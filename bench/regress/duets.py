@@ -23,7 +23,7 @@ from typing import Iterator
 
 from bench import REPO_ROOT
 from bench.results import ResultRow
-from bench.run import processes
+from bench import interrupt
 from bench.spec.task import SpecError
 from bench.worker import turns
 
@@ -72,7 +72,7 @@ def start_run(python: str, tree: Path, args: list[str], out: Path, env: dict[str
         # SIGTERM, not SIGKILL, if this harness dies first: the run records its row and stops its ranks itself.
         return subprocess.Popen([python, "-m", "bench", "run", *args, "--out", str(out)], cwd=tree,
                                 env={**os.environ, **env}, stdout=log_file, stderr=subprocess.STDOUT,
-                                preexec_fn=processes.die_with(os.getpid(), signal.SIGTERM))
+                                preexec_fn=interrupt.die_with(os.getpid(), signal.SIGTERM))
 
 
 def check_started(proc: subprocess.Popen, out: Path) -> None:
@@ -84,7 +84,7 @@ def check_started(proc: subprocess.Popen, out: Path) -> None:
 
 def run_once(python: str, tree: Path, args: list[str], out: Path) -> None:
     proc = start_run(python, tree, args, out, {})
-    with processes.stopped_if_we_stop([proc]):
+    with interrupt.stopped_if_we_stop([proc]):
         proc.wait()
     check_started(proc, out)
 
@@ -98,7 +98,7 @@ def duets(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repeats: in
             log.info("[%d/%d] duet, %s first: bench run %s", i + 1, repeats, names[first], " ".join(args))
             with turns.baton(first) as baton:
                 procs: dict[int, subprocess.Popen] = {}
-                with processes.stopped_if_we_stop(procs.values()):
+                with interrupt.stopped_if_we_stop(procs.values()):
                     for side in (first, 1 - first):
                         procs[side] = start_run(*sides[names[side]], args, out / names[side], baton.environment(side))
                     live = dict(procs)

@@ -7,18 +7,16 @@ the harness (PR_SET_PDEATHSIG); the run's watchdog (`bench.run.reaper`) catches 
 """
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable
 from pathlib import Path
 
 from bench import REPO_ROOT
-from bench.interrupt import held
+from bench.interrupt import die_with, held
 from bench.run import stacks
 from bench.status import Status
 from bench.worker import LAUNCH_TIME_ENV
@@ -65,37 +63,6 @@ def spawn(command: list[str], env: dict[str, str], log: Path, **popen) -> subpro
         return subprocess.Popen(command, env={**os.environ, **env}, cwd=REPO_ROOT, stdout=log_file,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=die_with(os.getpid()), **popen)
-
-
-@contextlib.contextmanager
-def stopped_if_we_stop(procs: Iterable[subprocess.Popen], grace_s: float = 60.0) -> Iterator[None]:
-    """A harness that starts other harnesses (a regression duet's sides, a tuning's) and is interrupted, or fails,
-    stops them (`procs` as they are by then), each given `grace_s` to record its row as interrupted and stop its
-    ranks, rather than leaving them to train on without it."""
-    try:
-        yield
-    except BaseException:
-        live = [p for p in procs if p.poll() is None]
-        for proc in live:
-            proc.terminate()
-        for proc in live:
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()  # its own watchdog stops its ranks
-        raise
-
-
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def die_with(parent: int, signum: int = signal.SIGKILL):
-    def set_parent_death_signal() -> None:  # runs in the child between fork and exec
-        _libc.prctl(_PR_SET_PDEATHSIG, signum)
-        if os.getppid() != parent:  # the harness died before the line above
-            os._exit(1)
-    return set_parent_death_signal
 
 
 # Once every rank has recorded its result, its processes get this long to exit; what still runs then is

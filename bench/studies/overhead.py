@@ -26,7 +26,7 @@ from bench.results import stats
 from bench.run.execute import execute, write_spec
 from bench.run.launch import node_environment
 from bench.run.runspec import RunSpec
-from bench.spec import devices, models
+from bench.spec import devices, frameworks, models
 from bench.spec.task import SpecError, TaskSpec
 from bench.spec.variants import FAST_PATH_SWITCHES, get_variant, load, overhead_pairs
 from bench.status import Status
@@ -70,9 +70,12 @@ def epochs_for_windows(task: TaskSpec, data_path: Path | None) -> int:
 
 def frameworks_for(task: TaskSpec, asked: str) -> list[str]:
     """The frameworks whose pair runs: those asked for that build the model; none is a one-line refusal."""
-    builds = models.parse(task.model.name).framework
+    name = models.parse(task.model.name)
+    builds = name.framework
     wanted = list(overhead_pairs()) if asked == "both" else [asked]
-    chosen = [f for f in wanted if builds in (None, f)]
+    # A model two frameworks pair (efficientnet_b0: timm's and Keras') is built by those with a paired library only.
+    chosen = [f for f in wanted if builds in (None, f)
+              and (name.source != "paired" or frameworks.registry()[f].paired_library)]
     if not chosen:
         raise SpecError(f"{task.model.name} is a {models.framework_name(builds)} model: run bench overhead with "
                         f"--framework {'torch' if builds == 'torch' else 'tensorflow'} (or --framework both)")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench import REPO_ROOT
 from bench.results import ResultRow, ResultStore
-from bench.run import processes
+from bench import interrupt
 from bench.run.runspec import RunSpec
 from bench.spec.devices import Machine
 from bench.status import Status
@@ -49,7 +49,7 @@ def play(specs: tuple[RunSpec, RunSpec], out: Path, machine: Machine, first: int
         folder = Path(temp)
         order = (first, 1 - first)
         procs: dict[int, subprocess.Popen] = {}
-        with processes.stopped_if_we_stop(procs.values()):
+        with interrupt.stopped_if_we_stop(procs.values()):
             if pairing == INTERLEAVED:
                 for side in order:
                     procs[side] = _side(specs[side], out, machine, folder / str(side), {})
@@ -75,7 +75,7 @@ def _side(spec: RunSpec, out: Path, machine: Machine, folder: Path, env: dict[st
         # SIGTERM if the tuning dies first: the side records its run as interrupted and stops its ranks.
         return subprocess.Popen([sys.executable, "-m", "bench.sweep.duet", str(folder)], cwd=REPO_ROOT,
                                 env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env}, stdout=log,
-                                stderr=subprocess.STDOUT, preexec_fn=processes.die_with(os.getpid(), signal.SIGTERM))
+                                stderr=subprocess.STDOUT, preexec_fn=interrupt.die_with(os.getpid(), signal.SIGTERM))
 
 
 def _row(folder: Path) -> ResultRow:
