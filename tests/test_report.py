@@ -10,7 +10,7 @@ from bench.report import plots, report, step_breakdown
 from bench.results import allreduce
 from bench.analysis import aggregate
 from bench.results import ResultStore
-from bench.results.frame import frame
+from bench.results.frame import frame, records_of
 from bench.analysis.folder import Folder
 from helpers import result_row
 
@@ -227,6 +227,18 @@ def test_weak_and_strong_runs_are_reported_apart_each_against_its_own_baseline(t
     assert "## task default (small-cnn at 28 px)/fp32, weak scaling" in text and "## task default (small-cnn at 28 px)/fp32, strong scaling" in text
     assert has_row(text, "torch-ddp", "2 cpu", "256 (128/dev, weak)", "ok")
     assert (tmp_path / "default-fp32-weak-efficiency.png").exists()
+
+
+def test_your_own_functions_row_shows_no_batch_of_the_task_it_never_trained():
+    from bench.report.tables import row_cells
+
+    own = row("fn-train", 2, 3000.0)
+    own.function = {"module": "train", "name": "train", "file": "train.py", "source_sha256": "0" * 64}
+    built_in = row("torch-ddp", 2, 3000.0)
+    lines = records_of(aggregate.configurations(frame([own.to_dict(), built_in.to_dict()])))
+    cells = {line["variant"]: row_cells(line) for line in lines}
+    assert cells["fn-train"][2] == "the function's"
+    assert cells["torch-ddp"][2].startswith(f"{TASK['global_batch']} (")
 
 
 def test_a_twin_shares_its_runs_hue_and_unmeasured_figures_draw_no_bar(store):

@@ -30,6 +30,8 @@ def row_cells(r: dict) -> list[str]:
     device = r["device_type"] + ("*" if _cpu_limits(r) else "")
     status = r["status"] if r["status"] != Status.SKIPPED else "n/a"
     batch = f"{r['global_batch']} ({r['per_device_batch']}/dev, {r['scaling']})"
+    if present(r.get("function.name")):  # your own function's batch is its own: only its dtbench.step samples count
+        batch = "the function's"
     if r["status"] != Status.OK:
         reason = (r["error"] if present(r["error"]) else "-").splitlines()[0][:70]
         if r["status"] == Status.DOES_NOT_FIT and present(asked := r.get("memory.refused_allocation_mb")):
