@@ -37,7 +37,7 @@ def test_each_jax_variant_trains_to_torch_ddps_accuracy_on_one_and_two_slots(out
     result = bench("sweep", "--task", "quick", "--epochs", "5", "--variants", ",".join(("torch-ddp", *JAX_VARIANTS)),
                    "--max-devices", "2", "--out", str(out), timeout=1800)
     assert result.returncode == 0, result.stderr
-    done = {(r["variant"], r["devices"]): r for r in rows(out)}
+    done = {(r["variant"], r["world_size"]): r for r in rows(out)}
     assert all(r["status"] == "ok" for r in done.values()), {k: r.get("error") for k, r in done.items()}
     expected = {("jax-single", 1), ("jax-mesh", 1), ("jax-mesh", 2), ("jax-distributed", 1), ("jax-distributed", 2)}
     assert expected <= set(done)
