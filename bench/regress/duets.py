@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from pathlib import Path
 from typing import Iterator
@@ -101,13 +100,7 @@ def duets(sides: dict[str, tuple[str, Path]], runs: list[list[str]], repeats: in
                 with interrupt.stopped_if_we_stop(procs.values()):
                     for side in (first, 1 - first):
                         procs[side] = start_run(*sides[names[side]], args, out / names[side], baton.environment(side))
-                    live = dict(procs)
-                    while live:
-                        for side, proc in list(live.items()):
-                            if proc.poll() is not None:
-                                del live[side]
-                                baton.release(1 - side)  # its partner must not wait for a run that has ended
-                        time.sleep(0.05)
+                    baton.wait(procs)
             for side, proc in procs.items():
                 check_started(proc, out / names[side])
 

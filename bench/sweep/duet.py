@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from bench import REPO_ROOT
@@ -58,13 +57,7 @@ def play(specs: tuple[RunSpec, RunSpec], out: Path, machine: Machine, first: int
                 with turns.baton(first) as baton:
                     for side in order:
                         procs[side] = _side(specs[side], out, machine, folder / str(side), baton.environment(side))
-                    live = dict(procs)
-                    while live:
-                        for side, proc in list(live.items()):
-                            if proc.poll() is not None:
-                                del live[side]
-                                baton.release(1 - side)  # its partner must not wait for a run that has ended
-                        time.sleep(0.05)
+                    baton.wait(procs)
         return [_row(folder / str(side)) for side in (0, 1)]
 
 

@@ -15,8 +15,12 @@ import contextlib
 import os
 import select
 import tempfile
+import time
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    import subprocess
 
 TURNS_ENV = "DTBENCH_TURNS"  # "MINE,THEIRS": the two FIFOs of this run and of its partner
 YOUR_TURN, RUN_FREE = b"t", b"x"  # RUN_FREE: the partner has ended (or died): stop waiting for it
@@ -82,6 +86,16 @@ class Baton:
     def release(self, side: int) -> None:
         """The other run has ended: let this one run on without waiting for it."""
         os.write(self._fds[side], RUN_FREE)
+
+    def wait(self, runs: dict[int, subprocess.Popen]) -> None:
+        """Wait for both sides' processes; a side that ends frees its partner from waiting for the baton."""
+        live = dict(runs)
+        while live:
+            for side, proc in list(live.items()):
+                if proc.poll() is not None:
+                    del live[side]
+                    self.release(1 - side)
+            time.sleep(0.05)
 
     def close(self) -> None:
         for fd in self._fds:
