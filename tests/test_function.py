@@ -75,7 +75,7 @@ def installed_wheel(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["torchrun", "dask"])
+@pytest.mark.parametrize("engine", ["torchrun", "dask", "spark", "ray"])
 def test_a_decorated_function_gets_a_row_with_throughput_and_every_ranks_value(tmp_path, engine, installed_wheel):
     done, [row], _ = run_script(tmp_path, "ok", engine, dtbench_at=installed_wheel)
     assert done.returncode == 0, done.stderr[-3000:]
