@@ -197,18 +197,28 @@ def tune(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, rep
                        opt_ins, pairing)
 
 
+class Spent:
+    """What a tuning has spent of its budget, called: the time since it began, and the recorded time of the runs a
+    stopped one left that it takes back (`searched`: the short runs in OUT/search; `confirmed`: the full-length
+    ones in OUT, less `others`, the runs of OUT that are not the tuning's)."""
+
+    def __init__(self, out: Path, resumed: bool, allow_mixed_revisions: bool, others: list[RunSpec]):
+        self.started = now()
+        self.searched = Replay(out / SEARCH if resumed else None, allow_mixed_revisions)
+        self.confirmed = Replay(out if resumed else None, allow_mixed_revisions)
+        self.confirmed.skip(list(others))
+
+    def __call__(self) -> float:
+        return now() - self.started + self.searched.seconds + self.confirmed.seconds
+
+
 def tune_unpaired(specs: list[RunSpec], out: Path, machine: Machine, budget_s: float, repeats: int,
                   say: Callable[[str], None], resumed: bool, allow_mixed_revisions: bool, others: list[RunSpec],
                   opt_ins: tuple[str, ...]) -> list[Tuned]:
     """The race of short runs one after another, each setting judged on its own windows (the machine's drift
     included): `--pairing none`."""
-    started = now()
-    searched = Replay(out / SEARCH if resumed else None, allow_mixed_revisions)
-    confirmed = Replay(out if resumed else None, allow_mixed_revisions)
-    confirmed.skip(list(others))
-
-    def spent() -> float:
-        return now() - started + searched.seconds + confirmed.seconds
+    spent = Spent(out, resumed, allow_mixed_revisions, others)
+    searched, confirmed = spent.searched, spent.confirmed
 
     by_variant = {approach_name(spec): spec for spec in specs}
     raced = {name: candidates(spec, opt_ins) for name, spec in by_variant.items()}
@@ -303,13 +313,8 @@ def tune_paired(specs: list[RunSpec], out: Path, machine: Machine, budget_s: flo
                 opt_ins: tuple[str, ...], pairing: str) -> list[Tuned]:
     """The race by turns: every setting in duets with its approach's defaults, a duet a round while its interval
     straddles 1 (bench.sweep.race.decision), then the best in full-length duets with the defaults."""
-    started = now()
-    searched = Replay(out / SEARCH if resumed else None, allow_mixed_revisions)
-    confirmed = Replay(out if resumed else None, allow_mixed_revisions)
-    confirmed.skip(list(others))
-
-    def spent() -> float:
-        return now() - started + searched.seconds + confirmed.seconds
+    spent = Spent(out, resumed, allow_mixed_revisions, others)
+    searched, confirmed = spent.searched, spent.confirmed
 
     by_variant = {approach_name(spec): spec for spec in specs}
     raced = {name: candidates(spec, opt_ins) for name, spec in by_variant.items()}
