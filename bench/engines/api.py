@@ -30,7 +30,7 @@ from typing import Any, Callable
 from bench.hosts.loopback import LOOPBACK_ENV
 from bench.spec.task import SpecError
 from bench.spec.variants import check_engine
-from bench.worker import NODE_RANK_ENV
+from bench.worker import HANDOVER_ENV, NODE_RANK_ENV
 from bench.worker.gpus import CUDA_DEVICE_ENV, cuda_index, visible_gpus
 
 # Which pip extra brings each engine, for the one-line error when it is missing.
@@ -57,7 +57,7 @@ class Group:
     world_size: int
     nodes: int
     device_type: str           # cpu | cuda
-    rendezvous: str | None     # file://... when all ranks are local; None: the engine's own (env://)
+    rendezvous: str | None     # file://... all ranks local; tcp://... rank 0 of a Dask cluster; None: the engine's (env://)
     timeout_s: float
     failure_dir: str | None = None  # all ranks local: a failing rank also leaves its error here
     # CUDA, every rank on this host: each (fake) node's GPUs, so a rank sees its node's as under torchrun.
@@ -76,6 +76,9 @@ class Group:
 def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict, own_gpu: str | None = None) -> list:
     """Inside one rank: set the environment, join the group, run fn, all-gather every rank's value.
     `own_gpu`: the GPU the engine gave this rank (Ray), as CUDA_VISIBLE_DEVICES names it."""
+    # The engine's start-up ends here (its cluster, its scheduling of this rank): torch's import and the process
+    # group are the same under every engine.
+    os.environ[HANDOVER_ENV] = repr(time.time())
     import torch
     import torch.distributed as dist
 
@@ -83,7 +86,7 @@ def rank_main(group: Group, rank: int, fn: Callable, args: tuple, kwargs: dict, 
     node = str(rank // group.per_node)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(group.world_size),
                       LOCAL_WORLD_SIZE=str(group.per_node), GROUP_RANK=node, **{NODE_RANK_ENV: node})
-    if group.rendezvous:
+    if group.rendezvous and group.rendezvous.startswith("file://"):  # a local cluster: every rank on this host
         os.environ.update(LOOPBACK_ENV)
     if group.device_type == "cuda":
         index = choose_gpu(group, int(node), local_rank, own_gpu, torch.cuda.device_count)

@@ -36,6 +36,7 @@ class ResultRow:
     error: str | None = None
     framework_version: str | None = None
     engine: str = "local"
+    engine_address: str | None = None       # --ray-address, --spark-master, --dask-scheduler: an existing cluster
     device_name: str | None = None
     threads: int | None = None
     cores_per_slot: int | None = None       # on a CPU: the cores of one device slot
@@ -50,6 +51,7 @@ class ResultRow:
     input_phases: dict | None = None
     step_time_ms: dict | None = None        # median, p90
     startup_s: float | None = None
+    engine_startup_s: float | None = None   # --engine: launch to the engine handing the last rank its function
     train_s: float | None = None
     wall_s: float | None = None
     # Where the wall time went (seconds): start-up (launch to the first step's end), training (the clock's), evaluation,

@@ -76,6 +76,7 @@ class Joined(RankRecord):
     device_name: str | None = None
     threads: int | None = None
     keras: str | None = None           # TensorFlow: the Keras that ran
+    engine_handover: float | None = None  # an engine's run (--engine): when it handed this rank its function
     # The rest of the framework's report (backend, CUDA/NCCL, kernels, replicas...): the row's environment.
     info: dict = field(default_factory=dict)
 

@@ -47,6 +47,8 @@ from bench.worker.turns import Turns
 
 SPEC_ENV = "DTBENCH_SPEC"
 NODE_RANK_ENV = "DTBENCH_NODE_RANK"
+# An engine's run: when the engine handed this rank its function (epoch seconds, bench.engines.api.rank_main).
+HANDOVER_ENV = "DTBENCH_ENGINE_HANDOVER"
 LAUNCH_TIME_ENV = "DTBENCH_LAUNCH_TIME"
 HOST_ADDR_ENV = "DTBENCH_HOST_ADDR"  # a multi-host run: this host's address on the collectives' interface
 
@@ -186,7 +188,8 @@ class Worker:
             interface=os.environ.get("GLOO_SOCKET_IFNAME") if os.environ.get(HOST_ADDR_ENV) else None,
             malloc={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults",
             framework_version=framework_version, device=device, device_name=device_name, threads=threads,
-            keras=keras, info=info))
+            keras=keras, engine_handover=float(os.environ[HANDOVER_ENV]) if os.environ.get(HANDOVER_ENV) else None,
+            info=info))
 
     @property
     def input_phases(self) -> bool:
