@@ -56,17 +56,18 @@ def evaluate(correct: int, total: int) -> float:
 
 def distributed(fn: Callable | None = None, *, devices: int = 2, engine: str = "torchrun", nodes: int = 1,
                 out: str | os.PathLike | None = None, timeout: float = 600.0, all_ranks: bool = False,
-                device_type: str | None = None, mlflow: str | None = None, warmup_steps: int | None = None,
-                window_steps: int | None = None, windows: int | None = None):
+                device_type: str | None = None, mlflow: str | None = None, address: str | None = None,
+                warmup_steps: int | None = None, window_steps: int | None = None, windows: int | None = None):
     """`fn` run on `devices` ranks through `engine` each time it is called, measured into a row of `out`
     (default results/latest). Returns rank 0's value, or every rank's with `all_ranks`. `timeout` (seconds) cuts a
-    hung run; `mlflow` logs the row as the other rows are logged; the clock's warm-up, window length and windows
-    are the default task's unless given."""
+    hung run; `mlflow` logs the row as the other rows are logged (its link printed); `address` runs on the
+    engine's existing cluster (a Ray address, a Spark master URL, a Dask scheduler) in place of a local one; the
+    clock's warm-up, window length and windows are the default task's unless given."""
     def decorate(function: Callable) -> Callable:
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any):
             return run(function, args, kwargs, devices=devices, engine=engine, nodes=nodes, out=out,
-                       timeout=timeout, all_ranks=all_ranks, device_type=device_type, mlflow=mlflow,
+                       timeout=timeout, all_ranks=all_ranks, device_type=device_type, mlflow=mlflow, address=address,
                        warmup_steps=warmup_steps, window_steps=window_steps, windows=windows)
         return call
 
@@ -75,7 +76,7 @@ def distributed(fn: Callable | None = None, *, devices: int = 2, engine: str = "
 
 def run(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, devices: int = 2, engine: str = "torchrun",
         nodes: int = 1, out: str | os.PathLike | None = None, timeout: float = 600.0, all_ranks: bool = False,
-        device_type: str | None = None, mlflow: str | None = None, **timing):
+        device_type: str | None = None, mlflow: str | None = None, address: str | None = None, **timing):
     """One measured call of `fn(*args, **kwargs)` (what the decorator does)."""
     from bench.request.settings import DEFAULT_OUT
     from bench.spec import devices as machines
@@ -85,9 +86,15 @@ def run(fn: Callable, args: tuple = (), kwargs: dict | None = None, *, devices: 
     folder = Path(out or DEFAULT_OUT).resolve()
     machine = machines.discover()
     [spec] = function.specs(fn, args, kwargs or {}, folder, [engine], [devices], nodes,
-                            device_type or machine.default_device_type, timeout, **timing)
+                            device_type or machine.default_device_type, timeout,
+                            addresses={engine: address}, **timing)
     [row] = runner.run_all([spec], folder, machine, mlflow)
     print(summary(row, folder), file=sys.stderr)
+    if mlflow:
+        from bench.sweep import tracking
+
+        print(f"dtbench: MLflow run {tracking.link_of(mlflow, row.run_id) or 'not logged (see the warning)'}",
+              file=sys.stderr)
     if row.status != Status.OK:
         raise FunctionFailed(f"{fn.__name__} on {devices} × {engine}: {row.status}: {row.error}", row)
     values = function.values(folder, row.run_id)
@@ -99,6 +106,7 @@ def summary(row, folder: Path) -> str:
     where = f"{row.world_size} × {row.engine}"
     if row.throughput:
         t = row.throughput
+        engine = f" ({row.engine_startup_s:.1f} s the engine's)" if row.engine_startup_s is not None else ""
         return (f"dtbench: {row.variant} on {where}: {t['median']:.1f} samples/s [{t['ci_low']:.1f}, "
-                f"{t['ci_high']:.1f}], start-up {row.startup_s:.1f} s -> {folder / 'results.jsonl'}")
+                f"{t['ci_high']:.1f}], start-up {row.startup_s:.1f} s{engine} -> {folder / 'results.jsonl'}")
     return f"dtbench: {row.variant} on {where}: {row.status} -> {folder / 'results.jsonl'}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -25,9 +26,10 @@ from torch import nn
 import dtbench
 
 KIND, ENGINE, OUT = sys.argv[1:4]
+ADDRESS, MLFLOW = (sys.argv[5:7] + [None, None])[:2]  # an existing cluster, a tracking server
 
 @dtbench.distributed(devices=2, engine=ENGINE, out=OUT, timeout=float(sys.argv[4]), warmup_steps=2,
-                     window_steps=4, windows=3, all_ranks=True)
+                     window_steps=4, windows=3, all_ranks=True, address=ADDRESS, mlflow=MLFLOW)
 def train(steps):
     model = nn.parallel.DistributedDataParallel(nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -50,12 +52,14 @@ print("returned", train(20))
 '''
 
 
-def run_script(tmp_path: Path, kind: str, engine: str, timeout_s: float = 120, dtbench_at: Path = REPO):
-    """The script run from a folder of its own, as its user would run it; what it printed, its rows, what it left."""
+def run_script(tmp_path: Path, kind: str, engine: str, timeout_s: float = 120, dtbench_at: Path = REPO,
+               *services: str):
+    """The script run from a folder of its own, as its user would run it; what it printed, its rows, what it left.
+    `services`: the cluster's address and the tracking server's URL to use."""
     script = tmp_path / "own.py"
     script.write_text(textwrap.dedent(SCRIPT))
     out = tmp_path / "out"
-    done, shm = with_own_shm([sys.executable, str(script), kind, engine, str(out), str(timeout_s)],
+    done, shm = with_own_shm([sys.executable, str(script), kind, engine, str(out), str(timeout_s), *services],
                              env={**CPU, "PYTHONPATH": str(dtbench_at)}, timeout=400, cwd=tmp_path)
     return done, rows(out), shm
 
@@ -85,6 +89,9 @@ def test_a_decorated_function_gets_a_row_with_throughput_and_every_ranks_value(t
     assert len(row["throughput"]["windows"]) == 3
     assert row["throughput"]["ci_low"] <= row["throughput"]["median"] <= row["throughput"]["ci_high"]
     assert row["throughput"]["median"] > 0 and row["startup_s"] > 0 and row["step_time_ms"]["median"] > 0
+    # The engine's share of start-up: its cluster up and the ranks handed their function, before torch's import
+    assert 0 < row["engine_startup_s"] < row["startup_s"]
+    assert f"s the engine's) -> {tmp_path / 'out'}" in done.stderr  # the summary line says it too
     assert (row["test_accuracy"], row["eval_samples"]) == (0.15, 20)  # 1 + 2 right of 10 + 10: summed over ranks
     assert row["function"]["module"] == "__main__" and len(row["function"]["source_sha256"]) == 64
     assert row["timeseries"]["ranks"] and row["peak_memory_mb"] > 0
@@ -166,6 +173,7 @@ def test_a_sweep_ranks_one_function_across_two_engines_and_one_and_two_devices(t
     assert all(r["timeseries"]["ranks"] == list(range(r["world_size"])) for r in got.values())  # the engine's ranks
     report = (tmp_path / "report.md").read_text()
     assert "train [dask]" in report and "verdict" in report.lower()
+    assert re.search(r"\| engine s +\|", report)  # the engines' start-up side by side
 
 
 EXAMPLES = {  # each seed's program under the engine it names
@@ -196,3 +204,35 @@ def test_sweep_function_refuses_a_name_it_cannot_import_in_one_line():
     done = cli("sweep", "--function", "no_such_module_here:train", "--engines", "torchrun,dask")
     assert done.returncode == 2 and "--function no_such_module_here:train" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_function_runs_on_an_existing_dask_cluster_and_prints_its_mlflow_runs_link(tmp_path):
+    """The user's own cluster (`dask scheduler`, `dask worker`) and tracking server (`mlflow server`): the decorated
+    function and `bench sweep --function --dask-scheduler` run there, each row says where, the printed link is the
+    server's run of the row, and the cluster is left running as it was found."""
+    pytest.importorskip("mlflow")
+    import urllib.request
+
+    from clusters import dask_cluster, mlflow_server
+
+    with dask_cluster(tmp_path) as (address, client), mlflow_server(tmp_path) as tracking:
+        done, [row], _ = run_script(tmp_path, "ok", "dask", 180, REPO, address, tracking)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (row["status"], row["engine"], row["engine_address"]) == ("ok", "dask", address)
+        assert "returned [0, 1]" in done.stdout
+        [link] = [line.split("MLflow run ", 1)[1] for line in done.stderr.splitlines() if "dtbench: MLflow run" in line]
+        assert link.startswith(f"{tracking}/#/experiments/")
+        run_id = link.rsplit("/runs/", 1)[1]
+        with urllib.request.urlopen(f"{tracking}/api/2.0/mlflow/runs/get?run_id={run_id}", timeout=10) as got:
+            logged = json.load(got)["run"]
+        assert logged["info"]["run_name"] == row["run_id"]
+        [median] = [m["value"] for m in logged["data"]["metrics"] if m["key"] == "throughput_median"]
+        assert median == pytest.approx(row["throughput"]["median"])
+
+        swept = sweep(tmp_path / "sweep", "examples.mlp_regression:train", "dask", "2", "--dask-scheduler", address,
+                      "--warmup-steps", "4", "--window-steps", "10", "--windows", "3")
+        assert swept.returncode == 0, swept.stderr[-3000:]
+        [row] = rows(tmp_path / "sweep")
+        assert (row["status"], row["engine_address"]) == ("ok", address)
+        assert len(client.scheduler_info()["workers"]) == 2  # the user's cluster outlives the runs

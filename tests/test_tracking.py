@@ -136,11 +136,14 @@ def test_the_model_folder_is_logged_beside_the_database_only_for_an_ok_run_that_
     (model / "data" / "weights").write_bytes(b"0" * 10)
     saved = sorted((p.relative_to(model), p.read_bytes()) for p in model.rglob("*") if p.is_file())
     uri = mlflow_store()
-    for name, fields in (("saved", {"model_bytes": 23}), ("failed", {"status": "failed", "model_bytes": 23}),
-                         ("none", {})):
-        tracking.log_row(uri, result_row(run_id=name, **fields), model)
+    links = {name: tracking.log_row(uri, result_row(run_id=name, **fields), model)
+             for name, fields in (("saved", {"model_bytes": 23}), ("failed", {"status": "failed", "model_bytes": 23}),
+                                  ("none", {}))}
     mlflow.set_tracking_uri(uri)
     runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["dtbench"], output_format="list")}
+    # A local store has no UI of its own: the link is the run's URI and the command that serves the store.
+    assert links["saved"] == f"runs:/{runs['saved'].info.run_id} (to browse it: mlflow ui --backend-store-uri {uri})"
+    assert tracking.link_of(uri, "failed") == links["failed"] and tracking.link_of(uri, "absent") is None
     [logged] = mlflow.search_logged_models(experiment_ids=[runs["saved"].info.experiment_id], output_format="list")
     assert logged.source_run_id == runs["saved"].info.run_id and logged.name == "model"
     assert logged.status.to_proto() == mlflow.entities.LoggedModelStatus.READY.to_proto()

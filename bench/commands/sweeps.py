@@ -119,8 +119,9 @@ def sweep_function(args: Request, machine, device_type: str) -> int:
         raise SpecError("--function runs your own function: drop --variants and --models")
     fn = function.load(args.function)
     counts = plan.given_counts(args.device_counts) if args.device_counts else plan.device_counts(args.max_devices)
-    specs = function.specs(fn, (), {}, args.out.resolve(), [engine for engine, _ in request.engines(args)], counts,
-                           args.nodes, device_type, args.timeout_s, warmup_steps=args.warmup_steps,
+    engines = dict(request.engines(args))  # each engine and its cluster's address (--ray-address...) if given
+    specs = function.specs(fn, (), {}, args.out.resolve(), list(engines), counts, args.nodes, device_type,
+                           args.timeout_s, addresses=engines, warmup_steps=args.warmup_steps,
                            window_steps=args.window_steps, windows=args.windows)
     specs = plan.rounds(specs, args.repeats)
     plan.check_all(specs, machine)

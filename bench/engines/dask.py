@@ -32,6 +32,8 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
         if len(workers) < group.world_size:
             raise SpecError(f"the Dask cluster has {len(workers)} workers, the run needs {group.world_size}: "
                             "add workers or lower --devices")
+        if address is not None:  # the ranks meet at rank 0's worker, as torchrun's at its master
+            group = dataclasses.replace(group, rendezvous=master_of(client, workers[0]))
         if group.device_type == "cuda" and address is not None:
             group = dataclasses.replace(group, first_visible_is_own=rotated_visibility(client))
         tag = uuid.uuid4().hex[:8]
@@ -49,6 +51,22 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
         client.close()
         if cluster is not None:
             cluster.close()  # stops the worker processes, even one stuck in a collective
+
+
+def master_of(client: Client, worker: str) -> str:
+    """The process group's rendezvous on an existing cluster: `tcp://` at rank 0's worker's host, on a port that
+    host had free a moment ago (dask-pytorch-ddp fixes 23456, which a second run or another program may hold)."""
+    host = worker.removeprefix("tcp://").rsplit(":", 1)[0]
+    port = client.run(free_port, workers=[worker])[worker]
+    return f"tcp://{host}:{port}"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
 
 
 def rotated_visibility(client: Client) -> bool:

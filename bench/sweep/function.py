@@ -100,8 +100,10 @@ def task(fn: Callable, warmup_steps: int | None = None, window_steps: int | None
 
 
 def specs(fn: Callable, args: tuple, kwargs: dict, out: Path, engines: list[str], device_counts: list[int],
-          nodes: int = 1, device_type: str = "cpu", timeout_s: float = 600.0, **timing) -> list[RunSpec]:
-    """One RunSpec for each engine and device count, every one running `fn(*args, **kwargs)`."""
+          nodes: int = 1, device_type: str = "cpu", timeout_s: float = 600.0,
+          addresses: dict[str, str | None] | None = None, **timing) -> list[RunSpec]:
+    """One RunSpec for each engine and device count, every one running `fn(*args, **kwargs)`; `addresses`: an
+    engine's existing cluster (a Ray address, a Spark master, a Dask scheduler) in place of a local one."""
     for engine in engines:
         check_engine(engine)
     if nodes < 1 or any(d < 1 or d % nodes for d in device_counts):
@@ -109,7 +111,7 @@ def specs(fn: Callable, args: tuple, kwargs: dict, out: Path, engines: list[str]
     made = variant(fn, write_payload(fn, args, kwargs, out))
     the_task = task(fn, **timing)
     return [RunSpec(made, the_task, device_type, nodes, devices // nodes, timeout_s=timeout_s, engine=engine,
-                    sample_every_s=0.5)
+                    engine_address=(addresses or {}).get(engine), sample_every_s=0.5)
             for devices in device_counts for engine in engines]
 
 

@@ -94,6 +94,6 @@ def _track(uri: str, row: ResultRow, out_dir: Path) -> None:
     from bench.sweep import tracking
 
     try:
-        tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR)
+        log.info("      mlflow: %s", tracking.log_row(uri, row, out_dir / "runs" / row.run_id / MODEL_DIR))
     except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
         log.warning("      mlflow: could not log %s: %s", row.run_id, exc)

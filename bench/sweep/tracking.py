@@ -68,9 +68,9 @@ def require() -> None:
         raise SpecError(f"--mlflow needs the 'mlflow' extra: {install.hint('mlflow')}")
 
 
-def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str | None = None) -> None:
+def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment: str | None = None) -> str:
     """One MLflow run for the row; `model_dir`: the run's saved MLflow model, logged as its model "model" where
-    the run finished ok and saved one (row.model_bytes), with the row's metrics."""
+    the run finished ok and saved one (row.model_bytes), with the row's metrics. Returns the run's link."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # it would write telemetry otherwise
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")   # refused by default in MLflow 3
     import mlflow
@@ -107,6 +107,34 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
                     mlflow.log_metric(name, value, step=epoch)
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
+    return run_link(uri, run.info.experiment_id, run.info.run_id)
+
+
+def run_link(uri: str, experiment_id: str, run_id: str) -> str:
+    """Where a person opens the run: its page on a tracking server's UI; in a local store (SQLite, a folder),
+    which has no UI of its own, its `runs:/` URI and the command that serves the store."""
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"runs:/{run_id} (to browse it: mlflow ui --backend-store-uri {uri})"
+
+
+def find_run(uri: str, run_name: str, experiment: str | None = None):
+    """The MLflow run `log_row` made for the row named `run_name` (its run id), or None."""
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    found = mlflow.search_runs(experiment_names=[experiment or experiment_name()], output_format="list",
+                               max_results=1, filter_string=f"attributes.run_name = '{run_name}'")
+    return found[0] if found else None
+
+
+def link_of(uri: str, run_name: str) -> str | None:
+    """The link of the row's MLflow run (`run_link`); None where it was not logged (the server was down)."""
+    try:
+        found = find_run(uri, run_name)
+    except Exception:  # noqa: BLE001 - the server is down: runner._track has warned already
+        return None
+    return run_link(uri, found.info.experiment_id, found.info.run_id) if found else None
 
 
 def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str | None = None) -> None:
@@ -128,10 +156,9 @@ def log_derived(uri: str, rows: list[ResultRow], configs, experiment: str | None
         line = lines.get(row.key, {})
         figures = [Metric(name, float(line[name]), now, 0) for name in metrics.derived() if present(line.get(name))]
         try:
-            found = mlflow.search_runs(experiment_names=[experiment], output_format="list", max_results=1,
-                                       filter_string=f"attributes.run_name = '{row.run_id}'")
+            found = find_run(uri, row.run_id, experiment)
             if figures and found:
-                client.log_batch(found[0].info.run_id, metrics=figures)
+                client.log_batch(found.info.run_id, metrics=figures)
         except Exception as exc:  # noqa: BLE001 - any tracking failure is a warning, not a lost run
             log.warning("--mlflow: %s's derived figures were not logged: %s", row.run_id, exc)
 
