@@ -220,3 +220,39 @@ def test_mlflows_own_variables_name_the_store_and_the_experiment_and_a_given_uri
         assert len(mlflow.search_runs(experiment_names=["team-benchmarks"], output_format="list")) == 1
         assert mlflow.get_experiment_by_name("dtbench") is None
     assert tracking.experiment_name() == "team-benchmarks"
+
+
+def test_the_runs_samples_are_logged_as_mlflow_system_metrics_at_their_times(tmp_path, mlflow_store):
+    """The sampler's file (cores, ranks, GPUs every tick) as MLflow's own system metrics: the cores' mean busy
+    share, each rank's memory, each GPU's utilisation, at launch + the sample's time."""
+    import mlflow
+    import pandas as pd
+
+    from bench.run.sampler import COLUMNS
+    from bench.sweep import tracking
+    from helpers import result_row
+
+    run_dir = tmp_path / "runs" / "sampled"
+    run_dir.mkdir(parents=True)
+    ticks = [(0.5, "core", 0, None, None, 20.0, None, None, None, None),
+             (0.5, "core", 1, None, None, 60.0, None, None, None, None),
+             (0.5, "rank", 0, 700.0, 95.0, None, None, None, None, None),
+             (0.5, "gpu", 0, None, None, None, 88.0, 1234.0, 300.0, 1980.0),
+             (1.0, "core", 0, None, None, 100.0, None, None, None, None),
+             (1.0, "core", 1, None, None, 50.0, None, None, None, None),
+             (1.0, "rank", 0, 710.0, 99.0, None, None, None, None, None),
+             (1.0, "gpu", 0, None, None, None, 90.0, 1300.0, 310.0, 1980.0)]
+    pd.DataFrame(ticks, columns=list(COLUMNS)).to_parquet(run_dir / "timeseries.parquet")
+    uri = mlflow_store()
+    tracking.log_row(uri, result_row(run_id="sampled", started_at="2026-12-02T10:00:00+00:00"), run_dir / "model")
+    client = mlflow.MlflowClient(uri)
+    run_id = tracking.find_run(uri, "sampled").info.run_id
+
+    def history(name: str) -> list[tuple[int, int, float]]:
+        return sorted((m.step, m.timestamp, m.value) for m in client.get_metric_history(run_id, name))
+
+    launched_ms = 1796205600000  # 2026-12-02T10:00:00Z
+    assert history("system/cpu_utilization_percentage") == [(0, launched_ms + 500, 40.0), (1, launched_ms + 1000, 75.0)]
+    assert [v for _, _, v in history("system/rank_0_memory_usage_megabytes")] == [700.0, 710.0]
+    assert [v for _, _, v in history("system/gpu_0_utilization_percentage")] == [88.0, 90.0]
+    assert [v for _, _, v in history("system/gpu_0_power_usage_watts")] == [300.0, 310.0]

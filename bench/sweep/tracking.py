@@ -1,5 +1,5 @@
-"""Optional MLflow tracking (`--mlflow URI`): each run's spec as params, its figures as metrics, its trained
-model as the run's logged model.
+"""Optional MLflow tracking (`--mlflow URI`): each run's spec as params, its figures as metrics, its time series
+as MLflow's system metrics, its trained model as the run's logged model.
 
 Logged by the harness once the row is folded, so every variant and engine is tracked the same way and
 the figures are the row's own (median and interval over windows, exact accuracy), not one rank's view. The
@@ -28,6 +28,7 @@ from bench.status import Status
 
 log = logging.getLogger(__name__)
 MODEL_ARTIFACT = "model"
+BATCH = 1000  # MLflow's most metrics in one log_batch
 METRICS = {
     "throughput_median": lambda r: (r.throughput or {}).get("median"),
     "throughput_ci_low": lambda r: (r.throughput or {}).get("ci_low"),
@@ -105,9 +106,39 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
                                 ("epoch_test_accuracy", test_accuracy)):
                 if value is not None:
                     mlflow.log_metric(name, value, step=epoch)
+        if model_dir is not None:  # what the run did over time, as MLflow's system metrics (its own tab)
+            system = system_metrics(model_dir.parent / "timeseries.parquet", row.started_at)
+            for start in range(0, len(system), BATCH):
+                mlflow.MlflowClient().log_batch(run.info.run_id, metrics=system[start:start + BATCH])
         if row.error:
             mlflow.set_tag("error", row.error[:4000])
     return run_link(uri, run.info.experiment_id, run.info.run_id)
+
+
+def system_metrics(path: Path, started_at: str) -> list:
+    """The run's sampler file (bench.run.sampler) as MLflow's system metrics, named as `mlflow.system_metrics`
+    names its own (`system/cpu_utilization_percentage`, `system/gpu_0_utilization_percentage`...) and each rank's
+    resident memory, at the time each sample was taken (the step: the sample's index)."""
+    from datetime import datetime
+
+    import pandas as pd
+    from mlflow.entities import Metric
+
+    if not path.is_file():
+        return []
+    frame = pd.read_parquet(path)
+    launched_ms = datetime.fromisoformat(started_at).timestamp() * 1000
+    times = {t: step for step, t in enumerate(sorted(frame["t_s"].unique()))}
+    series = [("system/cpu_utilization_percentage", frame[frame["kind"] == "core"].groupby("t_s")["busy_pct"].mean())]
+    for kind, column, name in (("rank", "rss_mb", "system/rank_{}_memory_usage_megabytes"),
+                               ("rank", "cpu_pct", "system/rank_{}_cpu_utilization_percentage"),
+                               ("gpu", "util_pct", "system/gpu_{}_utilization_percentage"),
+                               ("gpu", "mem_mb", "system/gpu_{}_memory_usage_megabytes"),
+                               ("gpu", "power_w", "system/gpu_{}_power_usage_watts")):
+        for index, samples in frame[frame["kind"] == kind].groupby("index"):
+            series.append((name.format(index), samples.set_index("t_s")[column]))
+    return [Metric(name, float(value), int(launched_ms + 1000 * t), times[t])
+            for name, values in series for t, value in values.dropna().items()]
 
 
 def run_link(uri: str, experiment_id: str, run_id: str) -> str:
