@@ -174,6 +174,7 @@ def test_a_sweep_ranks_one_function_across_two_engines_and_one_and_two_devices(t
     report = (tmp_path / "report.md").read_text()
     assert "train [dask]" in report and "verdict" in report.lower()
     assert re.search(r"\| engine s +\|", report)  # the engines' start-up side by side
+    assert not list(tmp_path.glob("*-accuracy.png"))  # nothing evaluated: no empty accuracy plot
 
 
 EXAMPLES = {  # each seed's program under the engine it names

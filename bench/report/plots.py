@@ -115,9 +115,10 @@ def efficiency(rows: list[dict], path: Path) -> None:
     _save(fig, path)
 
 
-def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
+def _bars(ax, rows: list[dict], value, ylabel: str) -> list[dict]:
+    """One bar per configuration with a `value`; the configurations drawn, in the bars' order."""
     palette = style.colours(rows)
-    labels, values, looks = [], [], []
+    labels, values, looks, drawn = [], [], [], []
     for label, rs in _series(rows).items():
         for r in rs:
             v = value(r)
@@ -125,14 +126,18 @@ def _bars(ax, rows: list[dict], value, ylabel: str) -> None:
                 labels.append(f"{label}, {r['world_size']} dev")
                 values.append(v)
                 looks.append(style.bar_style(r, palette))
+                drawn.append(r)
     for i, (v, look) in enumerate(zip(values, looks)):
         ax.bar(i, v, **look)
     style.bar_labels(ax, labels)
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", alpha=0.3)
+    return drawn
 
 
 def accuracy(rows: list[dict], path: Path) -> None:
+    if not any(present(r["test_accuracy"]) for r in rows):  # nothing evaluated (a function without dtbench.evaluate)
+        return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
     _bars(left, rows, lambda r: r["test_accuracy"], "test accuracy (whole test set)")
     target = rows[0]["target_accuracy"]
@@ -151,7 +156,14 @@ def accuracy(rows: list[dict], path: Path) -> None:
 
 def startup(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    _bars(ax, rows, lambda r: r["startup_s"], "startup (s): launch to end of first step")
+    drawn = _bars(ax, rows, lambda r: r["startup_s"], "startup (s): launch to end of first step")
+    # An engine's run: the engine's own part (its cluster up, the ranks handed their function) hatched over it.
+    engines = [(i, r["engine_startup_s"]) for i, r in enumerate(drawn) if present(r.get("engine_startup_s"))]
+    for n, (i, part) in enumerate(engines):
+        ax.bar(i, part, color="none", edgecolor="black", hatch="//", lw=0.8,
+               label="the engine's own part" if n == 0 else "_engine")
+    if engines:
+        ax.legend(fontsize=8, loc="upper left")
     ax.set_title(_title("Startup time", rows), fontsize=9)
     _save(fig, path)
 
