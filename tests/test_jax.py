@@ -29,6 +29,22 @@ def test_a_jax_variant_without_jax_installed_is_refused_in_one_line(out):
     assert not out.exists()
 
 
+def test_a_built_in_model_jax_lacks_is_refused_before_anything_starts(out):
+    """jax_impl builds the small CNN only: a run asking another built-in model is one line, not a failed rank; a
+    sweep over every approach leaves JAX's out of that model's runs."""
+    result = cli("run", "--variant", "jax-single", "--model", "mnist-cnn", "--task", "quick", "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "jax-single builds the built-in small-cnn only, not mnist-cnn" in errors[0]
+    assert not out.exists()
+    from bench.spec import models
+    from bench.spec.variants import get_variant
+
+    assert models.refusal("mnist-cnn", None, get_variant("jax-mesh"))
+    assert models.refusal("small-cnn", None, get_variant("jax-mesh")) is None
+    assert models.refusal("mnist-cnn", None, get_variant("torch-ddp")) is None
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_each_jax_variant_trains_to_torch_ddps_accuracy_on_one_and_two_slots(out):

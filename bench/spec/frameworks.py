@@ -32,6 +32,7 @@ class Framework:
     model_check: str         # `python -m MODULE TASK_JSON` builds a task's model once (bench.run.model_check)
     panels: tuple[str, ...]  # its plot panels: the framework's own approaches, then its wrappers' (if any)
     model_libraries: tuple[str, ...] = ()  # `LIBRARY:NAME` models it trains: timm, torchvision; keras
+    built_in_models: tuple[str, ...] | None = None  # the built-in models (bench.spec.models.BUILT_IN) it has; None: all
     # The library whose names bench.spec.models.PAIRED gives its build of a model both frameworks have.
     paired_library: str | None = None
     builds_from: str = ""    # the pair table's words for where its build comes from: "timm's or dtbench's"

@@ -98,6 +98,9 @@ def _library_forms() -> str:
 def refusal(model: str, framework: str | None, variant) -> str | None:
     """Why `variant` cannot train `model` (of `framework`; None: either), or None."""
     trains = variant.family
+    has = frameworks.get(trains).built_in_models
+    if model in BUILT_IN and has is not None and model not in has:
+        return f"{variant.name} builds the built-in {', '.join(has)} only, not {model} (--model {has[0]})"
     if framework in (None, trains):
         return None
     named = f"--model-module {model.partition(':')[2]}" if model.startswith(f"{OWN}:") else model
