@@ -13,6 +13,7 @@ from bench.spec.variants import Variant
 FRAMEWORK = Framework(
     name="jax", title="JAX", package="jax", extra="jax", model_check="jax_impl.model", panels=("JAX",),
     built_in_models=("small-cnn",),  # jax_impl.model.BUILT_IN: the refusal comes before anything starts
+    not_offered=("Keras 3 compile + fit on the JAX backend (keras.distribution.DataParallel): not built yet",),
     distributions=("jax", "jaxlib", "optax"), python_env="DTBENCH_JAX_PYTHON",
     plain_loop=("jax-single", "probes.plain_jax_loop"),
     input_phases=True,  # every JAX variant trains through jax_impl/train.py's loop

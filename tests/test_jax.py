@@ -17,6 +17,11 @@ JAX_VARIANTS = ("jax-single", "jax-mesh", "jax-distributed")
 def test_jax_joins_as_its_package_and_its_variants_list_beside_the_others():
     listed = cli("list").stdout
     assert all(name in listed for name in JAX_VARIANTS)
+    # What users weigh that no variant offers says so, with why; and the built-in models JAX lacks.
+    offered = listed.split("not offered yet:\n")[1].split("tasks:")[0]
+    assert "PyTorch: Keras 3 compile + fit on the PyTorch backend" in offered and "keras PR #23316" in offered
+    assert "JAX: Keras 3 compile + fit on the JAX backend" in offered
+    assert "(JAX small-cnn only)" in listed
 
 
 def test_a_jax_variant_without_jax_installed_is_refused_in_one_line(out):

@@ -35,6 +35,8 @@ FRAMEWORK = Framework(
     model_types=("torch.nn",), distributions=("torch", "torchvision", "timm"),
     plain_loop=("torch-single", "probes.plain_loop"),
     input_phases=True,  # every PyTorch approach trains through torch_impl/train.py's loop
+    not_offered=("Keras 3 compile + fit on the PyTorch backend: its data parallelism (DDP) is on Keras' development "
+                 "branch only (keras PR #23316); keras 3.15.1, the release, has none",),
     kernel_summary="torch_impl.framework:kernel_summary",
     # probes/collectives.py times torch.distributed's gloo/nccl all-reduce: DDP's and Accelerate's gradients cross
     # the same one. The sharded ones (FSDP, DeepSpeed) move other collectives.

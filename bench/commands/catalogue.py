@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 from bench.request import Request
-from bench.spec import devices, knobs, models
+from bench.spec import devices, frameworks, knobs, models
 from bench.spec.task import CPU_IMAGE_SIZE, PRESETS
 from bench.spec.variants import VARIANTS
 
@@ -16,12 +16,18 @@ def cmd_list(args: Request) -> int:
         why = v.not_installed()
         missing = f"  [not installed: {why.partition(': ')[2]}]" if why else ""
         print(f"  {v.name:16} {where:20} launcher={v.launcher:9} {v.summary}{missing}")
+    print("not offered yet:")
+    for framework in frameworks.registry().values():
+        for line in framework.not_offered:
+            print(f"  {framework.title}: {line}")
     print("tasks:")
     for t in PRESETS.values():
         on_cpu = f" ({CPU_IMAGE_SIZE[t.name]}px on a CPU)" if t.name in CPU_IMAGE_SIZE else ""
         print(f"  {t.name:16} {t.model.name:16} on {t.data.dataset:14} {t.model.image_size}px{on_cpu} "
               f"batch={t.recipe.global_batch} epochs={t.recipe.epochs} {t.recipe.optimizer} {t.recipe.precision}")
-    print("models (--model): built in to both frameworks:", ", ".join(models.BUILT_IN))
+    partial = "; ".join(f"{f.title} {', '.join(f.built_in_models)} only" for f in frameworks.registry().values()
+                        if f.built_in_models is not None)
+    print("models (--model): built in:", ", ".join(models.BUILT_IN) + (f" ({partial})" if partial else ""))
     print("  named once, timm's for PyTorch and keras.applications' for TensorFlow:", ", ".join(models.PAIRED))
     print("  any other as timm:NAME, torchvision:NAME, keras:NAME, or your own with --model-module PKG.MODULE:FN")
     print("knobs (bench run --set NAME=VALUE): the framework's default, then the values worth trying")

@@ -33,6 +33,7 @@ class Framework:
     panels: tuple[str, ...]  # its plot panels: the framework's own approaches, then its wrappers' (if any)
     model_libraries: tuple[str, ...] = ()  # `LIBRARY:NAME` models it trains: timm, torchvision; keras
     built_in_models: tuple[str, ...] | None = None  # the built-in models (bench.spec.models.BUILT_IN) it has; None: all
+    not_offered: tuple[str, ...] = ()  # approaches users weigh that it has no variant for, and why (`bench list`)
     # The library whose names bench.spec.models.PAIRED gives its build of a model both frameworks have.
     paired_library: str | None = None
     builds_from: str = ""    # the pair table's words for where its build comes from: "timm's or dtbench's"
