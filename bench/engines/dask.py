@@ -33,9 +33,8 @@ def run(group: Group, fn, args: tuple, kwargs: dict, address: str | None, work: 
             raise SpecError(f"the Dask cluster has {len(workers)} workers, the run needs {group.world_size}: "
                             "add workers or lower --devices")
         if address is not None:  # the ranks meet at rank 0's worker, as torchrun's at its master
-            group = dataclasses.replace(group, rendezvous=master_of(client, workers[0]))
-        if group.device_type == "cuda" and address is not None:
-            group = dataclasses.replace(group, first_visible_is_own=rotated_visibility(client))
+            group = dataclasses.replace(group, rendezvous=master_of(client, workers[0]),
+                                        first_visible_is_own=group.device_type == "cuda" and rotated_visibility(client))
         tag = uuid.uuid4().hex[:8]
         futures = [client.submit(rank_main, group, rank, fn, args, kwargs, workers=[workers[rank]],
                                  allow_other_workers=False, pure=False, key=f"dtbench-{tag}-rank{rank}")
@@ -62,6 +61,8 @@ def master_of(client: Client, worker: str) -> str:
 
 
 def free_port() -> int:
+    """Run on the worker: a port free on every interface there (bench.hosts.loopback's is free on loopback only,
+    and the other ranks may be on other hosts)."""
     import socket
 
     with socket.socket() as sock:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from bench import metrics
 from bench.results.frame import records_of
+from bench.run import sampler
 from bench.results.row import ResultRow
 from bench.spec.task import SpecError
 from bench.status import Status
@@ -107,7 +108,7 @@ def log_row(uri: str, row: ResultRow, model_dir: Path | None = None, experiment:
                 if value is not None:
                     mlflow.log_metric(name, value, step=epoch)
         if model_dir is not None:  # what the run did over time, as MLflow's system metrics (its own tab)
-            system = system_metrics(model_dir.parent / "timeseries.parquet", row.started_at)
+            system = system_metrics(model_dir.parent / sampler.FILE, row.started_at)
             for start in range(0, len(system), BATCH):
                 mlflow.MlflowClient().log_batch(run.info.run_id, metrics=system[start:start + BATCH])
         if row.error:
